@@ -1,0 +1,19 @@
+//! The overlay engine: a pinned upstream commit plus an ordered series of `git format-patch` overlays.
+//!
+//! It knows nothing of any particular upstream. See `docs/ARCHITECTURE.md` for the map and invariants.
+
+pub mod apply;
+pub mod check;
+pub mod diff;
+pub mod error;
+pub mod manifest;
+pub mod materialize;
+pub mod patch;
+pub mod project;
+pub mod refresh;
+pub mod render;
+pub mod series;
+pub mod tree;
+pub mod upstream;
+
+pub use error::{Error, Result};

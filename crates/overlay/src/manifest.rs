@@ -1,0 +1,250 @@
+//! `pins.toml`: the single source of truth for each upstream (URL + full commit + overlay folder).
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{Error, IoContext, Result};
+
+pub const PINS_FILE: &str = "pins.toml";
+
+/// One `[upstream.<name>]` table, validated.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Upstream {
+    pub name: String,
+    /// As written in pins.toml: any git URL or a local path. URL rewriting happens at fetch time.
+    pub url: String,
+    /// Full 40-hex commit, lowercase.
+    pub rev: String,
+    /// Overlay folder, relative to the root that holds pins.toml.
+    pub overlays: PathBuf,
+    pub branch: Option<String>,
+    /// FetchContent redirections for the build (name -> dir or URL); opaque to the engine.
+    pub fetchcontent: BTreeMap<String, String>,
+    /// 1-based line of the `[upstream.<name>]` table, for messages.
+    #[serde(skip)]
+    pub line: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Pins {
+    pub path: PathBuf,
+    /// In file order; the first is the default upstream.
+    pub upstreams: Vec<Upstream>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPins {
+    #[serde(default)]
+    upstream: BTreeMap<String, Spanned<RawUpstream>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpstream {
+    url: Spanned<String>,
+    rev: Spanned<String>,
+    overlays: Spanned<String>,
+    branch: Option<Spanned<String>>,
+    #[serde(default)]
+    fetchcontent: BTreeMap<String, Spanned<String>>,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+impl Pins {
+    /// Loads `<root>/pins.toml`.
+    pub fn load(root: &Path) -> Result<Pins> {
+        let path = root.join(PINS_FILE);
+        let text = std::fs::read_to_string(&path).at(&path)?;
+        Pins::parse(&path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Pins> {
+        let raw: RawPins = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            Error::input(path, line, e.message().trim().to_string())
+        })?;
+        let mut tables: Vec<(String, Spanned<RawUpstream>)> = raw.upstream.into_iter().collect();
+        // BTreeMap loses file order; spans give it back (the first table is the default upstream).
+        tables.sort_by_key(|(_, t)| t.span().start);
+        let mut upstreams = Vec::new();
+        for (name, table) in tables {
+            let line = line_of(text, table.span().start);
+            let raw = table.into_inner();
+            let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
+                Error::input(
+                    path,
+                    Some(line_of(text, span.start)),
+                    format!("upstream.{name}.{key}: {msg}"),
+                )
+            };
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(Error::input(
+                    path,
+                    Some(line),
+                    format!("upstream name {name:?}: expected letters, digits, '-' or '_'"),
+                ));
+            }
+            let url = raw.url.get_ref().trim().to_string();
+            if url.is_empty() {
+                return Err(err(raw.url.span(), "url", "expected a git URL or a local path, found an empty string".into()));
+            }
+            if url.starts_with("ext::") {
+                return Err(err(
+                    raw.url.span(),
+                    "url",
+                    "the ext:: transport runs arbitrary commands and is refused; use https://, ssh://, file:// or a path".into(),
+                ));
+            }
+            let rev = raw.rev.get_ref();
+            if rev.len() != 40 || !rev.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(err(
+                    raw.rev.span(),
+                    "rev",
+                    format!("expected a full 40-hex commit id, found {rev:?} (branch names, tags and short ids are not pins)"),
+                ));
+            }
+            let overlays = PathBuf::from(raw.overlays.get_ref());
+            let escapes = overlays.is_absolute()
+                || overlays
+                    .components()
+                    .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
+            if raw.overlays.get_ref().is_empty() || escapes {
+                return Err(err(
+                    raw.overlays.span(),
+                    "overlays",
+                    format!(
+                        "expected a folder relative to {}, inside it, found {:?}",
+                        PINS_FILE,
+                        raw.overlays.get_ref()
+                    ),
+                ));
+            }
+            let branch = match raw.branch {
+                Some(b) if b.get_ref().trim().is_empty() => {
+                    return Err(err(b.span(), "branch", "expected a branch name, found an empty string".into()));
+                }
+                Some(b) => Some(b.into_inner()),
+                None => None,
+            };
+            let fetchcontent = raw
+                .fetchcontent
+                .into_iter()
+                .map(|(k, v)| (k, v.into_inner()))
+                .collect();
+            upstreams.push(Upstream {
+                name,
+                url,
+                rev: rev.to_ascii_lowercase(),
+                overlays,
+                branch,
+                fetchcontent,
+                line,
+            });
+        }
+        if upstreams.is_empty() {
+            return Err(Error::input(path, None, "no [upstream.<name>] table").with_help(
+                "add one: [upstream.mlx] url = \"https://github.com/ml-explore/mlx\" rev = \"<40-hex commit>\" overlays = \"overlays/mlx\"",
+            ));
+        }
+        Ok(Pins {
+            path: path.to_path_buf(),
+            upstreams,
+        })
+    }
+
+    /// The named upstream, or the first one when no name is given.
+    pub fn upstream(&self, name: Option<&str>) -> Result<&Upstream> {
+        match name {
+            None => Ok(&self.upstreams[0]),
+            Some(n) => self.upstreams.iter().find(|u| u.name == n).ok_or_else(|| {
+                let known: Vec<&str> = self.upstreams.iter().map(|u| u.name.as_str()).collect();
+                Error::input(&self.path, None, format!("no upstream named {n:?}"))
+                    .with_help(format!("known upstreams: {}", known.join(", ")))
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Pins> {
+        Pins::parse(Path::new("pins.toml"), text)
+    }
+
+    const GOOD: &str = r#"
+[upstream.b]
+url = "https://example.com/b"
+rev = "0123456789abcdef0123456789ABCDEF01234567"
+overlays = "overlays/b"
+
+[upstream.a]
+url = "/srv/a.git"
+rev = "1111111111111111111111111111111111111111"
+overlays = "overlays/a"
+branch = "main"
+[upstream.a.fetchcontent]
+json = "/opt/json"
+"#;
+
+    #[test]
+    fn keeps_file_order_and_normalizes() {
+        let pins = parse(GOOD).unwrap();
+        let names: Vec<_> = pins.upstreams.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names, ["b", "a"]);
+        assert_eq!(pins.upstream(None).unwrap().name, "b");
+        assert_eq!(pins.upstreams[0].rev, "0123456789abcdef0123456789abcdef01234567");
+        assert_eq!(pins.upstreams[1].fetchcontent["json"], "/opt/json");
+        assert_eq!(pins.upstreams[1].line, 7);
+    }
+
+    #[track_caller]
+    fn err(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let short = GOOD.replace("1111111111111111111111111111111111111111", "1111111");
+        expect_test::expect![[r#"pins.toml:9: upstream.a.rev: expected a full 40-hex commit id, found "1111111" (branch names, tags and short ids are not pins)"#]]
+            .assert_eq(&err(&short));
+        let unknown = GOOD.replace("branch = \"main\"", "brnach = \"main\"");
+        assert!(err(&unknown).starts_with("pins.toml:11"), "{}", err(&unknown));
+        assert!(err(&unknown).contains("brnach"));
+        let missing = GOOD.replace("overlays = \"overlays/a\"\n", "");
+        assert!(err(&missing).contains("overlays"), "{}", err(&missing));
+        let escape = GOOD.replace("\"overlays/a\"", "\"../elsewhere\"");
+        expect_test::expect![[r#"pins.toml:10: upstream.a.overlays: expected a folder relative to pins.toml, inside it, found "../elsewhere""#]]
+            .assert_eq(&err(&escape));
+        let ext = GOOD.replace("/srv/a.git", "ext::sh -c touch% /tmp/pwned");
+        assert!(err(&ext).contains("ext:: transport"));
+        expect_test::expect![[r#"
+            pins.toml: no [upstream.<name>] table
+              help: add one: [upstream.mlx] url = "https://github.com/ml-explore/mlx" rev = "<40-hex commit>" overlays = "overlays/mlx""#]]
+        .assert_eq(&err(""));
+        assert!(err("[upstream.x]\nurl = 3\n").starts_with("pins.toml:2"));
+    }
+
+    #[test]
+    fn unknown_upstream_lists_known_ones() {
+        let pins = parse(GOOD).unwrap();
+        let e = pins.upstream(Some("c")).unwrap_err().to_string();
+        assert!(e.contains("known upstreams: b, a"), "{e}");
+    }
+}

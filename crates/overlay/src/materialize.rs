@@ -1,0 +1,288 @@
+//! Writing a tree into a directory, incrementally and without losing anybody's edits.
+//!
+//! A state file in the directory records the blob id of every file we wrote. A file whose content
+//! matches neither that record nor the new tree is a user's edit: `apply` refuses to touch such a
+//! tree (unless forced) and `refresh` turns those edits into overlays. Only files whose content
+//! differs are written, so unchanged files keep their mtimes and builds stay incremental.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, IoContext, Result};
+use crate::tree::{BlobSource, MODE_EXEC, MODE_LINK, Tree, blob_id};
+
+pub const STATE_FILE: &str = ".overlay-state.json";
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct State {
+    pub version: u32,
+    pub upstream: String,
+    pub rev: String,
+    pub series_hash: String,
+    /// path -> blob id of what we wrote.
+    pub files: BTreeMap<String, String>,
+    /// During a write: the ids being written. A file matching either record is ours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<BTreeMap<String, String>>,
+}
+
+impl State {
+    pub fn load(dir: &Path) -> Result<Option<State>> {
+        let p = dir.join(STATE_FILE);
+        match std::fs::read_to_string(&p) {
+            Ok(t) => serde_json::from_str(&t)
+                .map(Some)
+                .map_err(|e| Error::input(&p, Some(e.line()), format!("corrupt state file: {e}")).with_help("re-create the tree: remove the directory and run apply again")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(&p, e)),
+        }
+    }
+
+    fn is_ours(&self, path: &str, id: &str) -> bool {
+        self.files.get(path).is_some_and(|f| f == id)
+            || self.pending.as_ref().is_some_and(|p| p.get(path).is_some_and(|f| f == id))
+    }
+}
+
+/// What differs between a directory and what apply last wrote there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Edits {
+    pub modified: Vec<String>,
+    pub added: Vec<String>,
+    pub deleted: Vec<String>,
+}
+
+impl Edits {
+    pub fn is_empty(&self) -> bool {
+        self.modified.is_empty() && self.added.is_empty() && self.deleted.is_empty()
+    }
+    pub fn all(&self) -> impl Iterator<Item = &String> {
+        self.modified.iter().chain(&self.added).chain(&self.deleted)
+    }
+}
+
+/// A directory's files: path -> (blob id, executable).
+pub fn scan_dir(dir: &Path) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (git2::Oid, bool)>) -> Result<()> {
+        for e in std::fs::read_dir(dir).at(dir)? {
+            let e = e.at(dir)?;
+            let p = e.path();
+            let rel = p.strip_prefix(root).expect("under root").to_string_lossy().replace('\\', "/");
+            if rel == STATE_FILE || rel == ".git" {
+                continue;
+            }
+            let ft = e.file_type().at(&p)?;
+            if ft.is_dir() {
+                walk(root, &p, out)?;
+            } else if ft.is_symlink() {
+                let target = std::fs::read_link(&p).at(&p)?;
+                out.insert(rel, (blob_id(target.to_string_lossy().as_bytes()), false));
+            } else {
+                let bytes = std::fs::read(&p).at(&p)?;
+                out.insert(rel, (blob_id(&bytes), is_exec(&e.metadata().at(&p)?)));
+            }
+        }
+        Ok(())
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out)?;
+    Ok(out)
+}
+
+#[cfg(unix)]
+fn is_exec(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    m.permissions().mode() & 0o111 != 0
+}
+#[cfg(not(unix))]
+fn is_exec(_: &std::fs::Metadata) -> bool {
+    false
+}
+
+/// Edits in `dir` relative to its state file.
+pub fn edits(dir: &Path, state: &State) -> Result<Edits> {
+    let disk = scan_dir(dir)?;
+    let mut e = Edits::default();
+    for (p, (id, _)) in &disk {
+        if !state.files.contains_key(p) && !state.pending.as_ref().is_some_and(|x| x.contains_key(p)) {
+            e.added.push(p.clone());
+        } else if !state.is_ours(p, &id.to_string()) {
+            e.modified.push(p.clone());
+        }
+    }
+    for p in state.files.keys() {
+        if !disk.contains_key(p) && !state.pending.as_ref().is_some_and(|x| !x.contains_key(p)) {
+            e.deleted.push(p.clone());
+        }
+    }
+    Ok(e)
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct WriteReport {
+    pub dir: PathBuf,
+    pub written: Vec<String>,
+    pub removed: Vec<String>,
+    pub unchanged: usize,
+    /// Edits that `force` discarded.
+    pub discarded: Vec<String>,
+}
+
+/// Identity of what is being written, recorded in the state file.
+pub struct Origin<'a> {
+    pub upstream: &'a str,
+    pub rev: &'a str,
+    pub series_hash: &'a str,
+}
+
+fn edits_error(dir: &Path, e: &Edits) -> Error {
+    let mut list: Vec<String> = Vec::new();
+    list.extend(e.modified.iter().map(|p| format!("modified: {p}")));
+    list.extend(e.added.iter().map(|p| format!("added:    {p}")));
+    list.extend(e.deleted.iter().map(|p| format!("deleted:  {p}")));
+    let n = list.len();
+    if list.len() > 20 {
+        list.truncate(20);
+        list.push("...".into());
+    }
+    Error::input(dir, None, format!("{n} edit(s) not accounted for by the overlays:\n    {}", list.join("\n    ")))
+        .with_help(format!(
+            "keep them: `cargo xtask refresh --dir {0}` (turns them into overlays); discard them: `cargo xtask apply --dir {0} --force`",
+            dir.display()
+        ))
+}
+
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).at(parent)?;
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.overlay-tmp"));
+    if mode == MODE_LINK {
+        let _ = std::fs::remove_file(&tmp);
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(String::from_utf8_lossy(bytes).as_ref(), &tmp).at(&tmp)?;
+        #[cfg(not(unix))]
+        std::fs::write(&tmp, bytes).at(&tmp)?;
+    } else {
+        std::fs::write(&tmp, bytes).at(&tmp)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let m = if mode == MODE_EXEC { 0o755 } else { 0o644 };
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(m)).at(&tmp)?;
+        }
+    }
+    // A directory may sit where a file goes (an upstream change); make room only for our own file.
+    std::fs::rename(&tmp, path).at(path)
+}
+
+fn write_state(dir: &Path, state: &State) -> Result<()> {
+    let text = serde_json::to_string_pretty(state).expect("state serializes");
+    let p = dir.join(STATE_FILE);
+    let tmp = dir.join(format!("{STATE_FILE}.tmp"));
+    std::fs::write(&tmp, text).at(&tmp)?;
+    std::fs::rename(&tmp, &p).at(&p)
+}
+
+/// Writes `tree` into `dir`. Refuses (nothing changed) when `dir` holds edits, unless `force`.
+pub fn write_tree(dir: &Path, tree: &Tree, src: &dyn BlobSource, origin: Origin<'_>, force: bool) -> Result<WriteReport> {
+    let desired: BTreeMap<String, String> = tree
+        .entries
+        .keys()
+        .map(|p| (p.clone(), tree.blob_id(p).expect("present").to_string()))
+        .collect();
+    let new_state = State {
+        version: 1,
+        upstream: origin.upstream.to_string(),
+        rev: origin.rev.to_string(),
+        series_hash: origin.series_hash.to_string(),
+        files: desired.clone(),
+        pending: None,
+    };
+    let mut report = WriteReport { dir: dir.to_path_buf(), ..Default::default() };
+    let empty = match std::fs::read_dir(dir) {
+        Ok(mut it) => it.next().is_none(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    if empty {
+        // Fresh tree: stage everything beside it, then one rename makes it appear whole.
+        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).at(parent)?;
+        let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let stage = parent.join(format!(".{name}.overlay-stage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&stage);
+        let res = (|| {
+            for (p, e) in &tree.entries {
+                write_file(&stage.join(p), &tree.bytes(p, src)?.unwrap_or_default(), e.mode)?;
+                report.written.push(p.clone());
+            }
+            write_state(&stage, &new_state)?;
+            if dir.exists() {
+                std::fs::remove_dir(dir).at(dir)?;
+            }
+            std::fs::rename(&stage, dir).at(dir)
+        })();
+        if res.is_err() {
+            let _ = std::fs::remove_dir_all(&stage);
+        }
+        res?;
+        return Ok(report);
+    }
+    let Some(state) = State::load(dir)? else {
+        return Err(Error::input(dir, None, format!("not empty and not written by apply (no {STATE_FILE})"))
+            .with_help("choose a new or empty directory; apply never overwrites files it did not write"));
+    };
+    let e = edits(dir, &state)?;
+    if !e.is_empty() {
+        if !force {
+            return Err(edits_error(dir, &e));
+        }
+        report.discarded = e.all().cloned().collect();
+    }
+    let disk = scan_dir(dir)?;
+    let mut to_write = Vec::new();
+    for (p, id) in &desired {
+        let mode = tree.entries[p].mode;
+        match disk.get(p) {
+            Some((d, exec)) if d.to_string() == *id && (mode == MODE_LINK || *exec == (mode == MODE_EXEC)) => report.unchanged += 1,
+            _ => to_write.push(p.clone()),
+        }
+    }
+    let to_remove: Vec<String> = disk.keys().filter(|p| !desired.contains_key(*p)).cloned().collect();
+    if to_write.is_empty() && to_remove.is_empty() && state == new_state {
+        return Ok(report);
+    }
+    // Journal first: while files are being replaced, both old and new contents count as ours.
+    let mut journal = state.clone();
+    journal.pending = Some(desired.clone());
+    write_state(dir, &journal)?;
+    for p in &to_write {
+        let path = dir.join(p);
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).at(&path)?;
+        }
+        write_file(&path, &tree.bytes(p, src)?.unwrap_or_default(), tree.entries[p].mode)?;
+        report.written.push(p.clone());
+    }
+    for p in &to_remove {
+        let path = dir.join(p);
+        std::fs::remove_file(&path).at(&path)?;
+        let mut d = path.parent();
+        while let Some(x) = d {
+            if x == dir || std::fs::remove_dir(x).is_err() {
+                break;
+            }
+            d = x.parent();
+        }
+        report.removed.push(p.clone());
+    }
+    write_state(dir, &new_state)?;
+    Ok(report)
+}
+
+/// Paths in `a` or `b` whose ids differ.
+pub fn changed_paths(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> BTreeSet<String> {
+    a.keys().chain(b.keys()).filter(|k| a.get(*k) != b.get(*k)).cloned().collect()
+}

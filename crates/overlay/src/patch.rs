@@ -1,0 +1,944 @@
+//! The patch model: one overlay is one `git format-patch` file (mbox header, message with trailers,
+//! `---`, diffstat, unified diffs with git's extended headers, signature).
+//!
+//! Parsing is strict: hunk line counts must match the body, paths must stay inside the tree, binary
+//! patches are refused. The raw text is kept so an overlay that does not change keeps every byte.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OverlayKind {
+    Upstreamable,
+    LocalOnly,
+}
+
+impl OverlayKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverlayKind::Upstreamable => "upstreamable",
+            OverlayKind::LocalOnly => "local-only",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum UpstreamStatus {
+    NotSubmitted,
+    Submitted { url: String },
+    Merged { sha: String },
+}
+
+impl std::fmt::Display for UpstreamStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamStatus::NotSubmitted => f.write_str("not-submitted"),
+            UpstreamStatus::Submitted { url } => write!(f, "submitted {url}"),
+            UpstreamStatus::Merged { sha } => write!(f, "merged {sha}"),
+        }
+    }
+}
+
+/// `Depends-On: <path>::<symbol>`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Dependency {
+    pub path: String,
+    pub symbol: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Trailers {
+    pub kind: OverlayKind,
+    pub status: Option<UpstreamStatus>,
+    pub depends_on: Vec<Dependency>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    Context,
+    Remove,
+    Add,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub kind: LineKind,
+    /// Without the newline; a CRLF file keeps its `\r`.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    pub old_start: usize,
+    pub old_len: usize,
+    pub new_start: usize,
+    pub new_len: usize,
+    /// Text after the second `@@` (git's function-name heading), informational only.
+    pub heading: String,
+    pub lines: Vec<Line>,
+    /// `\ No newline at end of file` after the last old-side / new-side line.
+    pub old_missing_newline: bool,
+    pub new_missing_newline: bool,
+    /// 1-based line of the `@@` header in the patch file.
+    pub patch_line: usize,
+}
+
+impl Hunk {
+    pub fn preimage(&self) -> impl Iterator<Item = &str> {
+        self.lines
+            .iter()
+            .filter(|l| l.kind != LineKind::Add)
+            .map(|l| l.text.as_str())
+    }
+    pub fn postimage(&self) -> impl Iterator<Item = &str> {
+        self.lines
+            .iter()
+            .filter(|l| l.kind != LineKind::Remove)
+            .map(|l| l.text.as_str())
+    }
+    pub fn leading_context(&self) -> usize {
+        self.lines
+            .iter()
+            .take_while(|l| l.kind == LineKind::Context)
+            .count()
+    }
+    pub fn trailing_context(&self) -> usize {
+        self.lines
+            .iter()
+            .rev()
+            .take_while(|l| l.kind == LineKind::Context)
+            .count()
+    }
+    /// Same change at the same place: everything but the heading and the patch position.
+    pub fn same_as(&self, other: &Hunk) -> bool {
+        (
+            self.old_start,
+            self.old_len,
+            self.new_start,
+            self.new_len,
+            &self.lines,
+            self.old_missing_newline,
+            self.new_missing_newline,
+        ) == (
+            other.old_start,
+            other.old_len,
+            other.new_start,
+            other.new_len,
+            &other.lines,
+            other.old_missing_newline,
+            other.new_missing_newline,
+        )
+    }
+}
+
+/// One `diff --git` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilePatch {
+    /// Path before the change; `None` for a new file.
+    pub old_path: Option<String>,
+    /// Path after the change; `None` for a deleted file.
+    pub new_path: Option<String>,
+    pub old_mode: Option<u32>,
+    pub new_mode: Option<u32>,
+    pub hunks: Vec<Hunk>,
+    /// 1-based line of `diff --git` in the patch file.
+    pub patch_line: usize,
+}
+
+impl FilePatch {
+    pub fn is_new(&self) -> bool {
+        self.old_path.is_none()
+    }
+    pub fn is_delete(&self) -> bool {
+        self.new_path.is_none()
+    }
+    pub fn is_rename(&self) -> bool {
+        matches!((&self.old_path, &self.new_path), (Some(a), Some(b)) if a != b)
+    }
+    /// The path this section is about (the new one, or the old one for a deletion).
+    pub fn path(&self) -> &str {
+        self.new_path
+            .as_deref()
+            .or(self.old_path.as_deref())
+            .unwrap_or("")
+    }
+}
+
+/// A parsed overlay file.
+#[derive(Debug, Clone)]
+pub struct Overlay {
+    /// File name as listed in the series.
+    pub name: String,
+    /// Where it was read from (for messages).
+    pub path: PathBuf,
+    pub raw: String,
+    /// Everything up to and including the `---` line: mbox header, message, trailers.
+    pub prelude: String,
+    pub author: String,
+    pub date: String,
+    pub subject: String,
+    /// Message body (after the subject), trailers included.
+    pub body: String,
+    pub trailers: Trailers,
+    pub files: Vec<FilePatch>,
+    /// What follows `-- ` at the end (git's version), if present.
+    pub signature: Option<String>,
+}
+
+struct Cursor<'a> {
+    path: &'a Path,
+    lines: Vec<&'a str>,
+    /// Whether the line at the same index ended with '\n'.
+    terminated: Vec<bool>,
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(path: &'a Path, text: &'a str) -> Self {
+        let mut lines = Vec::new();
+        let mut terminated = Vec::new();
+        let mut rest = text;
+        while !rest.is_empty() {
+            match rest.find('\n') {
+                Some(i) => {
+                    lines.push(&rest[..i]);
+                    terminated.push(true);
+                    rest = &rest[i + 1..];
+                }
+                None => {
+                    lines.push(rest);
+                    terminated.push(false);
+                    rest = "";
+                }
+            }
+        }
+        Cursor {
+            path,
+            lines,
+            terminated,
+            pos: 0,
+        }
+    }
+    fn peek(&self) -> Option<&'a str> {
+        self.lines.get(self.pos).copied()
+    }
+    fn next(&mut self) -> Option<&'a str> {
+        let l = self.peek();
+        if l.is_some() {
+            self.pos += 1;
+        }
+        l
+    }
+    /// 1-based number of the line `peek` returns.
+    fn line_no(&self) -> usize {
+        self.pos + 1
+    }
+    fn err(&self, line: usize, msg: impl Into<String>) -> Error {
+        Error::input(self.path, Some(line), msg)
+    }
+}
+
+/// Parses one overlay file. `name` is its series entry, `path` where it was read from.
+pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
+    let mut c = Cursor::new(path, raw);
+    match c.peek() {
+        Some(l) if l.starts_with("From ") => {
+            c.next();
+        }
+        _ => {
+            return Err(c
+                .err(1, "not a git format-patch file: expected a first line \"From <sha> <date>\"")
+                .with_help("write overlays with `git format-patch` or `cargo xtask refresh`"));
+        }
+    }
+    // Mail headers, with RFC 2822 continuation lines.
+    let mut headers: Vec<(String, String, usize)> = Vec::new();
+    loop {
+        let n = c.line_no();
+        let Some(line) = c.next() else {
+            return Err(c.err(n, "truncated patch: the mail header never ends"));
+        };
+        if line.is_empty() {
+            break;
+        }
+        if line.starts_with([' ', '\t']) {
+            match headers.last_mut() {
+                Some(h) => {
+                    h.1.push(' ');
+                    h.1.push_str(line.trim());
+                }
+                None => return Err(c.err(n, "header continuation line without a header")),
+            }
+            continue;
+        }
+        let Some((k, v)) = line.split_once(':') else {
+            return Err(c.err(n, format!("malformed mail header line {line:?}")));
+        };
+        headers.push((k.to_ascii_lowercase(), v.trim().to_string(), n));
+    }
+    let header = |k: &str| headers.iter().find(|h| h.0 == k);
+    for (k, v, n) in &headers {
+        if k == "content-transfer-encoding" && !matches!(v.to_ascii_lowercase().as_str(), "8bit" | "7bit") {
+            return Err(c.err(*n, format!("content transfer encoding {v:?} is not supported; use 8bit")));
+        }
+    }
+    let author = header("from").map(|h| h.1.clone()).ok_or_else(|| c.err(2, "missing \"From:\" header"))?;
+    let date = header("date").map(|h| h.1.clone()).unwrap_or_default();
+    let subject = header("subject").map(|h| h.1.clone()).ok_or_else(|| c.err(2, "missing \"Subject:\" header"))?;
+    // Message up to the first "---" line.
+    let body_start = c.line_no();
+    let mut body_lines = Vec::new();
+    loop {
+        let Some(line) = c.next() else {
+            return Err(c
+                .err(body_start, "truncated patch: no \"---\" line separates the message from the diff"));
+        };
+        if line == "---" {
+            break;
+        }
+        body_lines.push(line);
+    }
+    let prelude_end: usize = c.lines[..c.pos].iter().map(|l| l.len() + 1).sum();
+    let prelude = raw[..prelude_end.min(raw.len())].to_string();
+    let trailers = parse_trailers(&c, body_start, &body_lines)?;
+    let body = body_lines.join("\n");
+
+    // Diffstat: skip to the first "diff --git".
+    while let Some(l) = c.peek() {
+        if l.starts_with("diff --git ") {
+            break;
+        }
+        c.next();
+    }
+    let mut files = Vec::new();
+    let mut signature = None;
+    while let Some(l) = c.peek() {
+        if l.starts_with("diff --git ") {
+            files.push(parse_file(&mut c)?);
+        } else if l == "-- " {
+            c.next();
+            signature = c.next().map(str::to_string);
+            while let Some(rest) = c.next() {
+                if !rest.is_empty() {
+                    return Err(c.err(c.pos, "unexpected text after the signature"));
+                }
+            }
+        } else if l.is_empty() {
+            c.next();
+        } else {
+            return Err(c.err(c.line_no(), format!("unexpected line between file diffs: {l:?}")));
+        }
+    }
+    if files.is_empty() {
+        return Err(c.err(c.line_no().min(c.lines.len().max(1)), "the patch contains no diff")
+            .with_help("an overlay must change something; `git am` refuses empty patches"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for f in &files {
+        if !seen.insert(f.path().to_string()) {
+            return Err(c.err(f.patch_line, format!("{} is patched twice in one overlay", f.path())));
+        }
+    }
+    Ok(Overlay {
+        name: name.to_string(),
+        path: path.to_path_buf(),
+        raw: raw.to_string(),
+        prelude,
+        author,
+        date,
+        subject,
+        body,
+        trailers,
+        files,
+        signature,
+    })
+}
+
+fn is_trailer_line(l: &str) -> bool {
+    match l.split_once(": ") {
+        Some((k, _)) => !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+        None => false,
+    }
+}
+
+fn parse_trailers(c: &Cursor, body_start: usize, body: &[&str]) -> Result<Trailers> {
+    // Trailers are the last paragraph of the message, every line "Key: value".
+    let end = body.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
+    let start = body[..end].iter().rposition(|l| l.trim().is_empty()).map_or(0, |i| i + 1);
+    let para = &body[start..end];
+    let para = if !para.is_empty() && para.iter().all(|l| is_trailer_line(l)) {
+        para
+    } else {
+        &[][..]
+    };
+    let mut kind = None;
+    let mut status = None;
+    let mut depends_on = Vec::new();
+    for (i, l) in para.iter().enumerate() {
+        let n = body_start + start + i;
+        let (k, v) = l.split_once(": ").expect("checked by is_trailer_line");
+        let v = v.trim();
+        match k.to_ascii_lowercase().as_str() {
+            "overlay-kind" => {
+                if kind.is_some() {
+                    return Err(c.err(n, "Overlay-Kind is given twice"));
+                }
+                kind = Some(match v {
+                    "upstreamable" => OverlayKind::Upstreamable,
+                    "local-only" => OverlayKind::LocalOnly,
+                    _ => {
+                        return Err(c.err(n, format!("Overlay-Kind: expected \"upstreamable\" or \"local-only\", found {v:?}")));
+                    }
+                });
+            }
+            "upstream-status" => {
+                let mut words = v.split_whitespace();
+                let parsed = match (words.next(), words.next(), words.next()) {
+                    (Some("not-submitted"), None, _) => Some(UpstreamStatus::NotSubmitted),
+                    (Some("submitted"), Some(url), None) => Some(UpstreamStatus::Submitted { url: url.to_string() }),
+                    (Some("merged"), Some(sha), None) if sha.len() >= 7 && sha.chars().all(|c| c.is_ascii_hexdigit()) => {
+                        Some(UpstreamStatus::Merged { sha: sha.to_string() })
+                    }
+                    _ => None,
+                };
+                status = Some(parsed.ok_or_else(|| {
+                    c.err(n, format!("Upstream-Status: expected \"not-submitted\", \"submitted <url>\" or \"merged <sha>\", found {v:?}"))
+                })?);
+            }
+            "depends-on" => {
+                let dep = v.split_once("::").and_then(|(p, s)| {
+                    let ok = !p.is_empty()
+                        && !s.is_empty()
+                        && !p.contains(char::is_whitespace)
+                        && !s.contains(char::is_whitespace)
+                        && check_rel_path(p).is_ok();
+                    ok.then(|| Dependency { path: p.to_string(), symbol: s.to_string() })
+                });
+                depends_on.push(dep.ok_or_else(|| {
+                    c.err(n, format!("Depends-On: expected \"<path>::<symbol>\" with a relative path, found {v:?}"))
+                })?);
+            }
+            _ => {}
+        }
+    }
+    let kind = kind.ok_or_else(|| {
+        c.err(body_start, "missing \"Overlay-Kind:\" trailer (required)")
+            .with_help("end the message with a trailer paragraph, e.g. \"Overlay-Kind: upstreamable\" or \"Overlay-Kind: local-only\"")
+    })?;
+    Ok(Trailers { kind, status, depends_on })
+}
+
+/// A path from a patch must stay inside the tree: relative, no `..`, not inside `.git`.
+pub fn check_rel_path(p: &str) -> std::result::Result<(), String> {
+    if p.is_empty() {
+        return Err("empty path".into());
+    }
+    if p.starts_with('/') || p.starts_with('\\') || (p.len() > 1 && p.as_bytes()[1] == b':') {
+        return Err(format!("absolute path {p:?} leaves the tree"));
+    }
+    for comp in p.split('/') {
+        match comp {
+            "" | "." => return Err(format!("path {p:?} is not normalized")),
+            ".." => return Err(format!("path {p:?} leaves the tree through \"..\"")),
+            c if c.eq_ignore_ascii_case(".git") => return Err(format!("path {p:?} is inside .git")),
+            c if c.contains('\\') || c.contains('\0') => return Err(format!("path {p:?} has a backslash or NUL")),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn unquote(s: &str) -> Option<String> {
+    // git quotes paths with unusual bytes C-style: "a/f\303\251 x".
+    let inner = s.strip_prefix('"')?.strip_suffix('"')?;
+    let mut out = Vec::new();
+    let mut it = inner.bytes().peekable();
+    while let Some(b) = it.next() {
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        match it.next()? {
+            b'n' => out.push(b'\n'),
+            b't' => out.push(b'\t'),
+            b'"' => out.push(b'"'),
+            b'\\' => out.push(b'\\'),
+            d @ b'0'..=b'7' => {
+                let mut v = (d - b'0') as u32;
+                for _ in 0..2 {
+                    let d = *it.peek()?;
+                    if !(b'0'..=b'7').contains(&d) {
+                        return None;
+                    }
+                    it.next();
+                    v = v * 8 + (d - b'0') as u32;
+                }
+                out.push(v as u8);
+            }
+            _ => return None,
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn parse_mode(c: &Cursor, n: usize, v: &str) -> Result<u32> {
+    u32::from_str_radix(v.trim(), 8).map_err(|_| c.err(n, format!("bad file mode {v:?}")))
+}
+
+fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
+    let patch_line = c.line_no();
+    let header = c.next().expect("peeked");
+    let mut fp = FilePatch {
+        old_path: None,
+        new_path: None,
+        old_mode: None,
+        new_mode: None,
+        hunks: Vec::new(),
+        patch_line,
+    };
+    // Paths from "diff --git a/X b/Y" only when they are unambiguous; ---/+++ and rename lines win.
+    let rest = &header["diff --git ".len()..];
+    let (mut git_old, mut git_new) = (None, None);
+    if rest.starts_with('"') {
+        if let Some(end) = rest[1..].find("\" ").map(|i| i + 2) {
+            git_old = unquote(&rest[..end]).and_then(|p| p.strip_prefix("a/").map(str::to_string));
+            git_new = unquote(rest[end..].trim_start())
+                .or_else(|| Some(rest[end..].trim_start().to_string()))
+                .and_then(|p| p.strip_prefix("b/").map(str::to_string));
+        }
+    } else if let Some(a) = rest.strip_prefix("a/") {
+        // Unquoted: "a/P b/P" for the same P when not renamed.
+        let half = (a.len().saturating_sub(2)) / 2;
+        if a.len() >= 3 && a.is_char_boundary(half) && a[half..].starts_with(" b/") && a[..half] == a[half + 3..] {
+            git_old = Some(a[..half].to_string());
+            git_new = Some(a[..half].to_string());
+        } else if let Some(i) = a.find(" b/") {
+            git_old = Some(a[..i].to_string());
+            git_new = Some(a[i + 3..].to_string());
+        }
+    }
+    if git_old.is_none() || git_new.is_none() {
+        return Err(c.err(patch_line, format!("cannot read paths from {header:?}")));
+    }
+    let (mut is_new, mut is_delete) = (false, false);
+    let (mut minus, mut plus): (Option<Option<String>>, Option<Option<String>>) = (None, None);
+    let (mut rename_from, mut rename_to) = (None, None);
+    // Extended headers.
+    while let Some(l) = c.peek() {
+        let n = c.line_no();
+        if l.starts_with("diff --git ") || l.starts_with("@@ ") || l == "-- " {
+            break;
+        }
+        c.next();
+        if let Some(v) = l.strip_prefix("old mode ") {
+            fp.old_mode = Some(parse_mode(c, n, v)?);
+        } else if let Some(v) = l.strip_prefix("new mode ") {
+            fp.new_mode = Some(parse_mode(c, n, v)?);
+        } else if let Some(v) = l.strip_prefix("new file mode ") {
+            fp.new_mode = Some(parse_mode(c, n, v)?);
+            is_new = true;
+        } else if let Some(v) = l.strip_prefix("deleted file mode ") {
+            fp.old_mode = Some(parse_mode(c, n, v)?);
+            is_delete = true;
+        } else if let Some(v) = l.strip_prefix("rename from ") {
+            rename_from = Some(unquote(v).unwrap_or_else(|| v.to_string()));
+        } else if let Some(v) = l.strip_prefix("rename to ") {
+            rename_to = Some(unquote(v).unwrap_or_else(|| v.to_string()));
+        } else if l.starts_with("copy from ") || l.starts_with("copy to ") {
+            return Err(c.err(n, "copy patches are not supported").with_help("regenerate the overlay without -C (copies become new files)"));
+        } else if l.starts_with("similarity index ") || l.starts_with("dissimilarity index ") || l.starts_with("index ") {
+        } else if l.starts_with("GIT binary patch") || (l.starts_with("Binary files ") && l.ends_with(" differ")) {
+            return Err(c.err(n, "binary patches are not supported").with_help("overlays carry text changes only; keep binary files out of overlays"));
+        } else if let Some(v) = l.strip_prefix("--- ") {
+            minus = Some(side_path(c, n, v, "a/")?);
+        } else if let Some(v) = l.strip_prefix("+++ ") {
+            plus = Some(side_path(c, n, v, "b/")?);
+            break;
+        } else {
+            return Err(c.err(n, format!("unexpected line in the header of a file diff: {l:?}")));
+        }
+    }
+    fp.old_path = if is_new { None } else { rename_from.or(minus.clone().flatten()).or(git_old) };
+    fp.new_path = if is_delete { None } else { rename_to.or(plus.clone().flatten()).or(git_new) };
+    if minus.is_some() != plus.is_some() {
+        return Err(c.err(patch_line, "a file diff has a \"---\" line without \"+++\" (or the reverse)"));
+    }
+    if (is_new && minus.as_ref().is_some_and(Option::is_some)) || (is_delete && plus.as_ref().is_some_and(Option::is_some)) {
+        return Err(c.err(patch_line, "new/deleted file headers disagree with the ---/+++ lines"));
+    }
+    for p in [&fp.old_path, &fp.new_path].into_iter().flatten() {
+        check_rel_path(p).map_err(|m| c.err(patch_line, m))?;
+    }
+    if is_new && is_delete {
+        return Err(c.err(patch_line, "a file diff cannot both create and delete a file"));
+    }
+    // Hunks.
+    while let Some(l) = c.peek() {
+        if !l.starts_with("@@ ") {
+            break;
+        }
+        fp.hunks.push(parse_hunk(c)?);
+    }
+    if fp.hunks.is_empty() && minus.is_some() {
+        return Err(c.err(patch_line, "a file diff with ---/+++ lines but no hunk"));
+    }
+    if fp.hunks.is_empty() && !is_new && !is_delete && !fp.is_rename() && fp.old_mode == fp.new_mode {
+        return Err(c.err(patch_line, "a file diff that changes nothing"));
+    }
+    Ok(fp)
+}
+
+fn side_path(c: &Cursor, n: usize, v: &str, prefix: &str) -> Result<Option<String>> {
+    // git may append a tab and a timestamp after the path in foreign diffs.
+    let v = v.split('\t').next().unwrap_or(v);
+    if v == "/dev/null" {
+        return Ok(None);
+    }
+    let p = unquote(v).unwrap_or_else(|| v.to_string());
+    match p.strip_prefix(prefix) {
+        Some(p) => Ok(Some(p.to_string())),
+        None => Err(c.err(n, format!("expected a path starting with {prefix:?} (git's -p1 form), found {v:?}"))),
+    }
+}
+
+fn parse_range(s: &str) -> Option<(usize, usize)> {
+    match s.split_once(',') {
+        Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+        None => Some((s.parse().ok()?, 1)),
+    }
+}
+
+fn parse_hunk(c: &mut Cursor) -> Result<Hunk> {
+    let patch_line = c.line_no();
+    let header = c.next().expect("peeked");
+    let bad = || c.err(patch_line, format!("malformed hunk header {header:?}"));
+    let rest = header.strip_prefix("@@ -").ok_or_else(bad)?;
+    let (ranges, heading) = rest.split_once(" @@").ok_or_else(bad)?;
+    let (old, new) = ranges.split_once(" +").ok_or_else(bad)?;
+    let (old_start, old_len) = parse_range(old).ok_or_else(bad)?;
+    let (new_start, new_len) = parse_range(new).ok_or_else(bad)?;
+    let mut h = Hunk {
+        old_start,
+        old_len,
+        new_start,
+        new_len,
+        heading: heading.strip_prefix(' ').unwrap_or(heading).to_string(),
+        lines: Vec::new(),
+        old_missing_newline: false,
+        new_missing_newline: false,
+        patch_line,
+    };
+    let (mut old_seen, mut new_seen) = (0, 0);
+    let lie = |c: &Cursor, o: usize, n: usize, why: &str| {
+        c.err(patch_line, format!(
+            "hunk header says -{old_start},{old_len} +{new_start},{new_len} but the body has {o} old and {n} new lines ({why})"
+        ))
+        .with_help("the patch was edited by hand or truncated; regenerate it with `cargo xtask refresh` or `git format-patch`")
+    };
+    while old_seen < old_len || new_seen < new_len {
+        let n = c.line_no();
+        let Some(l) = c.peek() else {
+            return Err(lie(c, old_seen, new_seen, "truncated at end of file"));
+        };
+        if !c.terminated[c.pos] {
+            return Err(c.err(n, "truncated patch: the last line has no newline"));
+        }
+        let (kind, text) = match l.as_bytes().first() {
+            Some(b' ') => (LineKind::Context, &l[1..]),
+            Some(b'-') => (LineKind::Remove, &l[1..]),
+            Some(b'+') => (LineKind::Add, &l[1..]),
+            // Some mailers strip the lone space of an empty context line; git accepts that too.
+            None => (LineKind::Context, ""),
+            Some(b'\\') => {
+                c.next();
+                mark_no_newline(&mut h, c, n)?;
+                continue;
+            }
+            _ => return Err(lie(c, old_seen, new_seen, &format!("line {n} is not part of a hunk"))),
+        };
+        match kind {
+            LineKind::Context => {
+                old_seen += 1;
+                new_seen += 1
+            }
+            LineKind::Remove => old_seen += 1,
+            LineKind::Add => new_seen += 1,
+        }
+        if old_seen > old_len || new_seen > new_len {
+            return Err(lie(c, old_seen, new_seen, &format!("line {n} overflows the counts")));
+        }
+        if h.old_missing_newline && kind != LineKind::Add || h.new_missing_newline && kind != LineKind::Remove {
+            return Err(c.err(n, "a line follows \"\\ No newline at end of file\" on the same side"));
+        }
+        h.lines.push(Line { kind, text: text.to_string() });
+        c.next();
+    }
+    if let Some(l) = c.peek()
+        && l.starts_with('\\')
+    {
+        let n = c.line_no();
+        c.next();
+        mark_no_newline(&mut h, c, n)?;
+    }
+    // A context line marked missing-newline is missing it on both sides.
+    Ok(h)
+}
+
+fn mark_no_newline(h: &mut Hunk, c: &Cursor, n: usize) -> Result<()> {
+    match h.lines.last().map(|l| l.kind) {
+        Some(LineKind::Context) => {
+            h.old_missing_newline = true;
+            h.new_missing_newline = true;
+        }
+        Some(LineKind::Remove) => h.old_missing_newline = true,
+        Some(LineKind::Add) => h.new_missing_newline = true,
+        None => return Err(c.err(n, "\"\\ No newline at end of file\" before any line")),
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering, in the exact shape `git format-patch` writes.
+
+/// The `diff --git` sections of `files`, as git writes them (index lines from blob ids).
+pub fn render_diff(out: &mut String, files: &[RenderFile<'_>]) {
+    for f in files {
+        let fp = f.patch;
+        let (a, b) = (
+            fp.old_path.as_deref().unwrap_or(fp.path()),
+            fp.new_path.as_deref().unwrap_or(fp.path()),
+        );
+        let _ = writeln!(out, "diff --git {} {}", quote_path("a/", a), quote_path("b/", b));
+        let mode_suffix = match (fp.old_mode, fp.new_mode) {
+            _ if fp.is_new() => {
+                let _ = writeln!(out, "new file mode {:o}", fp.new_mode.unwrap_or(0o100644));
+                String::new()
+            }
+            _ if fp.is_delete() => {
+                let _ = writeln!(out, "deleted file mode {:o}", fp.old_mode.unwrap_or(0o100644));
+                String::new()
+            }
+            (Some(o), Some(n)) if o != n => {
+                let _ = writeln!(out, "old mode {o:o}\nnew mode {n:o}");
+                String::new()
+            }
+            (_, Some(n)) | (Some(n), None) => format!(" {n:o}"),
+            (None, None) => " 100644".to_string(),
+        };
+        if fp.is_rename() {
+            let _ = writeln!(out, "similarity index {}%", f.similarity.unwrap_or(0));
+            let _ = writeln!(out, "rename from {a}\nrename to {b}");
+        }
+        if !fp.hunks.is_empty() || fp.is_new() || fp.is_delete() {
+            let _ = writeln!(out, "index {}..{}{}", f.old_id, f.new_id, mode_suffix);
+        }
+        if !fp.hunks.is_empty() {
+            let _ = writeln!(
+                out,
+                "--- {}\n+++ {}",
+                fp.old_path.as_deref().map_or("/dev/null".to_string(), |p| quote_path("a/", p)),
+                fp.new_path.as_deref().map_or("/dev/null".to_string(), |p| quote_path("b/", p)),
+            );
+        }
+        for h in &fp.hunks {
+            render_hunk(out, h);
+        }
+    }
+}
+
+/// What `render_diff` needs beyond the patch: abbreviated blob ids and rename similarity.
+pub struct RenderFile<'a> {
+    pub patch: &'a FilePatch,
+    pub old_id: String,
+    pub new_id: String,
+    pub similarity: Option<u32>,
+}
+
+fn range(start: usize, len: usize) -> String {
+    if len == 1 { start.to_string() } else { format!("{start},{len}") }
+}
+
+pub fn render_hunk(out: &mut String, h: &Hunk) {
+    let _ = write!(out, "@@ -{} +{} @@", range(h.old_start, h.old_len), range(h.new_start, h.new_len));
+    if !h.heading.is_empty() {
+        let _ = write!(out, " {}", h.heading);
+    }
+    out.push('\n');
+    let last_old = h.lines.iter().rposition(|l| l.kind != LineKind::Add);
+    let last_new = h.lines.iter().rposition(|l| l.kind != LineKind::Remove);
+    for (i, l) in h.lines.iter().enumerate() {
+        out.push(match l.kind {
+            LineKind::Context => ' ',
+            LineKind::Remove => '-',
+            LineKind::Add => '+',
+        });
+        out.push_str(&l.text);
+        out.push('\n');
+        let eof_old = h.old_missing_newline && Some(i) == last_old;
+        let eof_new = h.new_missing_newline && Some(i) == last_new;
+        if eof_old || eof_new {
+            out.push_str("\\ No newline at end of file\n");
+        }
+    }
+}
+
+fn quote_path(prefix: &str, p: &str) -> String {
+    let needs = p.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\' || b >= 0x80);
+    if !needs {
+        return format!("{prefix}{p}");
+    }
+    let mut s = String::from("\"");
+    s.push_str(prefix);
+    for b in p.bytes() {
+        match b {
+            b'\n' => s.push_str("\\n"),
+            b'\t' => s.push_str("\\t"),
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            b if !(0x20..0x80).contains(&b) => {
+                let _ = write!(s, "\\{b:03o}");
+            }
+            b => s.push(b as char),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// git's diffstat for `files` (format-patch uses a 72-column budget).
+pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
+    let entries: Vec<(String, usize, usize)> = files
+        .iter()
+        .map(|f| {
+            let (add, del) = f.hunks.iter().flat_map(|h| &h.lines).fold((0, 0), |(a, d), l| match l.kind {
+                LineKind::Add => (a + 1, d),
+                LineKind::Remove => (a, d + 1),
+                LineKind::Context => (a, d),
+            });
+            let name = match (&f.old_path, &f.new_path) {
+                (Some(a), Some(b)) if a != b => rename_name(a, b),
+                _ => f.path().to_string(),
+            };
+            (name, add, del)
+        })
+        .collect();
+    let max_change = entries.iter().map(|e| e.1 + e.2).max().unwrap_or(0);
+    let number_width = max_change.to_string().len();
+    // git diff.c show_stats: total width 72 for format-patch, graph gets at most 40% when cramped.
+    let width = 72usize;
+    let mut name_width = entries.iter().map(|e| e.0.chars().count()).max().unwrap_or(0);
+    let mut graph_width = max_change;
+    // " " + name + " | " + number + " " + graph
+    if name_width + number_width + 6 + graph_width > width {
+        let gw = (width * 3 / 8).saturating_sub(number_width + 6);
+        let gw = gw.max(6);
+        if graph_width > gw {
+            graph_width = gw;
+        }
+        let nw = width.saturating_sub(number_width + 6 + graph_width);
+        if name_width > nw {
+            name_width = nw;
+        }
+        graph_width = graph_width.min(width.saturating_sub(number_width + 6 + name_width));
+    }
+    let scale = |n: usize| -> usize {
+        if max_change <= graph_width || max_change == 0 {
+            n
+        } else if n == 0 {
+            0
+        } else {
+            // git: 1 + (n * (width - 1) / max_change), never zero for a non-zero count.
+            1 + (n * (graph_width - 1)) / max_change
+        }
+    };
+    let (mut tadd, mut tdel) = (0, 0);
+    for (name, add, del) in &entries {
+        tadd += add;
+        tdel += del;
+        let shown = if name.chars().count() > name_width {
+            let keep = name_width.saturating_sub(3);
+            let skip = name.chars().count() - keep;
+            let tail: String = name.chars().skip(skip).collect();
+            // git cuts at a directory boundary when it can.
+            let tail = match tail.find('/') {
+                Some(i) => tail[i..].to_string(),
+                None => tail,
+            };
+            format!("...{tail}")
+        } else {
+            name.clone()
+        };
+        let pad = name_width.saturating_sub(shown.chars().count());
+        let total = add + del;
+        let (mut a, mut d) = (scale(*add), scale(*del));
+        if max_change > graph_width && a + d > scale(total).max(1) {
+            // Keep the bar no longer than the scaled total, as git does.
+            if a > d { a = scale(total) - d } else { d = scale(total) - a }
+        }
+        let _ = writeln!(
+            out,
+            " {shown}{} | {total:>number_width$} {}{}",
+            " ".repeat(pad),
+            "+".repeat(a),
+            "-".repeat(d)
+        );
+        // git omits the trailing space when the graph is empty.
+        if a + d == 0 && out.ends_with(" \n") {
+            out.truncate(out.len() - 2);
+            out.push('\n');
+        }
+    }
+    let files_n = entries.len();
+    let _ = write!(out, " {files_n} file{} changed", if files_n == 1 { "" } else { "s" });
+    if tadd > 0 || tdel == 0 {
+        let _ = write!(out, ", {tadd} insertion{}(+)", if tadd == 1 { "" } else { "s" });
+    }
+    if tdel > 0 || tadd == 0 {
+        let _ = write!(out, ", {tdel} deletion{}(-)", if tdel == 1 { "" } else { "s" });
+    }
+    out.push('\n');
+}
+
+fn rename_name(a: &str, b: &str) -> String {
+    // git: common prefix/suffix folded into "{old => new}".
+    let pre = a
+        .char_indices()
+        .zip(b.chars())
+        .take_while(|((_, x), y)| x == y)
+        .filter(|((_, x), _)| *x == '/')
+        .map(|((i, _), _)| i + 1)
+        .last()
+        .unwrap_or(0);
+    let (ra, rb) = (&a[pre..], &b[pre..]);
+    let suf = ra
+        .char_indices()
+        .rev()
+        .zip(rb.chars().rev())
+        .take_while(|((_, x), y)| x == y)
+        .filter(|((_, x), _)| *x == '/')
+        .map(|((i, _), _)| ra.len() - i)
+        .last()
+        .unwrap_or(0);
+    if pre == 0 && suf == 0 {
+        return format!("{a} => {b}");
+    }
+    format!("{}{{{} => {}}}{}", &a[..pre], &ra[..ra.len() - suf], &rb[..rb.len() - suf], &ra[ra.len() - suf..])
+}
+
+/// Parses bare `diff --git` sections (no mail header), e.g. what libgit2 prints for a diff.
+pub(crate) fn parse_file_diffs(path: &Path, text: &str) -> Result<Vec<FilePatch>> {
+    let mut c = Cursor::new(path, text);
+    let mut out = Vec::new();
+    while let Some(l) = c.peek() {
+        if l.starts_with("diff --git ") {
+            out.push(parse_file(&mut c)?);
+        } else {
+            c.next();
+        }
+    }
+    Ok(out)
+}

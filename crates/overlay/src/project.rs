@@ -1,0 +1,62 @@
+//! A project: a folder holding `pins.toml` and its overlay folders. Ties the manifest, the series and
+//! the upstream cache together for the commands.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::manifest::{Pins, Upstream};
+use crate::series::Series;
+use crate::tree::{OverlayOutcome, Tree};
+use crate::upstream::{FetchProgress, UpstreamRepo};
+
+pub struct Project {
+    pub root: PathBuf,
+    pub pins: Pins,
+}
+
+/// The pinned upstream tree with the series applied.
+pub struct Applied {
+    pub base: Tree,
+    pub result: Tree,
+    pub outcomes: Vec<OverlayOutcome>,
+}
+
+impl Project {
+    pub fn load(root: &Path) -> Result<Project> {
+        let pins = Pins::load(root)?;
+        Ok(Project { root: root.to_path_buf(), pins })
+    }
+
+    pub fn upstream(&self, name: Option<&str>) -> Result<&Upstream> {
+        self.pins.upstream(name)
+    }
+
+    pub fn overlay_dir(&self, up: &Upstream) -> PathBuf {
+        self.root.join(&up.overlays)
+    }
+
+    pub fn series(&self, up: &Upstream) -> Result<Series> {
+        let dir = self.overlay_dir(up);
+        if !dir.is_dir() {
+            return Err(Error::input(&self.pins.path, Some(up.line), format!("upstream.{}.overlays: {} is not a folder", up.name, dir.display()))
+                .with_help("create it (an empty folder is an empty series)"));
+        }
+        Series::load(&dir)
+    }
+
+    pub fn open_upstream(&self, up: &Upstream, cache_root: &Path, progress: &mut dyn FnMut(FetchProgress)) -> Result<UpstreamRepo> {
+        UpstreamRepo::open(cache_root, &up.name, &up.url, &up.rev, progress)
+    }
+}
+
+/// Applies every overlay of `series`, in order, to the tree at `rev`.
+pub fn apply_series(repo: &UpstreamRepo, rev: &str, series: &Series) -> Result<Applied> {
+    let id = git2::Oid::from_str(rev).map_err(|e| Error::git(format!("bad commit id {rev}"), e))?;
+    let base = repo.tree_at(id)?;
+    let mut result = base.clone();
+    let mut outcomes = Vec::new();
+    for ov in &series.overlays {
+        outcomes.push(result.apply_overlay(ov, repo)?);
+    }
+    Ok(Applied { base, result, outcomes })
+}

@@ -1,0 +1,117 @@
+//! `overlays/<name>/series`: the order in which overlays apply, one file name per line.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, IoContext, Result};
+use crate::patch::{Overlay, parse_overlay};
+
+pub const SERIES_FILE: &str = "series";
+
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// The overlay folder.
+    pub dir: PathBuf,
+    /// Raw text of the series file (kept so an unchanged series keeps every byte).
+    pub raw: String,
+    pub overlays: Vec<Overlay>,
+}
+
+/// The series entries with their 1-based line numbers.
+pub fn parse_series_names(path: &Path, text: &str) -> Result<Vec<(String, usize)>> {
+    let mut names: Vec<(String, usize)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let entry = line.split('#').next().unwrap_or("").trim();
+        if entry.is_empty() {
+            continue;
+        }
+        if entry.split_whitespace().count() > 1 {
+            return Err(Error::input(path, Some(n), format!("expected one file name, found {entry:?}"))
+                .with_help("options such as quilt's -p1 are not supported: overlays are always git's a/ b/ form"));
+        }
+        if entry.contains('/') || entry.contains('\\') || entry == "." || entry == ".." {
+            return Err(Error::input(path, Some(n), format!("{entry:?}: expected a file name in this folder, not a path")));
+        }
+        if let Some((_, first)) = names.iter().find(|(e, _)| e == entry) {
+            return Err(Error::input(path, Some(n), format!("{entry} is listed twice (first on line {first})")));
+        }
+        names.push((entry.to_string(), n));
+    }
+    Ok(names)
+}
+
+impl Series {
+    /// Reads the series file and parses every overlay it names. A folder without a series file is an
+    /// empty series.
+    pub fn load(dir: &Path) -> Result<Series> {
+        let path = dir.join(SERIES_FILE);
+        let raw = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir.is_dir() => String::new(),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let mut overlays = Vec::new();
+        for (name, n) in parse_series_names(&path, &raw)? {
+            let p = dir.join(&name);
+            let text = match std::fs::read(&p) {
+                Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
+                    Error::input(&p, None, "not UTF-8 text; overlays must be UTF-8")
+                })?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::input(&path, Some(n), format!("{name}: no such file in {}", dir.display()))
+                        .with_help("fix the name, or remove the line from the series"));
+                }
+                Err(e) => return Err(Error::io(&p, e)),
+            };
+            overlays.push(parse_overlay(&name, &p, &text)?);
+        }
+        Ok(Series { dir: dir.to_path_buf(), raw, overlays })
+    }
+
+    /// `*.patch` files in the folder that the series does not list.
+    pub fn unlisted(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        if !self.dir.is_dir() {
+            return Ok(out);
+        }
+        for e in std::fs::read_dir(&self.dir).at(&self.dir)? {
+            let name = e.at(&self.dir)?.file_name().to_string_lossy().to_string();
+            if name.ends_with(".patch") && !self.overlays.iter().any(|o| o.name == name) {
+                out.push(name);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// A content hash of the series and every overlay, for cache keys.
+    pub fn content_hash(&self) -> String {
+        let mut all = Vec::new();
+        all.extend_from_slice(self.raw.as_bytes());
+        for o in &self.overlays {
+            all.extend_from_slice(format!("\0{}\0{}\0", o.name, o.raw.len()).as_bytes());
+            all.extend_from_slice(o.raw.as_bytes());
+        }
+        git2::Oid::hash_object(git2::ObjectType::Blob, &all)
+            .map(|o| o.to_string())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_comments_and_errors() {
+        let p = Path::new("overlays/x/series");
+        let names = parse_series_names(p, "# head\n\na.patch\n  b.patch # why\n").unwrap();
+        assert_eq!(names, vec![("a.patch".to_string(), 3), ("b.patch".to_string(), 4)]);
+        let e = parse_series_names(p, "a.patch\na.patch\n").unwrap_err().to_string();
+        assert_eq!(e, "overlays/x/series:2: a.patch is listed twice (first on line 1)");
+        let e = parse_series_names(p, "../a.patch\n").unwrap_err().to_string();
+        assert!(e.starts_with("overlays/x/series:1: \"../a.patch\": expected a file name"), "{e}");
+        let e = parse_series_names(p, "a.patch -p1\n").unwrap_err().to_string();
+        assert!(e.contains("quilt"), "{e}");
+    }
+}

@@ -1,0 +1,168 @@
+//! An in-memory file tree (path -> mode + content) and applying overlays to it. Unchanged files stay
+//! references to upstream blobs, so a tree of thousands of files costs almost nothing until read.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::apply::{Placement, Text, apply_hunks};
+use crate::error::{Error, Result};
+use crate::patch::{FilePatch, Overlay};
+
+pub const MODE_FILE: u32 = 0o100644;
+pub const MODE_EXEC: u32 = 0o100755;
+pub const MODE_LINK: u32 = 0o120000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    Blob(git2::Oid),
+    Bytes(Arc<[u8]>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub mode: u32,
+    pub content: Content,
+}
+
+/// Reads blob contents by id (the upstream cache repository).
+pub trait BlobSource {
+    fn blob(&self, id: git2::Oid) -> Result<Vec<u8>>;
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tree {
+    pub entries: BTreeMap<String, Entry>,
+}
+
+/// What applying one overlay did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OverlayOutcome {
+    pub overlay: String,
+    pub files: Vec<FileOutcome>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileOutcome {
+    pub path: String,
+    pub placements: Vec<Placement>,
+}
+
+impl OverlayOutcome {
+    pub fn offsets(&self) -> impl Iterator<Item = (&str, &Placement)> {
+        self.files
+            .iter()
+            .flat_map(|f| f.placements.iter().map(move |p| (f.path.as_str(), p)))
+            .filter(|(_, p)| p.offset() != 0)
+    }
+}
+
+impl Tree {
+    pub fn bytes(&self, path: &str, src: &dyn BlobSource) -> Result<Option<Vec<u8>>> {
+        match self.entries.get(path) {
+            None => Ok(None),
+            Some(Entry { content: Content::Bytes(b), .. }) => Ok(Some(b.to_vec())),
+            Some(Entry { content: Content::Blob(id), .. }) => src.blob(*id).map(Some),
+        }
+    }
+
+    /// Git's blob id of a file's content.
+    pub fn blob_id(&self, path: &str) -> Option<git2::Oid> {
+        self.entries.get(path).map(|e| match &e.content {
+            Content::Blob(id) => *id,
+            Content::Bytes(b) => blob_id(b),
+        })
+    }
+
+    fn text(&self, ov: &Overlay, fp: &FilePatch, path: &str, src: &dyn BlobSource) -> Result<Text> {
+        let bytes = self.bytes(path, src)?.unwrap_or_default();
+        let s = String::from_utf8(bytes).map_err(|_| {
+            Error::input(&ov.path, Some(fp.patch_line), format!("{path} is not UTF-8 text in the tree; text patches only"))
+        })?;
+        Ok(Text::parse(&s))
+    }
+
+    /// Refuses paths that would reach through a symlink or collide with a directory.
+    fn check_path(&self, ov: &Overlay, fp: &FilePatch, path: &str) -> Result<()> {
+        let mut prefix = String::new();
+        for comp in path.split('/') {
+            if !prefix.is_empty() {
+                if let Some(e) = self.entries.get(&prefix)
+                    && e.mode == MODE_LINK
+                {
+                    return Err(Error::input(&ov.path, Some(fp.patch_line), format!("{path} goes through the symlink {prefix}; refused")));
+                }
+                prefix.push('/');
+            }
+            prefix.push_str(comp);
+        }
+        if self.entries.get(path).is_some_and(|e| e.mode == MODE_LINK) {
+            return Err(Error::input(&ov.path, Some(fp.patch_line), format!("{path} is a symlink; overlays patch regular files only")));
+        }
+        let dir = format!("{path}/");
+        if self.entries.range(dir.clone()..).next().is_some_and(|(k, _)| k.starts_with(&dir)) {
+            return Err(Error::input(&ov.path, Some(fp.patch_line), format!("{path} is a directory in the tree")));
+        }
+        Ok(())
+    }
+
+    /// Applies one overlay (all its files) or changes nothing.
+    pub fn apply_overlay(&mut self, ov: &Overlay, src: &dyn BlobSource) -> Result<OverlayOutcome> {
+        let mut staged = self.clone();
+        let mut files = Vec::new();
+        for fp in &ov.files {
+            let old = fp.old_path.as_deref();
+            let new = fp.new_path.as_deref();
+            for p in [old, new].into_iter().flatten() {
+                staged.check_path(ov, fp, p)?;
+            }
+            let fail = |hunk: usize, reason: String| Error::Apply {
+                overlay: ov.path.clone(),
+                file: fp.path().to_string(),
+                hunk,
+                patch_line: fp.hunks.get(hunk.saturating_sub(1)).map_or(fp.patch_line, |h| h.patch_line),
+                reason,
+            };
+            let old_entry = match old {
+                Some(p) => Some(staged.entries.get(p).cloned().ok_or_else(|| fail(0, format!("{p} does not exist in the tree")))?),
+                None => None,
+            };
+            if let Some(n) = new
+                && old != Some(n)
+                && staged.entries.contains_key(n)
+            {
+                return Err(fail(0, format!("{n} already exists in the tree")));
+            }
+            let text = match old {
+                Some(p) => staged.text(ov, fp, p, src)?,
+                None => Text::parse(""),
+            };
+            let (result, placements) = apply_hunks(&text, fp).map_err(|(h, why)| fail(h, why.to_string()))?;
+            if let Some(p) = old {
+                staged.entries.remove(p);
+            }
+            match new {
+                None => {
+                    if !result.lines.is_empty() {
+                        return Err(fail(0, "the deletion does not remove the whole file".into()));
+                    }
+                }
+                Some(n) => {
+                    let mode = fp.new_mode.or(old_entry.as_ref().map(|e| e.mode)).unwrap_or(MODE_FILE);
+                    let content = if fp.hunks.is_empty() {
+                        old_entry.map(|e| e.content).unwrap_or(Content::Bytes(Arc::from(&b""[..])))
+                    } else {
+                        Content::Bytes(Arc::from(result.render().into_bytes()))
+                    };
+                    staged.entries.insert(n.to_string(), Entry { mode, content });
+                }
+            }
+            files.push(FileOutcome { path: fp.path().to_string(), placements });
+        }
+        *self = staged;
+        Ok(OverlayOutcome { overlay: ov.name.clone(), files })
+    }
+}
+
+pub fn blob_id(bytes: &[u8]) -> git2::Oid {
+    git2::Oid::hash_object(git2::ObjectType::Blob, bytes).expect("hashing in memory cannot fail")
+}

@@ -1,0 +1,237 @@
+//! Upstream access through a bare cache clone per upstream URL (git2). Files are read as blobs at a
+//! commit; nothing is checked out. The cache is keyed by the URL after git's `url.<base>.insteadOf`
+//! rewriting, so a changed URL never reuses another repository's cache.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, IoContext, Result};
+use crate::tree::{BlobSource, Content, Entry, Tree};
+
+/// The cache root: `$OVERLAY_CACHE_DIR`, else `$XDG_CACHE_HOME/overlay`, else `~/.cache/overlay`.
+pub fn default_cache_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("OVERLAY_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("overlay");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    home.join(".cache").join("overlay")
+}
+
+/// Applies git's `url.<base>.insteadOf` rules (longest match wins, as in git).
+pub fn rewrite_url(url: &str) -> Result<String> {
+    let cfg = match git2::Config::open_default() {
+        Ok(c) => c,
+        Err(_) => return Ok(url.to_string()),
+    };
+    let mut best: Option<(usize, String)> = None;
+    let mut entries = cfg.entries(Some(r"^url\..*\.insteadof$")).map_err(|e| Error::git("reading git config", e))?;
+    while let Some(entry) = entries.next() {
+        let entry = entry.map_err(|e| Error::git("reading git config", e))?;
+        let (Ok(name), Ok(prefix)) = (entry.name(), entry.value()) else { continue };
+        let base = &name["url.".len()..name.len() - ".insteadof".len()];
+        if url.starts_with(prefix) && best.as_ref().is_none_or(|(len, _)| prefix.len() > *len) {
+            best = Some((prefix.len(), format!("{base}{}", &url[prefix.len()..])));
+        }
+    }
+    Ok(best.map_or_else(|| url.to_string(), |(_, u)| u))
+}
+
+/// Progress of a fetch, for a progress bar.
+#[derive(Debug, Clone, Copy)]
+pub struct FetchProgress {
+    pub received_objects: usize,
+    pub total_objects: usize,
+    pub received_bytes: usize,
+}
+
+pub struct UpstreamRepo {
+    repo: git2::Repository,
+    /// The URL after rewriting: what is actually fetched.
+    pub effective_url: String,
+    pub cache_path: PathBuf,
+}
+
+impl BlobSource for UpstreamRepo {
+    fn blob(&self, id: git2::Oid) -> Result<Vec<u8>> {
+        let blob = self.repo.find_blob(id).map_err(|e| Error::git(format!("reading blob {id}"), e))?;
+        Ok(blob.content().to_vec())
+    }
+}
+
+/// The repository behind a local path or `file://` URL, if that is what the URL is.
+fn local_repo(url: &str) -> Option<git2::Repository> {
+    let path = url.strip_prefix("file://").unwrap_or(url);
+    if url.contains("://") && !url.starts_with("file://") {
+        return None;
+    }
+    let p = Path::new(path);
+    if !p.exists() {
+        return None;
+    }
+    git2::Repository::open(p).ok()
+}
+
+fn url_key(url: &str) -> String {
+    let id = git2::Oid::hash_object(git2::ObjectType::Blob, url.as_bytes()).expect("in-memory hash");
+    id.to_string()[..16].to_string()
+}
+
+/// Holds an exclusive lock on a cache entry while alive.
+pub struct CacheLock(#[allow(dead_code)] File);
+
+pub fn lock_exclusive(path: &Path, on_wait: &mut dyn FnMut()) -> Result<CacheLock> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).at(parent)?;
+    }
+    let f = File::options().create(true).truncate(false).write(true).open(path).at(path)?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            on_wait();
+            f.lock().at(path)?;
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(path, e)),
+    }
+    Ok(CacheLock(f))
+}
+
+impl UpstreamRepo {
+    /// Opens (creating if needed) the cache clone for `url` and makes sure `rev` is present,
+    /// fetching only when it is missing.
+    pub fn open(
+        cache_root: &Path,
+        name: &str,
+        url: &str,
+        rev: &str,
+        progress: &mut dyn FnMut(FetchProgress),
+    ) -> Result<UpstreamRepo> {
+        let effective_url = rewrite_url(url)?;
+        let cache_path = cache_root.join("upstreams").join(format!("{name}-{}.git", url_key(&effective_url)));
+        let _lock = lock_exclusive(&cache_path.with_extension("lock"), &mut || {
+            eprintln!("waiting for another process using {}", cache_path.display());
+        })?;
+        let repo = match git2::Repository::open_bare(&cache_path) {
+            Ok(r) => r,
+            Err(_) => {
+                // Create in a temp dir and rename, so an interrupted init never leaves a half repo.
+                std::fs::create_dir_all(cache_root.join("upstreams")).at(cache_root)?;
+                let tmp = cache_path.with_extension(format!("tmp{}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&tmp);
+                git2::Repository::init_bare(&tmp).map_err(|e| Error::git(format!("creating {}", tmp.display()), e))?;
+                std::fs::rename(&tmp, &cache_path).at(&cache_path)?;
+                git2::Repository::open_bare(&cache_path).map_err(|e| Error::git(format!("opening {}", cache_path.display()), e))?
+            }
+        };
+        let mut me = UpstreamRepo { repo, effective_url, cache_path };
+        if !me.has_commit(rev) {
+            me.fetch(url, progress)?;
+            // A fresh handle sees new packs and alternates.
+            me.repo = git2::Repository::open_bare(&me.cache_path).map_err(|e| Error::git(format!("opening {}", me.cache_path.display()), e))?;
+            if !me.has_commit(rev) {
+                return Err(Error::input(
+                    "pins.toml",
+                    None,
+                    format!("commit {rev} is not in {url} (fetched from {}: all branches and tags)", me.effective_url),
+                )
+                .with_help("check the rev, or whether the URL points at the right repository"));
+            }
+        }
+        Ok(me)
+    }
+
+    pub fn has_commit(&self, rev: &str) -> bool {
+        git2::Oid::from_str(rev)
+            .ok()
+            .and_then(|id| self.repo.find_commit(id).ok())
+            .is_some()
+    }
+
+    /// Fetches every branch and tag of the upstream into the cache.
+    pub fn fetch(&self, url: &str, progress: &mut dyn FnMut(FetchProgress)) -> Result<()> {
+        if let Some(src) = local_repo(&self.effective_url) {
+            return self.borrow_local(&src);
+        }
+        let mut remote = self
+            .repo
+            .remote_anonymous(&self.effective_url)
+            .map_err(|e| Error::git(format!("using {url}"), e))?;
+        let mut cb = git2::RemoteCallbacks::new();
+        cb.transfer_progress(|p| {
+            progress(FetchProgress {
+                received_objects: p.received_objects(),
+                total_objects: p.total_objects(),
+                received_bytes: p.received_bytes(),
+            });
+            true
+        });
+        let mut opts = git2::FetchOptions::new();
+        opts.remote_callbacks(cb);
+        opts.download_tags(git2::AutotagOption::All);
+        remote
+            .fetch(&["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], Some(&mut opts), None)
+            .map_err(|e| {
+                Error::git(
+                    format!("fetching {url} (as {}); if this machine is offline, point git's url.<mirror>.insteadOf at a local mirror", self.effective_url),
+                    e,
+                )
+            })
+    }
+
+    /// A local upstream is shared, not copied (like `git clone --shared`): the cache borrows its
+    /// object store through `objects/info/alternates` and copies its branch and tag refs. This is
+    /// instant, and it tolerates mirrors that lack objects only unrelated refs need (libgit2's local
+    /// transport walks every ref of the source and fails on any missing object).
+    fn borrow_local(&self, src: &git2::Repository) -> Result<()> {
+        let objects = src.path().join("objects");
+        let alt = self.repo.path().join("objects").join("info").join("alternates");
+        let line = format!("{}\n", objects.display());
+        if std::fs::read_to_string(&alt).ok().as_deref() != Some(line.as_str()) {
+            std::fs::create_dir_all(alt.parent().expect("has parent")).at(&alt)?;
+            std::fs::write(&alt, &line).at(&alt)?;
+        }
+        // Re-open so the object database sees the alternate.
+        let repo = git2::Repository::open_bare(self.repo.path()).map_err(|e| Error::git("re-opening the cache", e))?;
+        let refs = src.references().map_err(|e| Error::git("listing refs of the local upstream", e))?;
+        for r in refs.flatten() {
+            let (Ok(name), Some(target)) = (r.name(), r.target()) else { continue };
+            if name.starts_with("refs/heads/") || name.starts_with("refs/tags/") {
+                repo.reference(name, target, true, "overlay: borrow local upstream")
+                    .map_err(|e| Error::git(format!("updating {name}"), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn repo(&self) -> &git2::Repository {
+        &self.repo
+    }
+
+    /// Resolves a commit-ish (sha, branch, tag) to a full commit id.
+    pub fn resolve(&self, rev: &str) -> Result<git2::Oid> {
+        let obj = self
+            .repo
+            .revparse_single(rev)
+            .map_err(|e| Error::git(format!("resolving {rev:?} in {}", self.effective_url), e))?;
+        let c = obj.peel_to_commit().map_err(|e| Error::git(format!("{rev:?} is not a commit"), e))?;
+        Ok(c.id())
+    }
+
+    /// The whole tree at a commit, as blob references.
+    pub fn tree_at(&self, commit: git2::Oid) -> Result<Tree> {
+        let c = self.repo.find_commit(commit).map_err(|e| Error::git(format!("reading commit {commit}"), e))?;
+        let tree = c.tree().map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
+        let mut out = Tree::default();
+        tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+            if e.kind() == Some(git2::ObjectType::Blob) {
+                let path = format!("{dir}{}", e.name().unwrap_or(""));
+                out.entries.insert(path, Entry { mode: e.filemode() as u32, content: Content::Blob(e.id()) });
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .map_err(|e| Error::git("walking the upstream tree", e))?;
+        Ok(out)
+    }
+}

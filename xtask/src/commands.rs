@@ -1,0 +1,308 @@
+//! The commands: load the project, call the engine, print.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use overlay::check::FindingKind;
+use overlay::manifest::Upstream;
+use overlay::materialize::{Origin, State};
+use overlay::project::{Project, apply_series};
+use overlay::series::Series;
+use overlay::upstream::{UpstreamRepo, default_cache_root};
+
+use crate::Global;
+use crate::progress::Progress;
+
+fn workspace_root() -> PathBuf {
+    // xtask lives one level below the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent").to_path_buf()
+}
+
+pub struct Ctx {
+    pub project: Project,
+    pub json: bool,
+    upstream: Option<String>,
+}
+
+impl Ctx {
+    pub fn load(g: &Global) -> Result<Ctx> {
+        let root = g.root.clone().unwrap_or_else(workspace_root);
+        let project = Project::load(&root)?;
+        project.upstream(g.upstream.as_deref())?;
+        Ok(Ctx { project, json: g.json, upstream: g.upstream.clone() })
+    }
+
+    pub fn upstream(&self) -> &Upstream {
+        self.project.upstream(self.upstream.as_deref()).expect("checked in load")
+    }
+
+    pub fn series(&self) -> Result<Series> {
+        Ok(self.project.series(self.upstream())?)
+    }
+
+    pub fn open_upstream(&self) -> Result<UpstreamRepo> {
+        let up = self.upstream();
+        let mut bar = Progress::new(&format!("fetching {}", up.name));
+        let repo = self.project.open_upstream(up, &default_cache_root(), &mut |p| bar.update(p.received_objects as u64, p.total_objects as u64))?;
+        bar.finish();
+        Ok(repo)
+    }
+
+    fn rel<'a>(&self, p: &'a Path) -> std::borrow::Cow<'a, str> {
+        match p.strip_prefix(&self.project.root) {
+            Ok(r) => r.to_string_lossy(),
+            Err(_) => p.to_string_lossy(),
+        }
+    }
+
+    pub fn default_dir(&self) -> PathBuf {
+        self.project.root.join("target").join("apply").join(&self.upstream().name)
+    }
+}
+
+fn short(rev: &str) -> &str {
+    &rev[..12.min(rev.len())]
+}
+
+fn emit(json: bool, value: serde_json::Value, human: String) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&value).expect("json"));
+    } else {
+        print!("{human}");
+    }
+}
+
+pub fn status(g: &Global) -> Result<ExitCode> {
+    let ctx = Ctx::load(g)?;
+    let up = ctx.upstream();
+    let series = ctx.series()?;
+    let overlays: Vec<serde_json::Value> = series
+        .overlays
+        .iter()
+        .map(|o| {
+            serde_json::json!({
+                "name": o.name, "subject": o.subject, "kind": o.trailers.kind,
+                "upstream_status": o.trailers.status.as_ref().map(|s| s.to_string()),
+                "depends_on": o.trailers.depends_on, "files": o.files.iter().map(|f| f.path()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let mut h = String::new();
+    let _ = writeln!(h, "upstream {}: {} @ {}", up.name, up.url, up.rev);
+    if let Some(b) = &up.branch {
+        let _ = writeln!(h, "  follows branch {b}");
+    }
+    let _ = writeln!(h, "overlays in {} ({}):", ctx.rel(&series.dir), series.overlays.len());
+    for (i, o) in series.overlays.iter().enumerate() {
+        let st = o.trailers.status.as_ref().map_or("-".to_string(), |s| s.to_string());
+        let _ = writeln!(h, "  {:>2}. {}  [{}, {}]", i + 1, o.name, o.trailers.kind.as_str(), st);
+        let _ = writeln!(h, "      {}", o.subject);
+    }
+    emit(ctx.json, serde_json::json!({ "upstream": up, "overlays": overlays }), h);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args)]
+pub struct ApplyArgs {
+    /// Where to materialize the tree [default: target/apply/<upstream>]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Discard edits in DIR that the overlays do not account for
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Materializes the pinned upstream plus the series into `dir`; used by apply and build-mlx.
+pub fn materialize(ctx: &Ctx, dir: &Path, force: bool) -> Result<(overlay::project::Applied, overlay::materialize::WriteReport)> {
+    let up = ctx.upstream();
+    let series = ctx.series()?;
+    let repo = ctx.open_upstream()?;
+    let applied = apply_series(&repo, &up.rev, &series)?;
+    let report = overlay::materialize::write_tree(
+        dir,
+        &applied.result,
+        &repo,
+        Origin { upstream: &up.name, rev: &up.rev, series_hash: &series.content_hash() },
+        force,
+    )?;
+    Ok((applied, report))
+}
+
+pub fn apply(g: &Global, a: &ApplyArgs) -> Result<ExitCode> {
+    let ctx = Ctx::load(g)?;
+    let up = ctx.upstream();
+    let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
+    let (applied, report) = materialize(&ctx, &dir, a.force)?;
+    let mut h = String::new();
+    let _ = writeln!(h, "applied {} overlay(s) onto {}@{} in {}", applied.outcomes.len(), up.name, short(&up.rev), dir.display());
+    for o in &applied.outcomes {
+        let hunks: usize = o.files.iter().map(|f| f.placements.len()).sum();
+        let _ = writeln!(h, "  {}: {} hunk(s) in {} file(s)", o.overlay, hunks, o.files.len());
+        for (path, p) in o.offsets() {
+            let _ = writeln!(h, "    offset: {path} hunk #{} applied at line {} (recorded {}, {:+})", p.hunk, p.actual, p.recorded, p.offset());
+        }
+    }
+    if !report.discarded.is_empty() {
+        let _ = writeln!(h, "discarded {} edit(s) (--force): {}", report.discarded.len(), report.discarded.join(", "));
+    }
+    let _ = writeln!(h, "wrote {} file(s), removed {}, unchanged {}", report.written.len(), report.removed.len(), report.unchanged);
+    emit(
+        ctx.json,
+        serde_json::json!({ "upstream": up.name, "rev": up.rev, "dir": dir, "overlays": applied.outcomes,
+            "written": report.written.len(), "removed": report.removed, "unchanged": report.unchanged, "discarded": report.discarded }),
+        h,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn check(g: &Global) -> Result<ExitCode> {
+    let ctx = Ctx::load(g)?;
+    let up = ctx.upstream();
+    let series = ctx.series()?;
+    let repo = ctx.open_upstream()?;
+    let base = repo.tree_at(git2::Oid::from_str(&up.rev)?)?;
+    let findings = overlay::check::check(&base, &series, &repo)?;
+    let mut h = String::new();
+    let _ = writeln!(h, "check: {} overlay(s) against {}@{}", series.overlays.len(), up.name, short(&up.rev));
+    for o in &series.overlays {
+        let mine: Vec<_> = findings.iter().filter(|f| f.overlay == o.name).collect();
+        if mine.is_empty() {
+            let _ = writeln!(h, "  ok       {}", o.name);
+        }
+        for f in mine {
+            let kind = match f.kind {
+                FindingKind::DoesNotApply => "CONFLICT",
+                FindingKind::Offset => "OFFSET",
+                FindingKind::NotCanonical => "NONCANON",
+                FindingKind::Unlisted => "UNLISTED",
+            };
+            let at = match (&f.file, f.hunk, f.patch_line) {
+                (Some(file), Some(hk), Some(l)) => format!("{file} hunk #{hk} ({}:{l})", o.name),
+                (Some(file), _, _) => file.clone(),
+                _ => String::new(),
+            };
+            let _ = writeln!(h, "  {kind:<8} {}: {at}: {}", o.name, f.message);
+        }
+    }
+    for f in findings.iter().filter(|f| f.kind == FindingKind::Unlisted) {
+        let _ = writeln!(h, "  UNLISTED {}: {}", f.overlay, f.message);
+    }
+    let _ = writeln!(h, "{} finding(s)", findings.len());
+    emit(ctx.json, serde_json::json!({ "upstream": up.name, "rev": up.rev, "findings": findings }), h);
+    Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+#[derive(clap::Args)]
+pub struct RefreshArgs {
+    /// The materialized tree holding the edits [default: target/apply/<upstream>]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Overlay that receives edits touching only upstream lines
+    #[arg(long, value_name = "OVERLAY")]
+    pub into: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct NewOverlayArgs {
+    /// File name of the new overlay, e.g. 0003-fix-foo.patch (".patch" is added if missing)
+    pub name: String,
+    /// The materialized tree holding the edits [default: target/apply/<upstream>]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// upstreamable or local-only
+    #[arg(long, value_parser = ["upstreamable", "local-only"])]
+    pub kind: String,
+    /// Subject line; repeat for body paragraphs (the first -m is the subject, as with git commit)
+    #[arg(short = 'm', long = "message", required = true)]
+    pub message: Vec<String>,
+}
+
+fn identity() -> Result<String> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let cfg = git2::Config::open_default().ok();
+    let get = |k: &str| cfg.as_ref().and_then(|c| c.get_string(k).ok());
+    let name = env("GIT_AUTHOR_NAME").or_else(|| get("user.name"));
+    let email = env("GIT_AUTHOR_EMAIL").or_else(|| get("user.email"));
+    match (name, email) {
+        (Some(n), Some(e)) => Ok(format!("{n} <{e}>")),
+        _ => bail!("no author identity: set git's user.name and user.email (git config --global user.name \"You\"), or GIT_AUTHOR_NAME and GIT_AUTHOR_EMAIL"),
+    }
+}
+
+fn author_date() -> Result<String> {
+    // Honour GIT_AUTHOR_DATE like git does ("@<secs> <+hhmm>" or an RFC 2822 date).
+    if let Ok(d) = std::env::var("GIT_AUTHOR_DATE")
+        && !d.is_empty()
+    {
+        if let Some(rest) = d.strip_prefix('@') {
+            let mut it = rest.split_whitespace();
+            let secs: i64 = it.next().unwrap_or("").parse().context("GIT_AUTHOR_DATE: expected @<seconds> <+hhmm>")?;
+            let off = it.next().unwrap_or("+0000");
+            let sign = if off.starts_with('-') { -1 } else { 1 };
+            let digits: i32 = off.trim_start_matches(['+', '-']).parse().context("GIT_AUTHOR_DATE offset")?;
+            return Ok(overlay::render::rfc2822(secs, sign * (digits / 100 * 60 + digits % 100)));
+        }
+        return Ok(d);
+    }
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
+    Ok(overlay::render::rfc2822(secs, 0))
+}
+
+fn run_refresh(ctx: &Ctx, dir: &Path, into: Option<overlay::refresh::Into>) -> Result<ExitCode> {
+    let up = ctx.upstream();
+    let series = ctx.series()?;
+    let state = State::load(dir)?.with_context(|| format!("{}: not a tree written by `cargo xtask apply` (no state file)", dir.display()))?;
+    if state.upstream != up.name || state.rev != up.rev {
+        bail!("{}: materialized from {}@{}, but pins.toml pins {}@{}; apply again first", dir.display(), state.upstream, short(&state.rev), up.name, short(&up.rev));
+    }
+    let repo = ctx.open_upstream()?;
+    let base = repo.tree_at(git2::Oid::from_str(&up.rev)?)?;
+    let plan = overlay::refresh::plan(&base, &series, &repo, dir, &state, into)?;
+    overlay::refresh::commit(&plan, dir)?;
+    let mut h = String::new();
+    let _ = writeln!(h, "refresh: {}", dir.display());
+    for a in &plan.assignments {
+        let _ = writeln!(h, "  {}:{} -> {} ({})", a.file, a.line, a.overlay, a.why);
+    }
+    if let Some(c) = &plan.created {
+        let _ = writeln!(h, "created {c} (appended to the series)");
+    }
+    for r in &plan.rewritten {
+        let _ = writeln!(h, "rewrote {r}");
+    }
+    if plan.rewritten.is_empty() && plan.created.is_none() {
+        let _ = writeln!(h, "nothing to refresh: the tree matches the overlays");
+    }
+    emit(ctx.json, serde_json::to_value(&plan)?, h);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn refresh(g: &Global, a: &RefreshArgs) -> Result<ExitCode> {
+    let ctx = Ctx::load(g)?;
+    let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
+    run_refresh(&ctx, &dir, a.into.clone().map(overlay::refresh::Into::Existing))
+}
+
+pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
+    let ctx = Ctx::load(g)?;
+    let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
+    let file_name = if a.name.ends_with(".patch") { a.name.clone() } else { format!("{}.patch", a.name) };
+    if file_name.contains('/') || file_name.starts_with('.') {
+        bail!("{file_name}: expected a file name like 0003-fix-foo.patch");
+    }
+    let series = ctx.series()?;
+    if series.dir.join(&file_name).exists() {
+        bail!("{}: already exists; pick another name or use `refresh --into`", series.dir.join(&file_name).display());
+    }
+    let subject = a.message[0].trim();
+    if subject.is_empty() || subject.contains('\n') {
+        bail!("-m: the first message is the one-line subject");
+    }
+    let body = a.message[1..].join("\n\n");
+    let trailers = vec![("Overlay-Kind".to_string(), a.kind.clone()), ("Upstream-Status".to_string(), "not-submitted".to_string())];
+    let prelude = overlay::render::new_prelude(&identity()?, &author_date()?, subject, &body, &trailers);
+    let signature = series.overlays.last().and_then(|o| o.signature.clone()).unwrap_or_else(|| format!("cargo-xtask {}", env!("CARGO_PKG_VERSION")));
+    run_refresh(&ctx, &dir, Some(overlay::refresh::Into::New { file_name, prelude, signature }))
+}

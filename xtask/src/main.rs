@@ -1,0 +1,68 @@
+//! `cargo xtask`: thin glue over the `overlay` engine (argument parsing, progress, printing).
+//! Exit codes: 0 clean, 1 findings, 2 error.
+
+mod commands;
+mod progress;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Keep a fork honest: pinned upstream + minimal overlays", version)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct Global {
+    /// Folder holding pins.toml and the overlays [default: this workspace]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Which upstream of pins.toml [default: the first]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub upstream: Option<String>,
+    /// Machine-readable output on stdout
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Show the pin and the overlays in order
+    Status,
+    /// Materialize the pinned upstream plus the overlays into a directory
+    Apply(commands::ApplyArgs),
+    /// Verify every overlay applies exactly at the pin and is canonical
+    Check,
+    /// Turn edits in a materialized tree back into overlays
+    Refresh(commands::RefreshArgs),
+    /// Start a new overlay from the edits in a materialized tree that no overlay owns
+    NewOverlay(commands::NewOverlayArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.cmd {
+        Cmd::Status => commands::status(&cli.global),
+        Cmd::Apply(a) => commands::apply(&cli.global, a),
+        Cmd::Check => commands::check(&cli.global),
+        Cmd::Refresh(a) => commands::refresh(&cli.global, a),
+        Cmd::NewOverlay(a) => commands::new_overlay(&cli.global, a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            if cli.global.json {
+                let msg = serde_json::json!({ "error": format!("{e:#}") });
+                println!("{msg}");
+            }
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
