@@ -226,7 +226,7 @@ fn fingerprint_with(
     let mut i = span.start;
     let mut chunk_start = i;
     // Emits src[chunk_start..upto] (no whitespace, no comments inside).
-    let mut flush = |out: &mut String, pending: &mut bool, text: &str| {
+    let flush = |out: &mut String, pending: &mut bool, text: &str| {
         if text.is_empty() {
             return;
         }
@@ -267,7 +267,11 @@ fn fingerprint_with(
             i += 1;
         }
     }
-    flush(&mut out, &mut pending_space, &src[chunk_start..span.end.max(chunk_start)]);
+    flush(
+        &mut out,
+        &mut pending_space,
+        &src[chunk_start..span.end.max(chunk_start)],
+    );
     out
 }
 
@@ -315,7 +319,9 @@ struct Token {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum CondKind {
     /// `#if`, `#ifdef`, `#ifndef`; `dead` for a literal `#if 0`.
-    If { dead: bool },
+    If {
+        dead: bool,
+    },
     /// `#elif*` or `#else`.
     Else,
     Endif,
@@ -401,7 +407,10 @@ fn raw_string_end(src: &str, q: usize) -> Option<usize> {
     let b = src.as_bytes();
     let open = q + 1 + b[q + 1..].iter().take(17).position(|&c| c == b'(')?;
     let delim = &src[q + 1..open];
-    if delim.bytes().any(|c| c.is_ascii_whitespace() || c == b'\\' || c == b')') {
+    if delim
+        .bytes()
+        .any(|c| c.is_ascii_whitespace() || c == b'\\' || c == b')')
+    {
         return None;
     }
     let close = format!("){delim}\"");
@@ -422,7 +431,8 @@ fn lex(src: &str) -> Lexed {
     let mut line_start = true;
     let mut last_tok_line = 0u32;
     let mut i = 0;
-    let count_lines = |from: usize, to: usize| b[from..to].iter().filter(|&&c| c == b'\n').count() as u32;
+    let count_lines =
+        |from: usize, to: usize| b[from..to].iter().filter(|&&c| c == b'\n').count() as u32;
     while i < b.len() {
         let c = b[i];
         if c == b'\n' {
@@ -481,7 +491,8 @@ fn lex(src: &str) -> Lexed {
                 }
                 _ => Tok::Ident,
             }
-        } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+        } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit))
+        {
             // A pp-number, including digit separators (1'000) and exponents.
             i += 1;
             while i < b.len() {
@@ -490,7 +501,8 @@ fn lex(src: &str) -> Lexed {
                     i += 1;
                 } else if d == b'\'' && b.get(i + 1).is_some_and(|n| n.is_ascii_alphanumeric()) {
                     i += 2;
-                } else if (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P') {
+                } else if (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P')
+                {
                     i += 1;
                 } else {
                     break;
@@ -626,21 +638,95 @@ fn lex_directive(
 
 /// Words that can precede `(` without naming a function being defined.
 const NOT_NAMES: &[&str] = &[
-    "if", "for", "while", "switch", "return", "sizeof", "alignof", "decltype", "alignas",
-    "__attribute__", "__attribute", "__declspec", "noexcept", "static_assert", "typeid", "throw",
-    "catch", "requires", "_Pragma", "asm", "__asm__", "__asm", "defined", "void", "int", "char",
-    "bool", "float", "double", "short", "long", "unsigned", "signed", "auto", "const", "volatile",
-    "new", "delete", "using", "typedef", "case", "do", "else", "goto", "co_return", "co_await",
-    "co_yield", "constexpr", "consteval", "constinit", "explicit", "virtual", "static", "inline",
-    "extern", "template", "typename", "class", "struct", "union", "enum", "namespace", "operator",
-    "__typeof__", "typeof", "_Alignas", "_Static_assert", "_Generic",
+    "if",
+    "for",
+    "while",
+    "switch",
+    "return",
+    "sizeof",
+    "alignof",
+    "decltype",
+    "alignas",
+    "__attribute__",
+    "__attribute",
+    "__declspec",
+    "noexcept",
+    "static_assert",
+    "typeid",
+    "throw",
+    "catch",
+    "requires",
+    "_Pragma",
+    "asm",
+    "__asm__",
+    "__asm",
+    "defined",
+    "void",
+    "int",
+    "char",
+    "bool",
+    "float",
+    "double",
+    "short",
+    "long",
+    "unsigned",
+    "signed",
+    "auto",
+    "const",
+    "volatile",
+    "new",
+    "delete",
+    "using",
+    "typedef",
+    "case",
+    "do",
+    "else",
+    "goto",
+    "co_return",
+    "co_await",
+    "co_yield",
+    "constexpr",
+    "consteval",
+    "constinit",
+    "explicit",
+    "virtual",
+    "static",
+    "inline",
+    "extern",
+    "template",
+    "typename",
+    "class",
+    "struct",
+    "union",
+    "enum",
+    "namespace",
+    "operator",
+    "__typeof__",
+    "typeof",
+    "_Alignas",
+    "_Static_assert",
+    "_Generic",
 ];
 
 /// Tokens that may follow a function's parameter list before its body;
 /// Metal adds address-space qualifiers for member functions (`) const thread`).
 const TRAILER_WORDS: &[&str] = &[
-    "const", "volatile", "noexcept", "override", "final", "requires", "throw", "try", "mutable",
-    "__attribute__", "__attribute", "thread", "device", "constant", "threadgroup", "constexpr",
+    "const",
+    "volatile",
+    "noexcept",
+    "override",
+    "final",
+    "requires",
+    "throw",
+    "try",
+    "mutable",
+    "__attribute__",
+    "__attribute",
+    "thread",
+    "device",
+    "constant",
+    "threadgroup",
+    "constexpr",
 ];
 
 #[derive(Clone, Debug)]
@@ -730,14 +816,8 @@ struct RawSymbol {
 enum Head {
     Namespace(Vec<String>),
     Linkage,
-    Class {
-        kind: SymbolKind,
-        path: Vec<String>,
-    },
-    Function {
-        path: Vec<String>,
-        ctor_init: bool,
-    },
+    Class { kind: SymbolKind, path: Vec<String> },
+    Function { path: Vec<String>, ctor_init: bool },
     Other,
 }
 
@@ -805,7 +885,10 @@ impl Parser<'_> {
                     return;
                 };
                 if !c.dead && c.kept.is_none() {
-                    c.kept = Some((std::mem::replace(&mut self.state, c.at_if.clone()), c.branch));
+                    c.kept = Some((
+                        std::mem::replace(&mut self.state, c.at_if.clone()),
+                        c.branch,
+                    ));
                 }
                 let kept_branch = match c.kept {
                     Some((state, branch)) => {
@@ -820,13 +903,12 @@ impl Parser<'_> {
                 // A definition opened before the `#if` and closed in a branch
                 // that was not kept would be reported twice: drop it.
                 let first = c.branch_out_start[0];
-                let mut idx = first;
                 let starts = &c.branch_out_start;
                 let if_offset = c.if_offset;
                 let tail: Vec<RawSymbol> = self.out.drain(first..).collect();
-                for sym in tail {
+                for (idx, sym) in (first..).zip(tail) {
+                    // starts[0] == first <= idx, so this does not underflow.
                     let branch = starts.partition_point(|&s| s <= idx) - 1;
-                    idx += 1;
                     if Some(branch) == kept_branch || sym.span.start >= if_offset {
                         self.out.push(sym);
                     }
@@ -850,7 +932,6 @@ impl Parser<'_> {
             }
             return;
         }
-        let text = &src[t.start..t.end];
         let toks = self.toks;
         let in_class = matches!(self.top().kind, FrameKind::Class(_));
         let f = self.top();
@@ -887,7 +968,7 @@ impl Parser<'_> {
                 f.reset_head()
             }
             _ => {
-                if depth == 0 && starts_new_declaration(src, toks, f, t, text) {
+                if depth == 0 && starts_new_declaration(src, toks, f, k) {
                     f.reset_head();
                 }
                 f.head.push(k);
@@ -984,15 +1065,19 @@ impl Parser<'_> {
 /// must start a new one. This catches macro invocations written without a
 /// trailing `;` (`instantiate_kernel(...)` lines) so they do not become part
 /// of the next definition's span.
-fn starts_new_declaration(src: &str, toks: &[Token], f: &Frame, t: Token, text: &str) -> bool {
+fn starts_new_declaration(src: &str, toks: &[Token], f: &Frame, k: usize) -> bool {
     let Some(&prev_k) = f.head.last() else {
         return false;
     };
+    let t = toks[k];
+    let text = tok_text(src, toks, k);
     let prev = toks[prev_k];
     let prev_text = &src[prev.start..prev.end];
     if text == "template" {
-        return !(matches!(prev.kind, Tok::Punct(b'>' | b'<' | b',' | b'(') | Tok::Scope | Tok::Arrow)
-            || matches!(prev_text, "extern" | "typename" | "."));
+        return !(matches!(
+            prev.kind,
+            Tok::Punct(b'>' | b'<' | b',' | b'(') | Tok::Scope | Tok::Arrow
+        ) || matches!(prev_text, "extern" | "typename" | "."));
     }
     // `NAME(...)` alone on its line(s), followed on a later line by
     // something that cannot trail a function declarator.
@@ -1009,13 +1094,25 @@ fn starts_new_declaration(src: &str, toks: &[Token], f: &Frame, t: Token, text: 
     if name.kind != Tok::Ident || !name.first_on_line {
         return false;
     }
-    let trailer = match t.kind {
-        Tok::Ident => TRAILER_WORDS.contains(&text),
-        Tok::Arrow => true,
-        Tok::Punct(c) => b"&:[=,;{().*".contains(&c),
-        _ => false,
-    };
-    !trailer
+    !is_trailer((k..toks.len()).map(|j| (toks[j].kind, tok_text(src, toks, j))))
+}
+
+/// Whether `tokens`, which follow a parameter list, can be a function
+/// declarator's trailer (`const thread`, `noexcept(...)`, `-> T`, `: init`)
+/// up to the body. The words must be followed by something only a trailer
+/// has, so `FOO()` + `const char* name() {` is not read as `FOO() const`.
+fn is_trailer<'s>(mut tokens: impl Iterator<Item = (Tok, &'s str)>) -> bool {
+    loop {
+        match tokens.next() {
+            // Whatever follows is a constraint, not a declaration.
+            None | Some((Tok::Ident, "requires")) => return true,
+            Some((Tok::Ident, w)) if TRAILER_WORDS.contains(&w) => {}
+            Some((Tok::Punct(b'&'), _)) => {}
+            Some((Tok::Arrow, _)) => return true,
+            Some((Tok::Punct(c), _)) => return b":(={;,".contains(&c),
+            _ => return false,
+        }
+    }
 }
 
 fn tok_text<'s>(src: &'s str, toks: &[Token], k: usize) -> &'s str {
@@ -1074,8 +1171,10 @@ fn skip_prefix(src: &str, toks: &[Token], head: &[usize], mut i: usize) -> usize
             }
         } else if kind(i) == Some(Tok::Punct(b'[')) && kind(i + 1) == Some(Tok::Punct(b'[')) {
             i = match_group(toks, head, i) + 1;
-        } else if matches!(text, "__attribute__" | "__attribute" | "__declspec" | "alignas")
-            && kind(i + 1) == Some(Tok::Punct(b'('))
+        } else if matches!(
+            text,
+            "__attribute__" | "__attribute" | "__declspec" | "alignas"
+        ) && kind(i + 1) == Some(Tok::Punct(b'('))
         {
             i = match_group(toks, head, i + 1) + 1;
         } else if matches!(text, "typedef" | "export") {
@@ -1173,12 +1272,17 @@ fn class_head(src: &str, toks: &[Token], head: &[usize], p: usize) -> Option<Hea
     let mut after_scope = false;
     while j < head.len() {
         match kind_at(j) {
-            Some(Tok::Ident) if text(j) == "final" && matches!(kind_at(j + 1), None | Some(Tok::Punct(b':'))) => {
+            Some(Tok::Ident)
+                if text(j) == "final"
+                    && matches!(kind_at(j + 1), None | Some(Tok::Punct(b':'))) =>
+            {
                 break;
             }
             Some(Tok::Ident)
-                if matches!(text(j), "__attribute__" | "__attribute" | "__declspec" | "alignas")
-                    && kind_at(j + 1) == Some(Tok::Punct(b'(')) =>
+                if matches!(
+                    text(j),
+                    "__attribute__" | "__attribute" | "__declspec" | "alignas"
+                ) && kind_at(j + 1) == Some(Tok::Punct(b'(')) =>
             {
                 j = match_group(toks, head, j + 1);
             }
@@ -1220,12 +1324,15 @@ fn function_head(src: &str, toks: &[Token], head: &[usize], from: usize) -> Head
                 // operator() / operator== / operator bool / operator new[]
                 let mut j = i + 1;
                 let mut name = String::from("operator");
-                if kind_at(j) == Some(Tok::Punct(b'(')) && kind_at(j + 1) == Some(Tok::Punct(b')')) {
+                if kind_at(j) == Some(Tok::Punct(b'(')) && kind_at(j + 1) == Some(Tok::Punct(b')'))
+                {
                     name.push_str("()");
                     j += 2;
                 }
                 while j < head.len() && kind_at(j) != Some(Tok::Punct(b'(')) {
-                    if kind_at(j) == Some(Tok::Ident) && name.bytes().last().is_some_and(is_ident_char) {
+                    if kind_at(j) == Some(Tok::Ident)
+                        && name.bytes().last().is_some_and(is_ident_char)
+                    {
                         name.push(' ');
                     }
                     name.push_str(text(j));
@@ -1259,9 +1366,9 @@ fn function_head(src: &str, toks: &[Token], head: &[usize], from: usize) -> Head
                 }
             } else if kind == Tok::Punct(b'=') {
                 let s = toks[head[i]].start;
-                let lone = !matches!(b.get(s + 1), Some(b'=' ))
-                    && !(s > 0 && b"=!<>+-*/%&|^".contains(&b[s - 1]));
-                if lone {
+                let compound =
+                    b.get(s + 1) == Some(&b'=') || (s > 0 && b"=!<>+-*/%&|^".contains(&b[s - 1]));
+                if !compound {
                     // `auto f = [](...) {`, `T table[] = {`: an initializer.
                     return Head::Other;
                 }
@@ -1271,18 +1378,12 @@ fn function_head(src: &str, toks: &[Token], head: &[usize], from: usize) -> Head
                 let after = close + 1;
                 let path = qualified_path(src, toks, head, name_i, from, name);
                 let ctor_init = (after..head.len()).any(|j| kind_at(j) == Some(Tok::Punct(b':')));
-                let trailer = match kind_at(after) {
-                    None => true,
-                    Some(Tok::Ident) => TRAILER_WORDS.contains(&text(after)),
-                    Some(Tok::Arrow) => true,
-                    Some(Tok::Punct(c)) => b"&:[".contains(&c),
-                    _ => false,
-                };
-                if trailer {
+                if is_trailer((after..head.len()).map(|j| (toks[head[j]].kind, text(j)))) {
                     return Head::Function { path, ctor_init };
                 }
                 // `void f() MLX_ATTR {`: only words after the parameters.
-                if fallback.is_none() && (after..head.len()).all(|j| kind_at(j) == Some(Tok::Ident)) {
+                if fallback.is_none() && (after..head.len()).all(|j| kind_at(j) == Some(Tok::Ident))
+                {
                     fallback = Some(Head::Function {
                         path,
                         ctor_init: false,
@@ -1300,7 +1401,14 @@ fn function_head(src: &str, toks: &[Token], head: &[usize], from: usize) -> Head
 }
 
 /// `A<T>::B::name` → `[A, B, name]`, walking back from the name at `i`.
-fn qualified_path(src: &str, toks: &[Token], head: &[usize], i: usize, from: usize, name: String) -> Vec<String> {
+fn qualified_path(
+    src: &str,
+    toks: &[Token],
+    head: &[usize],
+    i: usize,
+    from: usize,
+    name: String,
+) -> Vec<String> {
     let kind_at = |j: usize| head.get(j).map(|&k| toks[k].kind);
     let mut path = vec![name];
     let mut i = i;
@@ -1320,4 +1428,401 @@ fn qualified_path(src: &str, toks: &[Token], head: &[usize], i: usize, from: usi
     }
     path.reverse();
     path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expect_test::expect;
+
+    fn listing(src: &str) -> String {
+        scan(src)
+            .symbols()
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}-{} {} {}\n",
+                    s.start_line, s.end_line, s.kind, s.qualified
+                )
+            })
+            .collect()
+    }
+
+    fn names(src: &str) -> Vec<String> {
+        scan(src)
+            .symbols()
+            .iter()
+            .filter(|s| s.kind != SymbolKind::Macro)
+            .map(|s| s.qualified.clone())
+            .collect()
+    }
+
+    fn only<'a>(idx: &'a SymbolIndex, name: &str) -> &'a Symbol {
+        let found = idx.find(name);
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
+        found[0]
+    }
+
+    const METAL: &str = r#"#include <metal_stdlib>
+using namespace metal;
+
+#define KERNEL_CONST static constant constexpr const
+KERNEL_CONST int WIDTH = 32;
+
+namespace demo {
+namespace inner {
+
+template <typename T, int N = (4 > 2)>
+struct Tile {
+  T v[N];
+
+  Tile(const device T* src, uint lane [[thread_index_in_simdgroup]]) thread
+      : v{}, lane_(lane) {}
+
+  METAL_FUNC T sum() const thread {
+    T s = 0;
+#pragma clang loop unroll(full)
+    for (int i = 0; i < N; i++) {
+      s += v[i];
+    }
+    return s;
+  }
+
+  T operator()(int i) const { return v[i]; }
+
+ private:
+  uint lane_;
+};
+
+} // namespace inner
+
+enum class Mode : int { Fast, Safe };
+
+template <typename T>
+[[kernel]] void reduce(
+    const device T* in [[buffer(0)]],
+    device T* out [[buffer(1)]],
+    uint tid [[thread_position_in_grid]]) {
+  inner::Tile<T> t(in, tid);
+  out[tid] = t.sum();
+}
+
+} // namespace demo
+
+#define instantiate_reduce(name, type) \
+  template [[host_name(name)]] [[kernel]] void demo::reduce<type>( \
+      const device type*, device type*, uint);
+
+instantiate_reduce("reduce_f32", float)
+instantiate_reduce("reduce_f16", half)
+"#;
+
+    #[test]
+    fn snapshot_of_metal_listing() {
+        expect![[r#"
+            4-4 macro KERNEL_CONST
+            10-30 struct demo::inner::Tile
+            14-15 function demo::inner::Tile::Tile
+            17-24 function demo::inner::Tile::sum
+            26-26 function demo::inner::Tile::operator()
+            34-34 enum demo::Mode
+            36-43 function demo::reduce
+            47-49 macro instantiate_reduce
+        "#]]
+        .assert_eq(&listing(METAL));
+    }
+
+    #[test]
+    fn template_header_and_attributes_are_in_the_span() {
+        let idx = scan(METAL);
+        let tile = only(&idx, "inner::Tile");
+        assert!(METAL[tile.span.clone()].starts_with("template <typename T, int N = (4 > 2)>"));
+        assert!(METAL[tile.span.clone()].ends_with("};"));
+        let reduce = only(&idx, "reduce");
+        assert!(METAL[reduce.span.clone()].starts_with("template <typename T>\n[[kernel]] void"));
+        assert!(METAL[reduce.span.clone()].ends_with('}'));
+        let mode = only(&idx, "Mode");
+        assert_eq!(
+            &METAL[mode.span.clone()],
+            "enum class Mode : int { Fast, Safe };"
+        );
+    }
+
+    #[test]
+    fn enclosing_covers_template_signature_and_body_lines() {
+        let idx = scan(METAL);
+        let q = |line| idx.enclosing(line).map(|s| s.qualified.as_str());
+        assert_eq!(q(36), Some("demo::reduce")); // template header
+        assert_eq!(q(37), Some("demo::reduce")); // [[kernel]] signature
+        assert_eq!(q(39), Some("demo::reduce")); // parameter line
+        assert_eq!(q(42), Some("demo::reduce")); // body
+        assert_eq!(q(20), Some("demo::inner::Tile::sum")); // #pragma in body
+        assert_eq!(q(28), Some("demo::inner::Tile")); // member outside methods
+        assert_eq!(q(10), Some("demo::inner::Tile"));
+        assert_eq!(q(48), Some("instantiate_reduce"));
+        assert_eq!(q(7), None); // namespaces are not symbols
+        assert_eq!(q(51), None);
+    }
+
+    #[test]
+    fn qualified_names_through_namespaces_and_out_of_class_definitions() {
+        let src = r#"
+namespace a { namespace b {
+int f() { return 1; }
+} }
+namespace a::c {
+namespace {
+int hidden() { return 2; }
+}
+template <typename T>
+struct Box<T*> final : public Base<T> {
+  struct Inner { void g() {} };
+};
+template <typename T>
+T Box<T>::get() const & noexcept { return *p_; }
+Box::~Box() { delete p_; }
+Outer::Nested::Nested(int x) : x_(x), y_{x + 1}, z_(Z{x}) { init(); }
+bool operator==(const Box& l, const Box& r) { return l.p_ == r.p_; }
+Box::operator bool() const { return p_ != nullptr; }
+template <>
+void put<int>(int v) { sink(v); }
+}
+"#;
+        assert_eq!(
+            names(src),
+            [
+                "a::b::f",
+                "a::c::hidden",
+                "a::c::Box",
+                "a::c::Box::Inner",
+                "a::c::Box::Inner::g",
+                "a::c::Box::get",
+                "a::c::Box::~Box",
+                "a::c::Outer::Nested::Nested",
+                "a::c::operator==",
+                "a::c::Box::operator bool",
+                "a::c::put",
+            ]
+        );
+        let idx = scan(src);
+        assert_eq!(only(&idx, "~Box").name, "~Box");
+        // The braced member initializers do not end the constructor early.
+        assert!(src[only(&idx, "Nested::Nested").span.clone()].ends_with("{ init(); }"));
+    }
+
+    #[test]
+    fn find_matches_unqualified_and_qualified_suffixes() {
+        let src = r#"
+namespace mlx::core {
+float qdot(const float* x) { return x[0]; }
+float qdot(const float* x, int n) { return x[n]; }
+namespace other { void qdot_safe() {} }
+}
+"#;
+        let idx = scan(src);
+        assert_eq!(idx.find("qdot").len(), 2);
+        assert_eq!(idx.find("core::qdot").len(), 2);
+        assert_eq!(idx.find("::mlx::core::qdot").len(), 2);
+        assert_eq!(idx.find("ore::qdot").len(), 0);
+        assert_eq!(idx.find("other::qdot_safe").len(), 1);
+        assert_eq!(idx.find("").len(), 0);
+        let found = idx.find("qdot");
+        assert_eq!(
+            idx.fingerprint_of("qdot"),
+            Some(format!(
+                "{}\n{}",
+                found[0].fingerprint, found[1].fingerprint
+            ))
+        );
+        assert_eq!(idx.fingerprint_of("missing"), None);
+    }
+
+    #[test]
+    fn declarations_lambdas_and_initializers_are_not_symbols() {
+        let src = r#"
+int proto(int x);
+struct Fwd;
+class Decl { Decl() = default; void m(); ~Decl() = delete; };
+auto lambda = [](int x) { return x + 1; };
+static const int table[] = {1, 2, 3};
+std::vector<int> braced{1, 2};
+void user() {
+  auto inner = [&](int y) { return y; };
+  struct Local { void no() {} };
+}
+extern template void proto<int>(int);
+"#;
+        assert_eq!(names(src), ["Decl", "user"]);
+    }
+
+    #[test]
+    fn literals_and_comments_with_braces_do_not_confuse_nesting() {
+        let src = r##"
+const char* raw = R"(} { ")";
+const char* delim = R"x(no end )" here })x";
+char open = '{', close = '}', quote = '\'';
+// a comment with } and {
+/* a block comment
+   with } */
+constexpr long big = 1'000'000; int after_sep() { return 1'0; }
+const char* s = "}\"{";
+void target() { if (open == '}') { /* } */ } }
+"##;
+        assert_eq!(names(src), ["after_sep", "target"]);
+        let idx = scan(src);
+        assert_eq!(only(&idx, "target").start_line, 10);
+    }
+
+    #[test]
+    fn multi_line_define_with_braces_is_a_macro_not_a_scope() {
+        let src = "#define MAKE(name) \\\n  void name() {    \\\n    work();        \\\n\n\nvoid real() { }\n";
+        assert_eq!(
+            listing(src),
+            "1-3 macro MAKE\n6-6 function real\n",
+            "the blank line ends the directive"
+        );
+        let src = "#define OPEN {\nvoid g() { }\n";
+        assert_eq!(names(src), ["g"]);
+    }
+
+    #[test]
+    fn conditional_branches_that_both_open_a_brace_follow_the_first() {
+        let src = r#"
+#if defined(FAST)
+void kernel(int a, float b) {
+#else
+void kernel(int a) {
+#endif
+  body(a);
+}
+#ifdef __APPLE__
+void only_apple() {}
+#else
+void only_other() {}
+#endif
+#if 0
+void dead() {}
+#else
+void alive() {}
+#endif
+void after() {}
+"#;
+        let idx = scan(src);
+        assert_eq!(
+            names(src),
+            ["kernel", "only_apple", "only_other", "alive", "after"]
+        );
+        let k = only(&idx, "kernel");
+        assert_eq!((k.start_line, k.end_line), (3, 8));
+        // A body closed in both branches is reported once.
+        let src = "void f() {\n#if A\n}\n#else\n}\n#endif\nvoid g() {}\n";
+        assert_eq!(names(src), ["f", "g"]);
+    }
+
+    #[test]
+    fn macro_invocations_without_semicolons_stay_out_of_spans() {
+        let src = r#"
+instantiate_kernel("k_f32", kern, float)
+instantiate_kernel("k_f16", kern, half)
+template <typename T>
+void next_fn(T x) { use(x); }
+REGISTER_OP(Add)
+const char* name() const override { return "Add"; }
+"#;
+        let idx = scan(src);
+        assert_eq!(names(src), ["next_fn", "name"]);
+        assert_eq!(only(&idx, "next_fn").start_line, 4);
+        assert_eq!(only(&idx, "name").start_line, 7);
+    }
+
+    #[test]
+    fn linkage_blocks_classes_enums_and_requires_clauses() {
+        let src = r#"
+extern "C" {
+void c_entry(void) { }
+}
+class EXPORT_API Engine : public Base, private Mixin {
+ public:
+  void run() override { step(); }
+ protected:
+  int n_ = 0;
+};
+struct Plain { int x; };
+union Bits { int i; float f; };
+enum Color { Red, Green };
+struct Vec *make_vec(int n) { return alloc(n); }
+template <typename T>
+  requires std::integral<T>
+T twice(T x) { return 2 * x; }
+template <typename T>
+requires(sizeof(T) > 4) struct Wide { T v; };
+template <typename T>
+T half_of(T x) requires Small<T> { return x / 2; }
+"#;
+        assert_eq!(
+            listing(src),
+            "3-3 function c_entry\n\
+             5-10 class Engine\n\
+             7-7 function Engine::run\n\
+             11-11 struct Plain\n\
+             12-12 union Bits\n\
+             13-13 enum Color\n\
+             14-14 function make_vec\n\
+             15-17 function twice\n\
+             18-19 struct Wide\n\
+             20-21 function half_of\n"
+        );
+    }
+
+    #[test]
+    fn fingerprint_ignores_layout_and_comments_but_not_tokens() {
+        let a = "template <typename T>\nT add(T a, T b) {\n  return a + b; // sum\n}\n";
+        let b = "template <typename T> T add(\n    T a,\n    T b) { /* add */ return a+b; }";
+        let c = "template <typename T>\nT add(T a, T b) {\n  return a - b;\n}\n";
+        let fa = &scan(a).symbols()[0].fingerprint.clone();
+        assert_eq!(fa, "template<typename T>T add(T a,T b){return a+b;}");
+        assert_eq!(fa, &scan(b).symbols()[0].fingerprint);
+        assert_ne!(fa, &scan(c).symbols()[0].fingerprint);
+        assert_ne!(fingerprint("x = a - -b;"), fingerprint("x = a--b;"));
+        assert_ne!(fingerprint(r#"s = "a  b";"#), fingerprint(r#"s = "a b";"#));
+        assert_ne!(fingerprint("f(L \"x\")"), fingerprint("f(L\"x\")"));
+        assert_eq!(fingerprint("#pragma unroll\n  x++;"), "#pragma unroll x++;");
+    }
+
+    #[test]
+    fn malformed_input_degrades_without_panicking() {
+        // Unbalanced closers are ignored, unclosed definitions are dropped.
+        assert_eq!(names("}}} void ok() {} }"), ["ok"]);
+        assert_eq!(names("void open() { if (x) {"), Vec::<String>::new());
+        assert_eq!(names("#endif\n#else\nvoid ok() {}\n#if X\n"), ["ok"]);
+        let samples = [
+            METAL,
+            "R\"abc( unterminated raw",
+            "'\\",
+            "/* open",
+            "#define X \\",
+            "void f( { ) } ] [ ; template < > ::",
+            "operator",
+            "namespace",
+            "Ünïcödé ü(é) { \"é\\é\" '\u{1F600}' }",
+        ];
+        for sample in samples {
+            let mut cut = 0;
+            while cut <= sample.len() {
+                let src = &sample[..cut];
+                for s in scan(src).symbols() {
+                    assert!(
+                        s.span.start < s.span.end && s.span.end <= src.len(),
+                        "{src:?}"
+                    );
+                    assert!(s.start_line <= s.end_line);
+                    assert!(src.is_char_boundary(s.span.start) && src.is_char_boundary(s.span.end));
+                }
+                cut += 1;
+                while cut < sample.len() && !sample.is_char_boundary(cut) {
+                    cut += 1;
+                }
+            }
+        }
+    }
 }
