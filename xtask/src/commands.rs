@@ -17,7 +17,10 @@ use crate::progress::Progress;
 
 fn workspace_root() -> PathBuf {
     // xtask lives one level below the workspace root.
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask has a parent")
+        .to_path_buf()
 }
 
 pub struct Ctx {
@@ -31,11 +34,17 @@ impl Ctx {
         let root = g.root.clone().unwrap_or_else(workspace_root);
         let project = Project::load(&root)?;
         project.upstream(g.upstream.as_deref())?;
-        Ok(Ctx { project, json: g.json, upstream: g.upstream.clone() })
+        Ok(Ctx {
+            project,
+            json: g.json,
+            upstream: g.upstream.clone(),
+        })
     }
 
     pub fn upstream(&self) -> &Upstream {
-        self.project.upstream(self.upstream.as_deref()).expect("checked in load")
+        self.project
+            .upstream(self.upstream.as_deref())
+            .expect("checked in load")
     }
 
     pub fn series(&self) -> Result<Series> {
@@ -45,7 +54,11 @@ impl Ctx {
     pub fn open_upstream(&self) -> Result<UpstreamRepo> {
         let up = self.upstream();
         let mut bar = Progress::new(&format!("fetching {}", up.name));
-        let repo = self.project.open_upstream(up, &default_cache_root(), &mut |p| bar.update(p.received_objects as u64, p.total_objects as u64))?;
+        let repo = self
+            .project
+            .open_upstream(up, &default_cache_root(), &mut |p| {
+                bar.update(p.received_objects as u64, p.total_objects as u64)
+            })?;
         bar.finish();
         Ok(repo)
     }
@@ -58,7 +71,11 @@ impl Ctx {
     }
 
     pub fn default_dir(&self) -> PathBuf {
-        self.project.root.join("target").join("apply").join(&self.upstream().name)
+        self.project
+            .root
+            .join("target")
+            .join("apply")
+            .join(&self.upstream().name)
     }
 }
 
@@ -94,13 +111,33 @@ pub fn status(g: &Global) -> Result<ExitCode> {
     if let Some(b) = &up.branch {
         let _ = writeln!(h, "  follows branch {b}");
     }
-    let _ = writeln!(h, "overlays in {} ({}):", ctx.rel(&series.dir), series.overlays.len());
+    let _ = writeln!(
+        h,
+        "overlays in {} ({}):",
+        ctx.rel(&series.dir),
+        series.overlays.len()
+    );
     for (i, o) in series.overlays.iter().enumerate() {
-        let st = o.trailers.status.as_ref().map_or("-".to_string(), |s| s.to_string());
-        let _ = writeln!(h, "  {:>2}. {}  [{}, {}]", i + 1, o.name, o.trailers.kind.as_str(), st);
+        let st = o
+            .trailers
+            .status
+            .as_ref()
+            .map_or("-".to_string(), |s| s.to_string());
+        let _ = writeln!(
+            h,
+            "  {:>2}. {}  [{}, {}]",
+            i + 1,
+            o.name,
+            o.trailers.kind.as_str(),
+            st
+        );
         let _ = writeln!(h, "      {}", o.subject);
     }
-    emit(ctx.json, serde_json::json!({ "upstream": up, "overlays": overlays }), h);
+    emit(
+        ctx.json,
+        serde_json::json!({ "upstream": up, "overlays": overlays }),
+        h,
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -115,7 +152,11 @@ pub struct ApplyArgs {
 }
 
 /// Materializes the pinned upstream plus the series into `dir`; used by apply and build-mlx.
-pub fn materialize(ctx: &Ctx, dir: &Path, force: bool) -> Result<(overlay::project::Applied, overlay::materialize::WriteReport)> {
+pub fn materialize(
+    ctx: &Ctx,
+    dir: &Path,
+    force: bool,
+) -> Result<(overlay::project::Applied, overlay::materialize::WriteReport)> {
     let up = ctx.upstream();
     let series = ctx.series()?;
     let repo = ctx.open_upstream()?;
@@ -124,7 +165,11 @@ pub fn materialize(ctx: &Ctx, dir: &Path, force: bool) -> Result<(overlay::proje
         dir,
         &applied.result,
         &repo,
-        Origin { upstream: &up.name, rev: &up.rev, series_hash: &series.content_hash() },
+        Origin {
+            upstream: &up.name,
+            rev: &up.rev,
+            series_hash: &series.content_hash(),
+        },
         force,
     )?;
     Ok((applied, report))
@@ -136,18 +181,49 @@ pub fn apply(g: &Global, a: &ApplyArgs) -> Result<ExitCode> {
     let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
     let (applied, report) = materialize(&ctx, &dir, a.force)?;
     let mut h = String::new();
-    let _ = writeln!(h, "applied {} overlay(s) onto {}@{} in {}", applied.outcomes.len(), up.name, short(&up.rev), dir.display());
+    let _ = writeln!(
+        h,
+        "applied {} overlay(s) onto {}@{} in {}",
+        applied.outcomes.len(),
+        up.name,
+        short(&up.rev),
+        dir.display()
+    );
     for o in &applied.outcomes {
         let hunks: usize = o.files.iter().map(|f| f.placements.len()).sum();
-        let _ = writeln!(h, "  {}: {} hunk(s) in {} file(s)", o.overlay, hunks, o.files.len());
+        let _ = writeln!(
+            h,
+            "  {}: {} hunk(s) in {} file(s)",
+            o.overlay,
+            hunks,
+            o.files.len()
+        );
         for (path, p) in o.offsets() {
-            let _ = writeln!(h, "    offset: {path} hunk #{} applied at line {} (recorded {}, {:+})", p.hunk, p.actual, p.recorded, p.offset());
+            let _ = writeln!(
+                h,
+                "    offset: {path} hunk #{} applied at line {} (recorded {}, {:+})",
+                p.hunk,
+                p.actual,
+                p.recorded,
+                p.offset()
+            );
         }
     }
     if !report.discarded.is_empty() {
-        let _ = writeln!(h, "discarded {} edit(s) (--force): {}", report.discarded.len(), report.discarded.join(", "));
+        let _ = writeln!(
+            h,
+            "discarded {} edit(s) (--force): {}",
+            report.discarded.len(),
+            report.discarded.join(", ")
+        );
     }
-    let _ = writeln!(h, "wrote {} file(s), removed {}, unchanged {}", report.written.len(), report.removed.len(), report.unchanged);
+    let _ = writeln!(
+        h,
+        "wrote {} file(s), removed {}, unchanged {}",
+        report.written.len(),
+        report.removed.len(),
+        report.unchanged
+    );
     emit(
         ctx.json,
         serde_json::json!({ "upstream": up.name, "rev": up.rev, "dir": dir, "overlays": applied.outcomes,
@@ -165,7 +241,13 @@ pub fn check(g: &Global) -> Result<ExitCode> {
     let base = repo.tree_at(git2::Oid::from_str(&up.rev)?)?;
     let findings = overlay::check::check(&base, &series, &repo)?;
     let mut h = String::new();
-    let _ = writeln!(h, "check: {} overlay(s) against {}@{}", series.overlays.len(), up.name, short(&up.rev));
+    let _ = writeln!(
+        h,
+        "check: {} overlay(s) against {}@{}",
+        series.overlays.len(),
+        up.name,
+        short(&up.rev)
+    );
     for o in &series.overlays {
         let mine: Vec<_> = findings.iter().filter(|f| f.overlay == o.name).collect();
         if mine.is_empty() {
@@ -190,8 +272,16 @@ pub fn check(g: &Global) -> Result<ExitCode> {
         let _ = writeln!(h, "  UNLISTED {}: {}", f.overlay, f.message);
     }
     let _ = writeln!(h, "{} finding(s)", findings.len());
-    emit(ctx.json, serde_json::json!({ "upstream": up.name, "rev": up.rev, "findings": findings }), h);
-    Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    emit(
+        ctx.json,
+        serde_json::json!({ "upstream": up.name, "rev": up.rev, "findings": findings }),
+        h,
+    );
+    Ok(if findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 #[derive(clap::Args)]
@@ -227,7 +317,9 @@ fn identity() -> Result<String> {
     let email = env("GIT_AUTHOR_EMAIL").or_else(|| get("user.email"));
     match (name, email) {
         (Some(n), Some(e)) => Ok(format!("{n} <{e}>")),
-        _ => bail!("no author identity: set git's user.name and user.email (git config --global user.name \"You\"), or GIT_AUTHOR_NAME and GIT_AUTHOR_EMAIL"),
+        _ => bail!(
+            "no author identity: set git's user.name and user.email (git config --global user.name \"You\"), or GIT_AUTHOR_NAME and GIT_AUTHOR_EMAIL"
+        ),
     }
 }
 
@@ -238,24 +330,48 @@ fn author_date() -> Result<String> {
     {
         if let Some(rest) = d.strip_prefix('@') {
             let mut it = rest.split_whitespace();
-            let secs: i64 = it.next().unwrap_or("").parse().context("GIT_AUTHOR_DATE: expected @<seconds> <+hhmm>")?;
+            let secs: i64 = it
+                .next()
+                .unwrap_or("")
+                .parse()
+                .context("GIT_AUTHOR_DATE: expected @<seconds> <+hhmm>")?;
             let off = it.next().unwrap_or("+0000");
             let sign = if off.starts_with('-') { -1 } else { 1 };
-            let digits: i32 = off.trim_start_matches(['+', '-']).parse().context("GIT_AUTHOR_DATE offset")?;
-            return Ok(overlay::render::rfc2822(secs, sign * (digits / 100 * 60 + digits % 100)));
+            let digits: i32 = off
+                .trim_start_matches(['+', '-'])
+                .parse()
+                .context("GIT_AUTHOR_DATE offset")?;
+            return Ok(overlay::render::rfc2822(
+                secs,
+                sign * (digits / 100 * 60 + digits % 100),
+            ));
         }
         return Ok(d);
     }
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs() as i64;
     Ok(overlay::render::rfc2822(secs, 0))
 }
 
 fn run_refresh(ctx: &Ctx, dir: &Path, into: Option<overlay::refresh::Into>) -> Result<ExitCode> {
     let up = ctx.upstream();
     let series = ctx.series()?;
-    let state = State::load(dir)?.with_context(|| format!("{}: not a tree written by `cargo xtask apply` (no state file)", dir.display()))?;
+    let state = State::load(dir)?.with_context(|| {
+        format!(
+            "{}: not a tree written by `cargo xtask apply` (no state file)",
+            dir.display()
+        )
+    })?;
     if state.upstream != up.name || state.rev != up.rev {
-        bail!("{}: materialized from {}@{}, but pins.toml pins {}@{}; apply again first", dir.display(), state.upstream, short(&state.rev), up.name, short(&up.rev));
+        bail!(
+            "{}: materialized from {}@{}, but pins.toml pins {}@{}; apply again first",
+            dir.display(),
+            state.upstream,
+            short(&state.rev),
+            up.name,
+            short(&up.rev)
+        );
     }
     let repo = ctx.open_upstream()?;
     let base = repo.tree_at(git2::Oid::from_str(&up.rev)?)?;
@@ -264,7 +380,12 @@ fn run_refresh(ctx: &Ctx, dir: &Path, into: Option<overlay::refresh::Into>) -> R
     let mut h = String::new();
     let _ = writeln!(h, "refresh: {}", dir.display());
     for a in &plan.assignments {
-        let _ = writeln!(h, "  {}:{} -> {} ({})", a.file, a.line, a.overlay, a.why);
+        let at = if a.line == 0 {
+            format!("{} (whole file)", a.file)
+        } else {
+            format!("{}:{}", a.file, a.line)
+        };
+        let _ = writeln!(h, "  {at} -> {} ({})", a.overlay, a.why);
     }
     if let Some(c) = &plan.created {
         let _ = writeln!(h, "created {c} (appended to the series)");
@@ -282,27 +403,54 @@ fn run_refresh(ctx: &Ctx, dir: &Path, into: Option<overlay::refresh::Into>) -> R
 pub fn refresh(g: &Global, a: &RefreshArgs) -> Result<ExitCode> {
     let ctx = Ctx::load(g)?;
     let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
-    run_refresh(&ctx, &dir, a.into.clone().map(overlay::refresh::Into::Existing))
+    run_refresh(
+        &ctx,
+        &dir,
+        a.into.clone().map(overlay::refresh::Into::Existing),
+    )
 }
 
 pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
     let ctx = Ctx::load(g)?;
     let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
-    let file_name = if a.name.ends_with(".patch") { a.name.clone() } else { format!("{}.patch", a.name) };
+    let file_name = if a.name.ends_with(".patch") {
+        a.name.clone()
+    } else {
+        format!("{}.patch", a.name)
+    };
     if file_name.contains('/') || file_name.starts_with('.') {
         bail!("{file_name}: expected a file name like 0003-fix-foo.patch");
     }
     let series = ctx.series()?;
     if series.dir.join(&file_name).exists() {
-        bail!("{}: already exists; pick another name or use `refresh --into`", series.dir.join(&file_name).display());
+        bail!(
+            "{}: already exists; pick another name or use `refresh --into`",
+            series.dir.join(&file_name).display()
+        );
     }
     let subject = a.message[0].trim();
     if subject.is_empty() || subject.contains('\n') {
         bail!("-m: the first message is the one-line subject");
     }
     let body = a.message[1..].join("\n\n");
-    let trailers = vec![("Overlay-Kind".to_string(), a.kind.clone()), ("Upstream-Status".to_string(), "not-submitted".to_string())];
-    let prelude = overlay::render::new_prelude(&identity()?, &author_date()?, subject, &body, &trailers);
-    let signature = series.overlays.last().and_then(|o| o.signature.clone()).unwrap_or_else(|| format!("cargo-xtask {}", env!("CARGO_PKG_VERSION")));
-    run_refresh(&ctx, &dir, Some(overlay::refresh::Into::New { file_name, prelude, signature }))
+    let trailers = vec![
+        ("Overlay-Kind".to_string(), a.kind.clone()),
+        ("Upstream-Status".to_string(), "not-submitted".to_string()),
+    ];
+    let prelude =
+        overlay::render::new_prelude(&identity()?, &author_date()?, subject, &body, &trailers);
+    let signature = series
+        .overlays
+        .last()
+        .and_then(|o| o.signature.clone())
+        .unwrap_or_else(|| format!("cargo-xtask {}", env!("CARGO_PKG_VERSION")));
+    run_refresh(
+        &ctx,
+        &dir,
+        Some(overlay::refresh::Into::New {
+            file_name,
+            prelude,
+            signature,
+        }),
+    )
 }

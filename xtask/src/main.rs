@@ -10,7 +10,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "Keep a fork honest: pinned upstream + minimal overlays", version)]
+#[command(
+    name = "cargo xtask",
+    about = "Keep a fork honest: pinned upstream + minimal overlays",
+    version
+)]
 struct Cli {
     #[command(flatten)]
     global: Global,

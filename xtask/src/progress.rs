@@ -16,11 +16,20 @@ impl Progress {
     pub fn new(label: &str) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let b = ProgressBar::new(0);
-            b.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}").expect("valid template").progress_chars("=> "));
+            b.set_style(
+                ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
             b.set_message(label.to_string());
             b
         });
-        Progress { bar, label: label.to_string(), last: None, done: false }
+        Progress {
+            bar,
+            label: label.to_string(),
+            last: None,
+            done: false,
+        }
     }
 
     pub fn update(&mut self, pos: u64, len: u64) {
@@ -30,7 +39,9 @@ impl Progress {
             return;
         }
         let complete = pos == len && len > 0;
-        let due = self.last.is_none_or(|t| t.elapsed() >= Duration::from_secs(2));
+        let due = self
+            .last
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(2));
         if (due || complete) && !self.done {
             self.done = complete;
             eprintln!("{}: {pos}/{len}", self.label);

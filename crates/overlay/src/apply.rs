@@ -15,11 +15,17 @@ pub struct Text {
 impl Text {
     pub fn parse(s: &str) -> Text {
         if s.is_empty() {
-            return Text { lines: Vec::new(), final_newline: true };
+            return Text {
+                lines: Vec::new(),
+                final_newline: true,
+            };
         }
         let final_newline = s.ends_with('\n');
         let body = if final_newline { &s[..s.len() - 1] } else { s };
-        Text { lines: body.split('\n').map(str::to_string).collect(), final_newline }
+        Text {
+            lines: body.split('\n').map(str::to_string).collect(),
+            final_newline,
+        }
     }
 
     pub fn render(&self) -> String {
@@ -52,7 +58,9 @@ impl Placement {
 pub enum Failure {
     /// The pre-image matches nowhere. `first_difference`: at the recorded place, the first line that
     /// differs (1-based file line, expected, found).
-    NoMatch { first_difference: Option<(usize, String, Option<String>)> },
+    NoMatch {
+        first_difference: Option<(usize, String, Option<String>)>,
+    },
     /// Not at the recorded line, and at several other lines (1-based).
     Ambiguous { candidates: Vec<usize> },
 }
@@ -60,16 +68,30 @@ pub enum Failure {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::NoMatch { first_difference: Some((line, want, got)) } => match got {
-                Some(got) => write!(f, "context does not match: line {line} is {got:?}, the patch expects {want:?}"),
-                None => write!(f, "context does not match: the file ends before line {line} ({want:?} expected)"),
+            Failure::NoMatch {
+                first_difference: Some((line, want, got)),
+            } => match got {
+                Some(got) => write!(
+                    f,
+                    "context does not match: line {line} is {got:?}, the patch expects {want:?}"
+                ),
+                None => write!(
+                    f,
+                    "context does not match: the file ends before line {line} ({want:?} expected)"
+                ),
             },
-            Failure::NoMatch { first_difference: None } => {
+            Failure::NoMatch {
+                first_difference: None,
+            } => {
                 write!(f, "context does not match anywhere in the file")
             }
             Failure::Ambiguous { candidates } => {
                 let c: Vec<String> = candidates.iter().map(|c| c.to_string()).collect();
-                write!(f, "context not found at its recorded line and it matches at several lines ({}); refusing to guess", c.join(", "))
+                write!(
+                    f,
+                    "context not found at its recorded line and it matches at several lines ({}); refusing to guess",
+                    c.join(", ")
+                )
             }
         }
     }
@@ -77,7 +99,11 @@ impl std::fmt::Display for Failure {
 
 /// Old-side 0-based index where a hunk's pre-image starts, as recorded.
 fn recorded_index(h: &Hunk) -> usize {
-    if h.old_len == 0 { h.old_start } else { h.old_start.saturating_sub(1) }
+    if h.old_len == 0 {
+        h.old_start
+    } else {
+        h.old_start.saturating_sub(1)
+    }
 }
 
 fn matches_at(text: &Text, h: &Hunk, pre: &[&str], pos: usize, floor: usize) -> bool {
@@ -90,20 +116,36 @@ fn matches_at(text: &Text, h: &Hunk, pre: &[&str], pos: usize, floor: usize) -> 
         return false;
     }
     let at_end = pos + pre.len() == text.lines.len();
-    if h.trailing_context() == 0 && !pre.is_empty() && h.lines.iter().any(|l| l.kind != crate::patch::LineKind::Add) && !at_end {
+    if h.trailing_context() == 0
+        && !pre.is_empty()
+        && h.lines
+            .iter()
+            .any(|l| l.kind != crate::patch::LineKind::Add)
+        && !at_end
+    {
         return false;
     }
-    if !pre.is_empty() && at_end && h.old_missing_newline == text.final_newline && !text.lines.is_empty() {
+    if !pre.is_empty()
+        && at_end
+        && h.old_missing_newline == text.final_newline
+        && !text.lines.is_empty()
+    {
         return false;
     }
     if h.old_missing_newline && !at_end {
         return false;
     }
-    text.lines[pos..pos + pre.len()].iter().zip(pre).all(|(a, b)| a == b)
+    text.lines[pos..pos + pre.len()]
+        .iter()
+        .zip(pre)
+        .all(|(a, b)| a == b)
 }
 
 /// Applies the hunks of one file diff to `text`.
-pub fn apply_hunks(text: &Text, fp: &FilePatch) -> Result<(Text, Vec<Placement>), (usize, Failure)> {
+pub fn apply_hunks(
+    text: &Text,
+    fp: &FilePatch,
+) -> Result<(Text, Vec<Placement>), (usize, Failure)> {
     let mut out: Vec<String> = Vec::with_capacity(text.lines.len() + 16);
     let mut cursor = 0usize;
     let mut drift: isize = 0;
@@ -119,7 +161,12 @@ pub fn apply_hunks(text: &Text, fp: &FilePatch) -> Result<(Text, Vec<Placement>)
             recorded
         } else if pre.is_empty() {
             // A pure insertion without context has nothing to search for.
-            return Err((i + 1, Failure::NoMatch { first_difference: None }));
+            return Err((
+                i + 1,
+                Failure::NoMatch {
+                    first_difference: None,
+                },
+            ));
         } else {
             let found: Vec<usize> = (cursor..=text.lines.len().saturating_sub(pre.len()))
                 .filter(|&p| matches_at(text, h, &pre, p, cursor))
@@ -131,11 +178,21 @@ pub fn apply_hunks(text: &Text, fp: &FilePatch) -> Result<(Text, Vec<Placement>)
                         (got.map(String::as_str) != Some(*want))
                             .then(|| (expected + k + 1, want.to_string(), got.cloned()))
                     });
-                    return Err((i + 1, Failure::NoMatch { first_difference: diff }));
+                    return Err((
+                        i + 1,
+                        Failure::NoMatch {
+                            first_difference: diff,
+                        },
+                    ));
                 }
                 [one] => *one,
                 many => {
-                    return Err((i + 1, Failure::Ambiguous { candidates: many.iter().map(|p| p + 1).collect() }));
+                    return Err((
+                        i + 1,
+                        Failure::Ambiguous {
+                            candidates: many.iter().map(|p| p + 1).collect(),
+                        },
+                    ));
                 }
             }
         };
@@ -156,7 +213,13 @@ pub fn apply_hunks(text: &Text, fp: &FilePatch) -> Result<(Text, Vec<Placement>)
     if out.is_empty() {
         final_newline = true;
     }
-    Ok((Text { lines: out, final_newline }, placements))
+    Ok((
+        Text {
+            lines: out,
+            final_newline,
+        },
+        placements,
+    ))
 }
 
 #[cfg(test)]
@@ -169,7 +232,10 @@ mod tests {
         let raw = format!(
             "From 0 Mon Sep 17 00:00:00 2001\nFrom: A <a@b>\nDate: x\nSubject: [PATCH] t\n\nwhy\n\nOverlay-Kind: local-only\n---\n{diff}"
         );
-        parse_overlay("t.patch", Path::new("t.patch"), &raw).unwrap().files.remove(0)
+        parse_overlay("t.patch", Path::new("t.patch"), &raw)
+            .unwrap()
+            .files
+            .remove(0)
     }
 
     const HUNK: &str = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -3,3 +3,3 @@\n c\n-d\n+D\n e\n";
@@ -192,19 +258,29 @@ mod tests {
     fn one_character_off_is_refused() {
         let fp = patch(HUNK);
         let err = apply_hunks(&Text::parse("a\nb\nc\nd\ne \nf\n"), &fp).unwrap_err();
-        assert_eq!(err.1.to_string(), "context does not match: line 5 is \"e \", the patch expects \"e\"");
+        assert_eq!(
+            err.1.to_string(),
+            "context does not match: line 5 is \"e \", the patch expects \"e\""
+        );
     }
 
     #[test]
     fn ambiguous_is_refused() {
         let fp = patch(HUNK);
         let err = apply_hunks(&Text::parse("z\nz\nz\nz\nc\nd\ne\nc\nd\ne\n"), &fp).unwrap_err();
-        assert_eq!(err.1, Failure::Ambiguous { candidates: vec![5, 8] });
+        assert_eq!(
+            err.1,
+            Failure::Ambiguous {
+                candidates: vec![5, 8]
+            }
+        );
     }
 
     #[test]
     fn no_newline_at_end() {
-        let fp = patch("diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+B\n");
+        let fp = patch(
+            "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+B\n",
+        );
         let (t, _) = apply_hunks(&Text::parse("a\nb"), &fp).unwrap();
         assert_eq!(t.render(), "a\nB\n");
         // The same pre-image with a newline present is a mismatch.

@@ -34,23 +34,35 @@ pub struct Finding {
 }
 
 pub fn text_of(tree: &Tree, path: Option<&str>, src: &dyn BlobSource) -> Result<Text> {
-    let Some(path) = path else { return Ok(Text::parse("")) };
+    let Some(path) = path else {
+        return Ok(Text::parse(""));
+    };
     let bytes = tree.bytes(path, src)?.unwrap_or_default();
     Ok(Text::parse(&String::from_utf8_lossy(&bytes)))
 }
 
 fn describe(h: &Hunk) -> String {
-    format!("@@ -{},{} +{},{} @@", h.old_start, h.old_len, h.new_start, h.new_len)
+    format!(
+        "@@ -{},{} +{},{} @@",
+        h.old_start, h.old_len, h.new_start, h.new_len
+    )
 }
 
 /// Compares a file patch with git's own diff of the same change; the first difference, if any.
-pub fn canonical_difference(fp: &FilePatch, before: &Tree, after: &Tree, src: &dyn BlobSource) -> Result<Option<(usize, String)>> {
+pub fn canonical_difference(
+    fp: &FilePatch,
+    before: &Tree,
+    after: &Tree,
+    src: &dyn BlobSource,
+) -> Result<Option<(usize, String)>> {
     let old = text_of(before, fp.old_path.as_deref(), src)?;
     let new = text_of(after, fp.new_path.as_deref(), src)?;
     let want = diff::text_hunks(&old, &new, diff::CONTEXT)?;
     for (i, (have, want)) in fp.hunks.iter().zip(&want).enumerate() {
         if !have.same_as(want) {
-            let why = if have.leading_context() != want.leading_context() || have.trailing_context() != want.trailing_context() {
+            let why = if have.leading_context() != want.leading_context()
+                || have.trailing_context() != want.trailing_context()
+            {
                 format!(
                     "git diff writes {} with {}+{} context lines, the overlay has {} with {}+{}",
                     describe(want),
@@ -61,14 +73,25 @@ pub fn canonical_difference(fp: &FilePatch, before: &Tree, after: &Tree, src: &d
                     have.trailing_context()
                 )
             } else {
-                format!("git diff writes {}, the overlay has {}", describe(want), describe(have))
+                format!(
+                    "git diff writes {}, the overlay has {}",
+                    describe(want),
+                    describe(have)
+                )
             };
             return Ok(Some((i + 1, why)));
         }
     }
     if fp.hunks.len() != want.len() {
         let i = fp.hunks.len().min(want.len());
-        return Ok(Some((i + 1, format!("git diff writes {} hunk(s), the overlay has {}", want.len(), fp.hunks.len()))));
+        return Ok(Some((
+            i + 1,
+            format!(
+                "git diff writes {} hunk(s), the overlay has {}",
+                want.len(),
+                fp.hunks.len()
+            ),
+        )));
     }
     Ok(None)
 }
@@ -82,7 +105,13 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
         let before = tree.clone();
         let outcome = match tree.apply_overlay(ov, src) {
             Ok(o) => o,
-            Err(Error::Apply { file, hunk, patch_line, reason, .. }) => {
+            Err(Error::Apply {
+                file,
+                hunk,
+                patch_line,
+                reason,
+                ..
+            }) => {
                 findings.push(Finding {
                     overlay: ov.name.clone(),
                     kind: FindingKind::DoesNotApply,
@@ -96,14 +125,23 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
             Err(e) => return Err(e),
         };
         for (path, p) in outcome.offsets() {
-            let fp = ov.files.iter().find(|f| f.path() == path).expect("outcome file");
+            let fp = ov
+                .files
+                .iter()
+                .find(|f| f.path() == path)
+                .expect("outcome file");
             findings.push(Finding {
                 overlay: ov.name.clone(),
                 kind: FindingKind::Offset,
                 file: Some(path.to_string()),
                 hunk: Some(p.hunk),
                 patch_line: Some(fp.hunks[p.hunk - 1].patch_line),
-                message: format!("applies at line {}, recorded at {} (offset {:+})", p.actual, p.recorded, p.offset()),
+                message: format!(
+                    "applies at line {}, recorded at {} (offset {:+})",
+                    p.actual,
+                    p.recorded,
+                    p.offset()
+                ),
             });
         }
         if outcome.offsets().next().is_some() {
@@ -116,7 +154,11 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
                     kind: FindingKind::NotCanonical,
                     file: Some(fp.path().to_string()),
                     hunk: Some(hunk),
-                    patch_line: Some(fp.hunks.get(hunk - 1).map_or(fp.patch_line, |h| h.patch_line)),
+                    patch_line: Some(
+                        fp.hunks
+                            .get(hunk - 1)
+                            .map_or(fp.patch_line, |h| h.patch_line),
+                    ),
                     message: format!("{why}; `refresh` rewrites it canonically"),
                 });
             }

@@ -13,7 +13,10 @@ pub struct Location {
 
 impl Location {
     pub fn new(path: impl Into<PathBuf>, line: Option<usize>) -> Self {
-        Location { path: path.into(), line }
+        Location {
+            path: path.into(),
+            line,
+        }
     }
 }
 

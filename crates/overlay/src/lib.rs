@@ -13,6 +13,7 @@ pub mod project;
 pub mod refresh;
 pub mod render;
 pub mod series;
+pub mod symbols;
 pub mod tree;
 pub mod upstream;
 

@@ -101,7 +101,11 @@ impl Pins {
             }
             let url = raw.url.get_ref().trim().to_string();
             if url.is_empty() {
-                return Err(err(raw.url.span(), "url", "expected a git URL or a local path, found an empty string".into()));
+                return Err(err(
+                    raw.url.span(),
+                    "url",
+                    "expected a git URL or a local path, found an empty string".into(),
+                ));
             }
             if url.starts_with("ext::") {
                 return Err(err(
@@ -115,7 +119,9 @@ impl Pins {
                 return Err(err(
                     raw.rev.span(),
                     "rev",
-                    format!("expected a full 40-hex commit id, found {rev:?} (branch names, tags and short ids are not pins)"),
+                    format!(
+                        "expected a full 40-hex commit id, found {rev:?} (branch names, tags and short ids are not pins)"
+                    ),
                 ));
             }
             let overlays = PathBuf::from(raw.overlays.get_ref());
@@ -136,7 +142,11 @@ impl Pins {
             }
             let branch = match raw.branch {
                 Some(b) if b.get_ref().trim().is_empty() => {
-                    return Err(err(b.span(), "branch", "expected a branch name, found an empty string".into()));
+                    return Err(err(
+                        b.span(),
+                        "branch",
+                        "expected a branch name, found an empty string".into(),
+                    ));
                 }
                 Some(b) => Some(b.into_inner()),
                 None => None,
@@ -209,7 +219,10 @@ json = "/opt/json"
         let names: Vec<_> = pins.upstreams.iter().map(|u| u.name.as_str()).collect();
         assert_eq!(names, ["b", "a"]);
         assert_eq!(pins.upstream(None).unwrap().name, "b");
-        assert_eq!(pins.upstreams[0].rev, "0123456789abcdef0123456789abcdef01234567");
+        assert_eq!(
+            pins.upstreams[0].rev,
+            "0123456789abcdef0123456789abcdef01234567"
+        );
         assert_eq!(pins.upstreams[1].fetchcontent["json"], "/opt/json");
         assert_eq!(pins.upstreams[1].line, 7);
     }
@@ -225,7 +238,11 @@ json = "/opt/json"
         expect_test::expect![[r#"pins.toml:9: upstream.a.rev: expected a full 40-hex commit id, found "1111111" (branch names, tags and short ids are not pins)"#]]
             .assert_eq(&err(&short));
         let unknown = GOOD.replace("branch = \"main\"", "brnach = \"main\"");
-        assert!(err(&unknown).starts_with("pins.toml:11"), "{}", err(&unknown));
+        assert!(
+            err(&unknown).starts_with("pins.toml:11"),
+            "{}",
+            err(&unknown)
+        );
         assert!(err(&unknown).contains("brnach"));
         let missing = GOOD.replace("overlays = \"overlays/a\"\n", "");
         assert!(err(&missing).contains("overlays"), "{}", err(&missing));

@@ -30,9 +30,10 @@ impl State {
     pub fn load(dir: &Path) -> Result<Option<State>> {
         let p = dir.join(STATE_FILE);
         match std::fs::read_to_string(&p) {
-            Ok(t) => serde_json::from_str(&t)
-                .map(Some)
-                .map_err(|e| Error::input(&p, Some(e.line()), format!("corrupt state file: {e}")).with_help("re-create the tree: remove the directory and run apply again")),
+            Ok(t) => serde_json::from_str(&t).map(Some).map_err(|e| {
+                Error::input(&p, Some(e.line()), format!("corrupt state file: {e}"))
+                    .with_help("re-create the tree: remove the directory and run apply again")
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(&p, e)),
         }
@@ -40,7 +41,10 @@ impl State {
 
     fn is_ours(&self, path: &str, id: &str) -> bool {
         self.files.get(path).is_some_and(|f| f == id)
-            || self.pending.as_ref().is_some_and(|p| p.get(path).is_some_and(|f| f == id))
+            || self
+                .pending
+                .as_ref()
+                .is_some_and(|p| p.get(path).is_some_and(|f| f == id))
     }
 }
 
@@ -67,7 +71,11 @@ pub fn scan_dir(dir: &Path) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
         for e in std::fs::read_dir(dir).at(dir)? {
             let e = e.at(dir)?;
             let p = e.path();
-            let rel = p.strip_prefix(root).expect("under root").to_string_lossy().replace('\\', "/");
+            let rel = p
+                .strip_prefix(root)
+                .expect("under root")
+                .to_string_lossy()
+                .replace('\\', "/");
             if rel == STATE_FILE || rel == ".git" {
                 continue;
             }
@@ -104,14 +112,16 @@ pub fn edits(dir: &Path, state: &State) -> Result<Edits> {
     let disk = scan_dir(dir)?;
     let mut e = Edits::default();
     for (p, (id, _)) in &disk {
-        if !state.files.contains_key(p) && !state.pending.as_ref().is_some_and(|x| x.contains_key(p)) {
+        if !state.files.contains_key(p)
+            && !state.pending.as_ref().is_some_and(|x| x.contains_key(p))
+        {
             e.added.push(p.clone());
         } else if !state.is_ours(p, &id.to_string()) {
             e.modified.push(p.clone());
         }
     }
     for p in state.files.keys() {
-        if !disk.contains_key(p) && !state.pending.as_ref().is_some_and(|x| !x.contains_key(p)) {
+        if !disk.contains_key(p) && state.pending.as_ref().is_none_or(|x| x.contains_key(p)) {
             e.deleted.push(p.clone());
         }
     }
@@ -156,7 +166,10 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).at(parent)?;
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.overlay-tmp"));
     if mode == MODE_LINK {
         let _ = std::fs::remove_file(&tmp);
@@ -186,7 +199,13 @@ fn write_state(dir: &Path, state: &State) -> Result<()> {
 }
 
 /// Writes `tree` into `dir`. Refuses (nothing changed) when `dir` holds edits, unless `force`.
-pub fn write_tree(dir: &Path, tree: &Tree, src: &dyn BlobSource, origin: Origin<'_>, force: bool) -> Result<WriteReport> {
+pub fn write_tree(
+    dir: &Path,
+    tree: &Tree,
+    src: &dyn BlobSource,
+    origin: Origin<'_>,
+    force: bool,
+) -> Result<WriteReport> {
     let desired: BTreeMap<String, String> = tree
         .entries
         .keys()
@@ -200,7 +219,10 @@ pub fn write_tree(dir: &Path, tree: &Tree, src: &dyn BlobSource, origin: Origin<
         files: desired.clone(),
         pending: None,
     };
-    let mut report = WriteReport { dir: dir.to_path_buf(), ..Default::default() };
+    let mut report = WriteReport {
+        dir: dir.to_path_buf(),
+        ..Default::default()
+    };
     let empty = match std::fs::read_dir(dir) {
         Ok(mut it) => it.next().is_none(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
@@ -208,14 +230,24 @@ pub fn write_tree(dir: &Path, tree: &Tree, src: &dyn BlobSource, origin: Origin<
     };
     if empty {
         // Fresh tree: stage everything beside it, then one rename makes it appear whole.
-        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).at(parent)?;
-        let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         let stage = parent.join(format!(".{name}.overlay-stage-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&stage);
         let res = (|| {
             for (p, e) in &tree.entries {
-                write_file(&stage.join(p), &tree.bytes(p, src)?.unwrap_or_default(), e.mode)?;
+                write_file(
+                    &stage.join(p),
+                    &tree.bytes(p, src)?.unwrap_or_default(),
+                    e.mode,
+                )?;
                 report.written.push(p.clone());
             }
             write_state(&stage, &new_state)?;
@@ -231,8 +263,14 @@ pub fn write_tree(dir: &Path, tree: &Tree, src: &dyn BlobSource, origin: Origin<
         return Ok(report);
     }
     let Some(state) = State::load(dir)? else {
-        return Err(Error::input(dir, None, format!("not empty and not written by apply (no {STATE_FILE})"))
-            .with_help("choose a new or empty directory; apply never overwrites files it did not write"));
+        return Err(Error::input(
+            dir,
+            None,
+            format!("not empty and not written by apply (no {STATE_FILE})"),
+        )
+        .with_help(
+            "choose a new or empty directory; apply never overwrites files it did not write",
+        ));
     };
     let e = edits(dir, &state)?;
     if !e.is_empty() {
@@ -246,11 +284,19 @@ pub fn write_tree(dir: &Path, tree: &Tree, src: &dyn BlobSource, origin: Origin<
     for (p, id) in &desired {
         let mode = tree.entries[p].mode;
         match disk.get(p) {
-            Some((d, exec)) if d.to_string() == *id && (mode == MODE_LINK || *exec == (mode == MODE_EXEC)) => report.unchanged += 1,
+            Some((d, exec))
+                if d.to_string() == *id && (mode == MODE_LINK || *exec == (mode == MODE_EXEC)) =>
+            {
+                report.unchanged += 1
+            }
             _ => to_write.push(p.clone()),
         }
     }
-    let to_remove: Vec<String> = disk.keys().filter(|p| !desired.contains_key(*p)).cloned().collect();
+    let to_remove: Vec<String> = disk
+        .keys()
+        .filter(|p| !desired.contains_key(*p))
+        .cloned()
+        .collect();
     if to_write.is_empty() && to_remove.is_empty() && state == new_state {
         return Ok(report);
     }
@@ -263,7 +309,11 @@ pub fn write_tree(dir: &Path, tree: &Tree, src: &dyn BlobSource, origin: Origin<
         if path.is_dir() {
             std::fs::remove_dir_all(&path).at(&path)?;
         }
-        write_file(&path, &tree.bytes(p, src)?.unwrap_or_default(), tree.entries[p].mode)?;
+        write_file(
+            &path,
+            &tree.bytes(p, src)?.unwrap_or_default(),
+            tree.entries[p].mode,
+        )?;
         report.written.push(p.clone());
     }
     for p in &to_remove {
@@ -283,6 +333,13 @@ pub fn write_tree(dir: &Path, tree: &Tree, src: &dyn BlobSource, origin: Origin<
 }
 
 /// Paths in `a` or `b` whose ids differ.
-pub fn changed_paths(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> BTreeSet<String> {
-    a.keys().chain(b.keys()).filter(|k| a.get(*k) != b.get(*k)).cloned().collect()
+pub fn changed_paths(
+    a: &BTreeMap<String, String>,
+    b: &BTreeMap<String, String>,
+) -> BTreeSet<String> {
+    a.keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .cloned()
+        .collect()
 }

@@ -251,7 +251,10 @@ pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
         }
         _ => {
             return Err(c
-                .err(1, "not a git format-patch file: expected a first line \"From <sha> <date>\"")
+                .err(
+                    1,
+                    "not a git format-patch file: expected a first line \"From <sha> <date>\"",
+                )
                 .with_help("write overlays with `git format-patch` or `cargo xtask refresh`"));
         }
     }
@@ -282,20 +285,31 @@ pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
     }
     let header = |k: &str| headers.iter().find(|h| h.0 == k);
     for (k, v, n) in &headers {
-        if k == "content-transfer-encoding" && !matches!(v.to_ascii_lowercase().as_str(), "8bit" | "7bit") {
-            return Err(c.err(*n, format!("content transfer encoding {v:?} is not supported; use 8bit")));
+        if k == "content-transfer-encoding"
+            && !matches!(v.to_ascii_lowercase().as_str(), "8bit" | "7bit")
+        {
+            return Err(c.err(
+                *n,
+                format!("content transfer encoding {v:?} is not supported; use 8bit"),
+            ));
         }
     }
-    let author = header("from").map(|h| h.1.clone()).ok_or_else(|| c.err(2, "missing \"From:\" header"))?;
+    let author = header("from")
+        .map(|h| h.1.clone())
+        .ok_or_else(|| c.err(2, "missing \"From:\" header"))?;
     let date = header("date").map(|h| h.1.clone()).unwrap_or_default();
-    let subject = header("subject").map(|h| h.1.clone()).ok_or_else(|| c.err(2, "missing \"Subject:\" header"))?;
+    let subject = header("subject")
+        .map(|h| strip_patch_prefix(&h.1))
+        .ok_or_else(|| c.err(2, "missing \"Subject:\" header"))?;
     // Message up to the first "---" line.
     let body_start = c.line_no();
     let mut body_lines = Vec::new();
     loop {
         let Some(line) = c.next() else {
-            return Err(c
-                .err(body_start, "truncated patch: no \"---\" line separates the message from the diff"));
+            return Err(c.err(
+                body_start,
+                "truncated patch: no \"---\" line separates the message from the diff",
+            ));
         };
         if line == "---" {
             break;
@@ -330,17 +344,27 @@ pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
         } else if l.is_empty() {
             c.next();
         } else {
-            return Err(c.err(c.line_no(), format!("unexpected line between file diffs: {l:?}")));
+            return Err(c.err(
+                c.line_no(),
+                format!("unexpected line between file diffs: {l:?}"),
+            ));
         }
     }
     if files.is_empty() {
-        return Err(c.err(c.line_no().min(c.lines.len().max(1)), "the patch contains no diff")
+        return Err(c
+            .err(
+                c.line_no().min(c.lines.len().max(1)),
+                "the patch contains no diff",
+            )
             .with_help("an overlay must change something; `git am` refuses empty patches"));
     }
     let mut seen = std::collections::BTreeSet::new();
     for f in &files {
         if !seen.insert(f.path().to_string()) {
-            return Err(c.err(f.patch_line, format!("{} is patched twice in one overlay", f.path())));
+            return Err(c.err(
+                f.patch_line,
+                format!("{} is patched twice in one overlay", f.path()),
+            ));
         }
     }
     Ok(Overlay {
@@ -358,6 +382,18 @@ pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
     })
 }
 
+/// "[PATCH 2/3] Fix x" -> "Fix x", as `git am` does.
+fn strip_patch_prefix(s: &str) -> String {
+    let t = s.trim_start();
+    if t.starts_with('[')
+        && let Some(end) = t.find(']')
+        && t[..end].contains("PATCH")
+    {
+        return t[end + 1..].trim_start().to_string();
+    }
+    t.to_string()
+}
+
 fn is_trailer_line(l: &str) -> bool {
     match l.split_once(": ") {
         Some((k, _)) => !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
@@ -367,8 +403,14 @@ fn is_trailer_line(l: &str) -> bool {
 
 fn parse_trailers(c: &Cursor, body_start: usize, body: &[&str]) -> Result<Trailers> {
     // Trailers are the last paragraph of the message, every line "Key: value".
-    let end = body.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
-    let start = body[..end].iter().rposition(|l| l.trim().is_empty()).map_or(0, |i| i + 1);
+    let end = body
+        .iter()
+        .rposition(|l| !l.trim().is_empty())
+        .map_or(0, |i| i + 1);
+    let start = body[..end]
+        .iter()
+        .rposition(|l| l.trim().is_empty())
+        .map_or(0, |i| i + 1);
     let para = &body[start..end];
     let para = if !para.is_empty() && para.iter().all(|l| is_trailer_line(l)) {
         para
@@ -399,9 +441,15 @@ fn parse_trailers(c: &Cursor, body_start: usize, body: &[&str]) -> Result<Traile
                 let mut words = v.split_whitespace();
                 let parsed = match (words.next(), words.next(), words.next()) {
                     (Some("not-submitted"), None, _) => Some(UpstreamStatus::NotSubmitted),
-                    (Some("submitted"), Some(url), None) => Some(UpstreamStatus::Submitted { url: url.to_string() }),
-                    (Some("merged"), Some(sha), None) if sha.len() >= 7 && sha.chars().all(|c| c.is_ascii_hexdigit()) => {
-                        Some(UpstreamStatus::Merged { sha: sha.to_string() })
+                    (Some("submitted"), Some(url), None) => Some(UpstreamStatus::Submitted {
+                        url: url.to_string(),
+                    }),
+                    (Some("merged"), Some(sha), None)
+                        if sha.len() >= 7 && sha.chars().all(|c| c.is_ascii_hexdigit()) =>
+                    {
+                        Some(UpstreamStatus::Merged {
+                            sha: sha.to_string(),
+                        })
                     }
                     _ => None,
                 };
@@ -416,7 +464,10 @@ fn parse_trailers(c: &Cursor, body_start: usize, body: &[&str]) -> Result<Traile
                         && !p.contains(char::is_whitespace)
                         && !s.contains(char::is_whitespace)
                         && check_rel_path(p).is_ok();
-                    ok.then(|| Dependency { path: p.to_string(), symbol: s.to_string() })
+                    ok.then(|| Dependency {
+                        path: p.to_string(),
+                        symbol: s.to_string(),
+                    })
                 });
                 depends_on.push(dep.ok_or_else(|| {
                     c.err(n, format!("Depends-On: expected \"<path>::<symbol>\" with a relative path, found {v:?}"))
@@ -429,7 +480,11 @@ fn parse_trailers(c: &Cursor, body_start: usize, body: &[&str]) -> Result<Traile
         c.err(body_start, "missing \"Overlay-Kind:\" trailer (required)")
             .with_help("end the message with a trailer paragraph, e.g. \"Overlay-Kind: upstreamable\" or \"Overlay-Kind: local-only\"")
     })?;
-    Ok(Trailers { kind, status, depends_on })
+    Ok(Trailers {
+        kind,
+        status,
+        depends_on,
+    })
 }
 
 /// A path from a patch must stay inside the tree: relative, no `..`, not inside `.git`.
@@ -444,8 +499,12 @@ pub fn check_rel_path(p: &str) -> std::result::Result<(), String> {
         match comp {
             "" | "." => return Err(format!("path {p:?} is not normalized")),
             ".." => return Err(format!("path {p:?} leaves the tree through \"..\"")),
-            c if c.eq_ignore_ascii_case(".git") => return Err(format!("path {p:?} is inside .git")),
-            c if c.contains('\\') || c.contains('\0') => return Err(format!("path {p:?} has a backslash or NUL")),
+            c if c.eq_ignore_ascii_case(".git") => {
+                return Err(format!("path {p:?} is inside .git"));
+            }
+            c if c.contains('\\') || c.contains('\0') => {
+                return Err(format!("path {p:?} has a backslash or NUL"));
+            }
             _ => {}
         }
     }
@@ -503,8 +562,8 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
     // Paths from "diff --git a/X b/Y" only when they are unambiguous; ---/+++ and rename lines win.
     let rest = &header["diff --git ".len()..];
     let (mut git_old, mut git_new) = (None, None);
-    if rest.starts_with('"') {
-        if let Some(end) = rest[1..].find("\" ").map(|i| i + 2) {
+    if let Some(quoted) = rest.strip_prefix('"') {
+        if let Some(end) = quoted.find("\" ").map(|i| i + 2) {
             git_old = unquote(&rest[..end]).and_then(|p| p.strip_prefix("a/").map(str::to_string));
             git_new = unquote(rest[end..].trim_start())
                 .or_else(|| Some(rest[end..].trim_start().to_string()))
@@ -513,7 +572,11 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
     } else if let Some(a) = rest.strip_prefix("a/") {
         // Unquoted: "a/P b/P" for the same P when not renamed.
         let half = (a.len().saturating_sub(2)) / 2;
-        if a.len() >= 3 && a.is_char_boundary(half) && a[half..].starts_with(" b/") && a[..half] == a[half + 3..] {
+        if a.len() >= 3
+            && a.is_char_boundary(half)
+            && a[half..].starts_with(" b/")
+            && a[..half] == a[half + 3..]
+        {
             git_old = Some(a[..half].to_string());
             git_new = Some(a[..half].to_string());
         } else if let Some(i) = a.find(" b/") {
@@ -523,6 +586,9 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
     }
     if git_old.is_none() || git_new.is_none() {
         return Err(c.err(patch_line, format!("cannot read paths from {header:?}")));
+    }
+    for p in [&git_old, &git_new].into_iter().flatten() {
+        check_rel_path(p).map_err(|m| c.err(patch_line, m))?;
     }
     let (mut is_new, mut is_delete) = (false, false);
     let (mut minus, mut plus): (Option<Option<String>>, Option<Option<String>>) = (None, None);
@@ -549,32 +615,74 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
         } else if let Some(v) = l.strip_prefix("rename to ") {
             rename_to = Some(unquote(v).unwrap_or_else(|| v.to_string()));
         } else if l.starts_with("copy from ") || l.starts_with("copy to ") {
-            return Err(c.err(n, "copy patches are not supported").with_help("regenerate the overlay without -C (copies become new files)"));
-        } else if l.starts_with("similarity index ") || l.starts_with("dissimilarity index ") || l.starts_with("index ") {
-        } else if l.starts_with("GIT binary patch") || (l.starts_with("Binary files ") && l.ends_with(" differ")) {
-            return Err(c.err(n, "binary patches are not supported").with_help("overlays carry text changes only; keep binary files out of overlays"));
+            return Err(c
+                .err(n, "copy patches are not supported")
+                .with_help("regenerate the overlay without -C (copies become new files)"));
+        } else if l.starts_with("similarity index ")
+            || l.starts_with("dissimilarity index ")
+            || l.starts_with("index ")
+        {
+        } else if l.starts_with("GIT binary patch")
+            || (l.starts_with("Binary files ") && l.ends_with(" differ"))
+        {
+            return Err(c
+                .err(n, "binary patches are not supported")
+                .with_help("overlays carry text changes only; keep binary files out of overlays"));
         } else if let Some(v) = l.strip_prefix("--- ") {
             minus = Some(side_path(c, n, v, "a/")?);
         } else if let Some(v) = l.strip_prefix("+++ ") {
             plus = Some(side_path(c, n, v, "b/")?);
             break;
         } else {
-            return Err(c.err(n, format!("unexpected line in the header of a file diff: {l:?}")));
+            return Err(c.err(
+                n,
+                format!("unexpected line in the header of a file diff: {l:?}"),
+            ));
         }
     }
-    fp.old_path = if is_new { None } else { rename_from.or(minus.clone().flatten()).or(git_old) };
-    fp.new_path = if is_delete { None } else { rename_to.or(plus.clone().flatten()).or(git_new) };
-    if minus.is_some() != plus.is_some() {
-        return Err(c.err(patch_line, "a file diff has a \"---\" line without \"+++\" (or the reverse)"));
+    // Like git apply: the ---/+++ names must agree with the diff --git line.
+    for (side, name, git) in [
+        ("old", minus.clone().flatten(), &git_old),
+        ("new", plus.clone().flatten(), &git_new),
+    ] {
+        if let Some(name) = name
+            && Some(&name) != git.as_ref()
+        {
+            return Err(c.err(patch_line, format!("inconsistent {side} file name: {name:?} in the ---/+++ lines, {:?} in the diff --git line", git.as_deref().unwrap_or(""))));
+        }
     }
-    if (is_new && minus.as_ref().is_some_and(Option::is_some)) || (is_delete && plus.as_ref().is_some_and(Option::is_some)) {
-        return Err(c.err(patch_line, "new/deleted file headers disagree with the ---/+++ lines"));
+    fp.old_path = if is_new {
+        None
+    } else {
+        rename_from.or(minus.clone().flatten()).or(git_old)
+    };
+    fp.new_path = if is_delete {
+        None
+    } else {
+        rename_to.or(plus.clone().flatten()).or(git_new)
+    };
+    if minus.is_some() != plus.is_some() {
+        return Err(c.err(
+            patch_line,
+            "a file diff has a \"---\" line without \"+++\" (or the reverse)",
+        ));
+    }
+    if (is_new && minus.as_ref().is_some_and(Option::is_some))
+        || (is_delete && plus.as_ref().is_some_and(Option::is_some))
+    {
+        return Err(c.err(
+            patch_line,
+            "new/deleted file headers disagree with the ---/+++ lines",
+        ));
     }
     for p in [&fp.old_path, &fp.new_path].into_iter().flatten() {
         check_rel_path(p).map_err(|m| c.err(patch_line, m))?;
     }
     if is_new && is_delete {
-        return Err(c.err(patch_line, "a file diff cannot both create and delete a file"));
+        return Err(c.err(
+            patch_line,
+            "a file diff cannot both create and delete a file",
+        ));
     }
     // Hunks.
     while let Some(l) = c.peek() {
@@ -586,7 +694,8 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
     if fp.hunks.is_empty() && minus.is_some() {
         return Err(c.err(patch_line, "a file diff with ---/+++ lines but no hunk"));
     }
-    if fp.hunks.is_empty() && !is_new && !is_delete && !fp.is_rename() && fp.old_mode == fp.new_mode {
+    if fp.hunks.is_empty() && !is_new && !is_delete && !fp.is_rename() && fp.old_mode == fp.new_mode
+    {
         return Err(c.err(patch_line, "a file diff that changes nothing"));
     }
     Ok(fp)
@@ -600,8 +709,14 @@ fn side_path(c: &Cursor, n: usize, v: &str, prefix: &str) -> Result<Option<Strin
     }
     let p = unquote(v).unwrap_or_else(|| v.to_string());
     match p.strip_prefix(prefix) {
-        Some(p) => Ok(Some(p.to_string())),
-        None => Err(c.err(n, format!("expected a path starting with {prefix:?} (git's -p1 form), found {v:?}"))),
+        Some(p) => {
+            check_rel_path(p).map_err(|m| c.err(n, m))?;
+            Ok(Some(p.to_string()))
+        }
+        None => Err(c.err(
+            n,
+            format!("expected a path starting with {prefix:?} (git's -p1 form), found {v:?}"),
+        )),
     }
 }
 
@@ -647,6 +762,21 @@ fn parse_hunk(c: &mut Cursor) -> Result<Hunk> {
         if !c.terminated[c.pos] {
             return Err(c.err(n, "truncated patch: the last line has no newline"));
         }
+        // "-- " is also a removed "- " line; it is the signature separator when only the version follows.
+        if l == "-- "
+            && c.lines[c.pos + 1..]
+                .iter()
+                .filter(|x| !x.is_empty())
+                .count()
+                <= 1
+        {
+            return Err(lie(
+                c,
+                old_seen,
+                new_seen,
+                &format!("line {n} is the signature separator"),
+            ));
+        }
         let (kind, text) = match l.as_bytes().first() {
             Some(b' ') => (LineKind::Context, &l[1..]),
             Some(b'-') => (LineKind::Remove, &l[1..]),
@@ -658,7 +788,14 @@ fn parse_hunk(c: &mut Cursor) -> Result<Hunk> {
                 mark_no_newline(&mut h, c, n)?;
                 continue;
             }
-            _ => return Err(lie(c, old_seen, new_seen, &format!("line {n} is not part of a hunk"))),
+            _ => {
+                return Err(lie(
+                    c,
+                    old_seen,
+                    new_seen,
+                    &format!("line {n} is not part of a hunk"),
+                ));
+            }
         };
         match kind {
             LineKind::Context => {
@@ -669,12 +806,25 @@ fn parse_hunk(c: &mut Cursor) -> Result<Hunk> {
             LineKind::Add => new_seen += 1,
         }
         if old_seen > old_len || new_seen > new_len {
-            return Err(lie(c, old_seen, new_seen, &format!("line {n} overflows the counts")));
+            return Err(lie(
+                c,
+                old_seen,
+                new_seen,
+                &format!("line {n} overflows the counts"),
+            ));
         }
-        if h.old_missing_newline && kind != LineKind::Add || h.new_missing_newline && kind != LineKind::Remove {
-            return Err(c.err(n, "a line follows \"\\ No newline at end of file\" on the same side"));
+        if h.old_missing_newline && kind != LineKind::Add
+            || h.new_missing_newline && kind != LineKind::Remove
+        {
+            return Err(c.err(
+                n,
+                "a line follows \"\\ No newline at end of file\" on the same side",
+            ));
         }
-        h.lines.push(Line { kind, text: text.to_string() });
+        h.lines.push(Line {
+            kind,
+            text: text.to_string(),
+        });
         c.next();
     }
     if let Some(l) = c.peek()
@@ -712,14 +862,23 @@ pub fn render_diff(out: &mut String, files: &[RenderFile<'_>]) {
             fp.old_path.as_deref().unwrap_or(fp.path()),
             fp.new_path.as_deref().unwrap_or(fp.path()),
         );
-        let _ = writeln!(out, "diff --git {} {}", quote_path("a/", a), quote_path("b/", b));
+        let _ = writeln!(
+            out,
+            "diff --git {} {}",
+            quote_path("a/", a),
+            quote_path("b/", b)
+        );
         let mode_suffix = match (fp.old_mode, fp.new_mode) {
             _ if fp.is_new() => {
                 let _ = writeln!(out, "new file mode {:o}", fp.new_mode.unwrap_or(0o100644));
                 String::new()
             }
             _ if fp.is_delete() => {
-                let _ = writeln!(out, "deleted file mode {:o}", fp.old_mode.unwrap_or(0o100644));
+                let _ = writeln!(
+                    out,
+                    "deleted file mode {:o}",
+                    fp.old_mode.unwrap_or(0o100644)
+                );
                 String::new()
             }
             (Some(o), Some(n)) if o != n => {
@@ -740,8 +899,12 @@ pub fn render_diff(out: &mut String, files: &[RenderFile<'_>]) {
             let _ = writeln!(
                 out,
                 "--- {}\n+++ {}",
-                fp.old_path.as_deref().map_or("/dev/null".to_string(), |p| quote_path("a/", p)),
-                fp.new_path.as_deref().map_or("/dev/null".to_string(), |p| quote_path("b/", p)),
+                fp.old_path
+                    .as_deref()
+                    .map_or("/dev/null".to_string(), |p| quote_path("a/", p)),
+                fp.new_path
+                    .as_deref()
+                    .map_or("/dev/null".to_string(), |p| quote_path("b/", p)),
             );
         }
         for h in &fp.hunks {
@@ -759,11 +922,20 @@ pub struct RenderFile<'a> {
 }
 
 fn range(start: usize, len: usize) -> String {
-    if len == 1 { start.to_string() } else { format!("{start},{len}") }
+    if len == 1 {
+        start.to_string()
+    } else {
+        format!("{start},{len}")
+    }
 }
 
 pub fn render_hunk(out: &mut String, h: &Hunk) {
-    let _ = write!(out, "@@ -{} +{} @@", range(h.old_start, h.old_len), range(h.new_start, h.new_len));
+    let _ = write!(
+        out,
+        "@@ -{} +{} @@",
+        range(h.old_start, h.old_len),
+        range(h.new_start, h.new_len)
+    );
     if !h.heading.is_empty() {
         let _ = write!(out, " {}", h.heading);
     }
@@ -787,7 +959,9 @@ pub fn render_hunk(out: &mut String, h: &Hunk) {
 }
 
 fn quote_path(prefix: &str, p: &str) -> String {
-    let needs = p.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\' || b >= 0x80);
+    let needs = p
+        .bytes()
+        .any(|b| b < 0x20 || b == b'"' || b == b'\\' || b >= 0x80);
     if !needs {
         return format!("{prefix}{p}");
     }
@@ -814,11 +988,15 @@ pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
     let entries: Vec<(String, usize, usize)> = files
         .iter()
         .map(|f| {
-            let (add, del) = f.hunks.iter().flat_map(|h| &h.lines).fold((0, 0), |(a, d), l| match l.kind {
-                LineKind::Add => (a + 1, d),
-                LineKind::Remove => (a, d + 1),
-                LineKind::Context => (a, d),
-            });
+            let (add, del) =
+                f.hunks
+                    .iter()
+                    .flat_map(|h| &h.lines)
+                    .fold((0, 0), |(a, d), l| match l.kind {
+                        LineKind::Add => (a + 1, d),
+                        LineKind::Remove => (a, d + 1),
+                        LineKind::Context => (a, d),
+                    });
             let name = match (&f.old_path, &f.new_path) {
                 (Some(a), Some(b)) if a != b => rename_name(a, b),
                 _ => f.path().to_string(),
@@ -826,44 +1004,45 @@ pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
             (name, add, del)
         })
         .collect();
+    // git's diff.c show_stats with format-patch's 72-column budget.
     let max_change = entries.iter().map(|e| e.1 + e.2).max().unwrap_or(0);
+    let max_len = entries
+        .iter()
+        .map(|e| e.0.chars().count())
+        .max()
+        .unwrap_or(0);
     let number_width = max_change.to_string().len();
-    // git diff.c show_stats: total width 72 for format-patch, graph gets at most 40% when cramped.
-    let width = 72usize;
-    let mut name_width = entries.iter().map(|e| e.0.chars().count()).max().unwrap_or(0);
+    let width = 72usize.max(16 + 6 + number_width);
     let mut graph_width = max_change;
-    // " " + name + " | " + number + " " + graph
+    let mut name_width = max_len;
     if name_width + number_width + 6 + graph_width > width {
-        let gw = (width * 3 / 8).saturating_sub(number_width + 6);
-        let gw = gw.max(6);
-        if graph_width > gw {
-            graph_width = gw;
+        let cap = (width * 3 / 8).saturating_sub(number_width + 6);
+        if graph_width > cap {
+            graph_width = cap.max(6);
         }
-        let nw = width.saturating_sub(number_width + 6 + graph_width);
-        if name_width > nw {
-            name_width = nw;
+        if name_width > width - number_width - 6 - graph_width {
+            name_width = width - number_width - 6 - graph_width;
+        } else {
+            graph_width = width - number_width - 6 - name_width;
         }
-        graph_width = graph_width.min(width.saturating_sub(number_width + 6 + name_width));
     }
-    let scale = |n: usize| -> usize {
-        if max_change <= graph_width || max_change == 0 {
-            n
-        } else if n == 0 {
+    // At least one mark for any change: scale as if one column shorter, then add one.
+    let scale = |n: usize| {
+        if n == 0 {
             0
         } else {
-            // git: 1 + (n * (width - 1) / max_change), never zero for a non-zero count.
-            1 + (n * (graph_width - 1)) / max_change
+            1 + n * (graph_width - 1) / max_change
         }
     };
     let (mut tadd, mut tdel) = (0, 0);
     for (name, add, del) in &entries {
         tadd += add;
         tdel += del;
-        let shown = if name.chars().count() > name_width {
+        let len = name.chars().count();
+        let shown = if name_width < len {
             let keep = name_width.saturating_sub(3);
-            let skip = name.chars().count() - keep;
-            let tail: String = name.chars().skip(skip).collect();
-            // git cuts at a directory boundary when it can.
+            let tail: String = name.chars().skip(len - keep).collect();
+            // git restarts the shown name at a directory boundary when it can.
             let tail = match tail.find('/') {
                 Some(i) => tail[i..].to_string(),
                 None => tail,
@@ -873,34 +1052,84 @@ pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
             name.clone()
         };
         let pad = name_width.saturating_sub(shown.chars().count());
-        let total = add + del;
-        let (mut a, mut d) = (scale(*add), scale(*del));
-        if max_change > graph_width && a + d > scale(total).max(1) {
-            // Keep the bar no longer than the scaled total, as git does.
-            if a > d { a = scale(total) - d } else { d = scale(total) - a }
+        let (mut a, mut d) = (*add, *del);
+        if graph_width <= max_change {
+            let mut total = scale(a + d);
+            if total < 2 && a > 0 && d > 0 {
+                total = 2;
+            }
+            if a < d {
+                a = scale(a);
+                d = total - a;
+            } else {
+                d = scale(d);
+                a = total - d;
+            }
         }
+        let graph = if add + del > 0 {
+            format!(" {}{}", "+".repeat(a), "-".repeat(d))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            " {shown}{} | {total:>number_width$} {}{}",
+            " {shown}{} | {:>number_width$}{graph}",
             " ".repeat(pad),
-            "+".repeat(a),
-            "-".repeat(d)
+            add + del
         );
-        // git omits the trailing space when the graph is empty.
-        if a + d == 0 && out.ends_with(" \n") {
-            out.truncate(out.len() - 2);
-            out.push('\n');
-        }
     }
     let files_n = entries.len();
-    let _ = write!(out, " {files_n} file{} changed", if files_n == 1 { "" } else { "s" });
+    let _ = write!(
+        out,
+        " {files_n} file{} changed",
+        if files_n == 1 { "" } else { "s" }
+    );
     if tadd > 0 || tdel == 0 {
-        let _ = write!(out, ", {tadd} insertion{}(+)", if tadd == 1 { "" } else { "s" });
+        let _ = write!(
+            out,
+            ", {tadd} insertion{}(+)",
+            if tadd == 1 { "" } else { "s" }
+        );
     }
     if tdel > 0 || tadd == 0 {
-        let _ = write!(out, ", {tdel} deletion{}(-)", if tdel == 1 { "" } else { "s" });
+        let _ = write!(
+            out,
+            ", {tdel} deletion{}(-)",
+            if tdel == 1 { "" } else { "s" }
+        );
     }
     out.push('\n');
+    // git's --summary lines, which format-patch prints after the stat.
+    for f in files {
+        if f.is_new() {
+            let _ = writeln!(
+                out,
+                " create mode {:o} {}",
+                f.new_mode.unwrap_or(0o100644),
+                f.path()
+            );
+        } else if f.is_delete() {
+            let _ = writeln!(
+                out,
+                " delete mode {:o} {}",
+                f.old_mode.unwrap_or(0o100644),
+                f.path()
+            );
+        } else if f.is_rename() {
+            let _ = writeln!(
+                out,
+                " rename {} (100%)",
+                rename_name(f.old_path.as_deref().unwrap_or(""), f.path())
+            );
+        }
+        if let (Some(o), Some(n)) = (f.old_mode, f.new_mode)
+            && o != n
+            && !f.is_new()
+            && !f.is_delete()
+        {
+            let _ = writeln!(out, " mode change {o:o} => {n:o} {}", f.path());
+        }
+    }
 }
 
 fn rename_name(a: &str, b: &str) -> String {
@@ -926,7 +1155,13 @@ fn rename_name(a: &str, b: &str) -> String {
     if pre == 0 && suf == 0 {
         return format!("{a} => {b}");
     }
-    format!("{}{{{} => {}}}{}", &a[..pre], &ra[..ra.len() - suf], &rb[..rb.len() - suf], &ra[ra.len() - suf..])
+    format!(
+        "{}{{{} => {}}}{}",
+        &a[..pre],
+        &ra[..ra.len() - suf],
+        &rb[..rb.len() - suf],
+        &ra[ra.len() - suf..]
+    )
 }
 
 /// Parses bare `diff --git` sections (no mail header), e.g. what libgit2 prints for a diff.

@@ -24,7 +24,10 @@ pub struct Applied {
 impl Project {
     pub fn load(root: &Path) -> Result<Project> {
         let pins = Pins::load(root)?;
-        Ok(Project { root: root.to_path_buf(), pins })
+        Ok(Project {
+            root: root.to_path_buf(),
+            pins,
+        })
     }
 
     pub fn upstream(&self, name: Option<&str>) -> Result<&Upstream> {
@@ -38,13 +41,26 @@ impl Project {
     pub fn series(&self, up: &Upstream) -> Result<Series> {
         let dir = self.overlay_dir(up);
         if !dir.is_dir() {
-            return Err(Error::input(&self.pins.path, Some(up.line), format!("upstream.{}.overlays: {} is not a folder", up.name, dir.display()))
-                .with_help("create it (an empty folder is an empty series)"));
+            return Err(Error::input(
+                &self.pins.path,
+                Some(up.line),
+                format!(
+                    "upstream.{}.overlays: {} is not a folder",
+                    up.name,
+                    dir.display()
+                ),
+            )
+            .with_help("create it (an empty folder is an empty series)"));
         }
         Series::load(&dir)
     }
 
-    pub fn open_upstream(&self, up: &Upstream, cache_root: &Path, progress: &mut dyn FnMut(FetchProgress)) -> Result<UpstreamRepo> {
+    pub fn open_upstream(
+        &self,
+        up: &Upstream,
+        cache_root: &Path,
+        progress: &mut dyn FnMut(FetchProgress),
+    ) -> Result<UpstreamRepo> {
         UpstreamRepo::open(cache_root, &up.name, &up.url, &up.rev, progress)
     }
 }
@@ -58,5 +74,9 @@ pub fn apply_series(repo: &UpstreamRepo, rev: &str, series: &Series) -> Result<A
     for ov in &series.overlays {
         outcomes.push(result.apply_overlay(ov, repo)?);
     }
-    Ok(Applied { base, result, outcomes })
+    Ok(Applied {
+        base,
+        result,
+        outcomes,
+    })
 }

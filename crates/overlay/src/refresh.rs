@@ -22,7 +22,11 @@ use crate::tree::{BlobSource, MODE_EXEC, MODE_FILE, Tree};
 /// Where edits that touch only upstream lines go.
 pub enum Into {
     Existing(String),
-    New { file_name: String, prelude: String, signature: String },
+    New {
+        file_name: String,
+        prelude: String,
+        signature: String,
+    },
 }
 
 type LineId = (usize, usize);
@@ -35,7 +39,10 @@ struct Seq {
 
 impl Seq {
     fn text(&self) -> Text {
-        Text { lines: self.lines.iter().map(|l| l.1.clone()).collect(), final_newline: self.final_newline }
+        Text {
+            lines: self.lines.iter().map(|l| l.1.clone()).collect(),
+            final_newline: self.final_newline,
+        }
     }
     fn pos(&self, id: LineId) -> Option<usize> {
         self.lines.iter().position(|l| l.0 == id)
@@ -43,7 +50,12 @@ impl Seq {
 }
 
 enum Change {
-    Lines { start: usize, len: usize, new: Vec<String>, at_end: bool },
+    Lines {
+        start: usize,
+        len: usize,
+        new: Vec<String>,
+        at_end: bool,
+    },
     Create,
     Delete,
 }
@@ -76,15 +88,26 @@ pub struct Plan {
 }
 
 fn text_at(tree: &Tree, path: &str, src: &dyn BlobSource) -> Result<Option<Text>> {
-    Ok(tree.bytes(path, src)?.map(|b| Text::parse(&String::from_utf8_lossy(&b))))
+    Ok(tree
+        .bytes(path, src)?
+        .map(|b| Text::parse(&String::from_utf8_lossy(&b))))
 }
 
 fn file_patch_for<'a>(ov: &'a Overlay, path: &str) -> Option<&'a FilePatch> {
-    ov.files.iter().find(|f| f.old_path.as_deref() == Some(path) || f.new_path.as_deref() == Some(path))
+    ov.files
+        .iter()
+        .find(|f| f.old_path.as_deref() == Some(path) || f.new_path.as_deref() == Some(path))
 }
 
 /// Computes the refresh; nothing is written until [`commit`].
-pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, state: &State, into: Option<Into>) -> Result<Plan> {
+pub fn plan(
+    base: &Tree,
+    series: &Series,
+    src: &dyn BlobSource,
+    dir: &Path,
+    state: &State,
+    into: Option<Into>,
+) -> Result<Plan> {
     if state.series_hash != series.content_hash() {
         return Err(Error::input(dir, None, "this tree was materialized from a different series (the overlays changed since)")
             .with_help("save your edits elsewhere, run `cargo xtask apply` again, then redo them; refresh cannot attribute edits across two versions of the series"));
@@ -96,20 +119,35 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
         t.apply_overlay(ov, src)?;
         trees.push(t);
     }
+    let into_idx = match &into {
+        None => None,
+        Some(Into::Existing(name)) => Some(
+            series
+                .overlays
+                .iter()
+                .position(|o| &o.name == name)
+                .map(|i| i + 1)
+                .ok_or_else(|| {
+                    Error::input(
+                        series.dir.join(crate::series::SERIES_FILE),
+                        None,
+                        format!("--into {name}: no such overlay in the series"),
+                    )
+                })?,
+        ),
+        Some(Into::New { .. }) => Some(n + 1),
+    };
     let e = edits(dir, state)?;
     let mut plan = Plan::default();
     if e.is_empty() {
         plan.unchanged = series.overlays.iter().map(|o| o.name.clone()).collect();
         return Ok(plan);
     }
-    let into_idx = match &into {
-        None => None,
-        Some(Into::Existing(name)) => Some(series.overlays.iter().position(|o| &o.name == name).map(|i| i + 1).ok_or_else(|| {
-            Error::input(series.dir.join(crate::series::SERIES_FILE), None, format!("--into {name}: no such overlay in the series"))
-        })?),
-        Some(Into::New { .. }) => Some(n + 1),
+    let total = if matches!(into, Some(Into::New { .. })) {
+        n + 1
+    } else {
+        n
     };
-    let total = if matches!(into, Some(Into::New { .. })) { n + 1 } else { n };
     let name_of = |i: usize| -> String {
         match (&into, i) {
             (Some(Into::New { file_name, .. }), i) if i == n + 1 => file_name.clone(),
@@ -121,18 +159,38 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
     // Per changed file: each stage's content, after the edits each stage owns.
     let mut new_stages: BTreeMap<String, Vec<Option<Text>>> = BTreeMap::new();
     for f in &changed {
-        if let Some(ov) = series.overlays.iter().find(|o| o.files.iter().any(|fp| fp.is_rename() && (fp.old_path.as_deref() == Some(f) || fp.new_path.as_deref() == Some(f)))) {
-            return Err(Error::input(dir.join(f), None, format!("refresh cannot re-split edits to a file that {} renames", ov.name))
-                .with_help("edit that overlay by hand, or make the rename a deletion plus a new file"));
+        if let Some(ov) = series.overlays.iter().find(|o| {
+            o.files.iter().any(|fp| {
+                fp.is_rename()
+                    && (fp.old_path.as_deref() == Some(f) || fp.new_path.as_deref() == Some(f))
+            })
+        }) {
+            return Err(Error::input(
+                dir.join(f),
+                None,
+                format!(
+                    "refresh cannot re-split edits to a file that {} renames",
+                    ov.name
+                ),
+            )
+            .with_help(
+                "edit that overlay by hand, or make the rename a deletion plus a new file",
+            ));
         }
         let mut serial = 0usize;
         let mut stages: Vec<Option<Seq>> = Vec::with_capacity(n + 1);
-        stages.push(text_at(base, f, src)?.map(|t| Seq {
-            lines: t.lines.into_iter().map(|l| {
-                serial += 1;
-                ((0, serial), l)
-            }).collect(),
-            final_newline: t.final_newline,
+        stages.push(text_at(base, f, src)?.map(|t| {
+            Seq {
+                lines: t
+                    .lines
+                    .into_iter()
+                    .map(|l| {
+                        serial += 1;
+                        ((0, serial), l)
+                    })
+                    .collect(),
+                final_newline: t.final_newline,
+            }
         }));
         for (i, ov) in series.overlays.iter().enumerate() {
             let prev = stages[i].clone();
@@ -140,14 +198,18 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
                 None => prev,
                 Some(fp) if fp.is_delete() => None,
                 Some(fp) => {
-                    let prev = prev.unwrap_or(Seq { lines: Vec::new(), final_newline: true });
-                    let (res, placements) = apply_hunks(&prev.text(), fp).map_err(|(h, why)| Error::Apply {
-                        overlay: ov.path.clone(),
-                        file: f.clone(),
-                        hunk: h,
-                        patch_line: fp.patch_line,
-                        reason: why.to_string(),
-                    })?;
+                    let prev = prev.unwrap_or(Seq {
+                        lines: Vec::new(),
+                        final_newline: true,
+                    });
+                    let (res, placements) =
+                        apply_hunks(&prev.text(), fp).map_err(|(h, why)| Error::Apply {
+                            overlay: ov.path.clone(),
+                            file: f.clone(),
+                            hunk: h,
+                            patch_line: fp.patch_line,
+                            reason: why.to_string(),
+                        })?;
                     let mut out = Vec::with_capacity(res.lines.len());
                     let mut cursor = 0;
                     for (h, p) in fp.hunks.iter().zip(&placements) {
@@ -170,26 +232,42 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
                         cursor = k;
                     }
                     out.extend_from_slice(&prev.lines[cursor..]);
-                    Some(Seq { lines: out, final_newline: res.final_newline })
+                    Some(Seq {
+                        lines: out,
+                        final_newline: res.final_newline,
+                    })
                 }
             };
             stages.push(next);
         }
         let sn = stages[n].clone();
         let disk = match std::fs::read(dir.join(f)) {
-            Ok(b) => Some(Text::parse(&String::from_utf8(b).map_err(|_| Error::input(dir.join(f), None, "not UTF-8 text; refresh turns text edits into overlays only"))?)),
+            Ok(b) => Some(Text::parse(&String::from_utf8(b).map_err(|_| {
+                Error::input(
+                    dir.join(f),
+                    None,
+                    "not UTF-8 text; refresh turns text edits into overlays only",
+                )
+            })?)),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
             Err(err) => return Err(Error::io(dir.join(f), err)),
         };
-        let owners = |ids: &mut dyn Iterator<Item = LineId>| ids.map(|id| id.0).filter(|&o| o > 0).max();
+        let owners =
+            |ids: &mut dyn Iterator<Item = LineId>| ids.map(|id| id.0).filter(|&o| o > 0).max();
         let mut regions = Vec::new();
         match (&sn, &disk) {
             (None, None) => continue,
             (None, Some(_)) => regions.push((Change::Create, None, 0)),
-            (Some(s), None) => regions.push((Change::Delete, owners(&mut s.lines.iter().map(|l| l.0)), 0)),
+            (Some(s), None) => {
+                regions.push((Change::Delete, owners(&mut s.lines.iter().map(|l| l.0)), 0))
+            }
             (Some(s), Some(t)) => {
                 for h in diff::text_hunks(&s.text(), t, 0)? {
-                    let start = if h.old_len == 0 { h.old_start } else { h.old_start - 1 };
+                    let start = if h.old_len == 0 {
+                        h.old_start
+                    } else {
+                        h.old_start - 1
+                    };
                     let owner = if h.old_len > 0 {
                         owners(&mut s.lines[start..start + h.old_len].iter().map(|l| l.0))
                     } else {
@@ -199,7 +277,16 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
                     };
                     let at_end = start + h.old_len == s.lines.len();
                     let new = h.postimage().map(str::to_string).collect();
-                    regions.push((Change::Lines { start, len: h.old_len, new, at_end }, owner, h.new_start.max(1)));
+                    regions.push((
+                        Change::Lines {
+                            start,
+                            len: h.old_len,
+                            new,
+                            at_end,
+                        },
+                        owner,
+                        h.new_start.max(1),
+                    ));
                 }
             }
         }
@@ -209,11 +296,20 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
                 (Some(o), _) => (o, "touches its lines"),
                 (None, Some(i)) => (i, "upstream lines only: --into"),
                 (None, None) => {
-                    unowned.push(format!("{f}:{line}"));
+                    unowned.push(if line == 0 {
+                        format!("{f} (whole file)")
+                    } else {
+                        format!("{f}:{line}")
+                    });
                     continue;
                 }
             };
-            plan.assignments.push(Assignment { file: f.clone(), line, overlay: name_of(owner), why });
+            plan.assignments.push(Assignment {
+                file: f.clone(),
+                line,
+                overlay: name_of(owner),
+                why,
+            });
             owned.push(Region { change, owner });
         }
         // Stage i holds the edits owned by overlays <= i.
@@ -223,16 +319,38 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
             for r in owned.iter().rev().filter(|r| r.owner <= i) {
                 match &r.change {
                     Change::Create => {
-                        seq = disk.as_ref().map(|t| Seq { lines: t.lines.iter().map(|l| ((usize::MAX, 0), l.clone())).collect(), final_newline: t.final_newline });
+                        seq = disk.as_ref().map(|t| Seq {
+                            lines: t
+                                .lines
+                                .iter()
+                                .map(|l| ((usize::MAX, 0), l.clone()))
+                                .collect(),
+                            final_newline: t.final_newline,
+                        });
                     }
                     Change::Delete => seq = None,
-                    Change::Lines { start, len, new, at_end } => {
+                    Change::Lines {
+                        start,
+                        len,
+                        new,
+                        at_end,
+                    } => {
                         let s = sn.as_ref().expect("lines change has a file");
                         let cur = seq.as_mut().ok_or_else(|| Error::input(dir.join(f), None, "cannot attribute this edit: the file does not exist at that overlay's stage").with_help("use --into with a later overlay"))?;
                         let new_lines = new.iter().map(|l| ((usize::MAX, 0), l.clone()));
-                        let lost = || Error::input(dir.join(f), Some(start + 1), "cannot attribute this edit consistently across the series").with_help("split the edit, or use --into with the last overlay");
+                        let lost = || {
+                            Error::input(
+                                dir.join(f),
+                                Some(start + 1),
+                                "cannot attribute this edit consistently across the series",
+                            )
+                            .with_help("split the edit, or use --into with the last overlay")
+                        };
                         let (p0, p1) = if *len > 0 {
-                            (cur.pos(s.lines[*start].0).ok_or_else(lost)?, cur.pos(s.lines[start + len - 1].0).ok_or_else(lost)? + 1)
+                            (
+                                cur.pos(s.lines[*start].0).ok_or_else(lost)?,
+                                cur.pos(s.lines[start + len - 1].0).ok_or_else(lost)? + 1,
+                            )
                         } else {
                             let p = match start.checked_sub(1) {
                                 Some(a) => cur.pos(s.lines[a].0).ok_or_else(lost)? + 1,
@@ -262,7 +380,15 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
     let mut new_overlays: Vec<Overlay> = Vec::new();
     for i in 1..=total {
         let old = series.overlays.get(i - 1);
-        let mut files: Vec<FilePatch> = old.map(|o| o.files.iter().filter(|fp| !changed.contains(fp.path())).cloned().collect()).unwrap_or_default();
+        let mut files: Vec<FilePatch> = old
+            .map(|o| {
+                o.files
+                    .iter()
+                    .filter(|fp| !changed.contains(fp.path()))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
         for (f, st) in &new_stages {
             let (a, b) = (&st[i - 1], &st[i]);
             if a == b {
@@ -270,23 +396,49 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
             }
             let orig = old.and_then(|o| file_patch_for(o, f));
             let disk_mode = |p: &str| -> u32 {
-                let exec = std::fs::metadata(dir.join(p)).map(|m| {
-                    #[cfg(unix)]
-                    { use std::os::unix::fs::PermissionsExt; m.permissions().mode() & 0o111 != 0 }
-                    #[cfg(not(unix))]
-                    { let _ = m; false }
-                }).unwrap_or(false);
+                let exec = std::fs::metadata(dir.join(p))
+                    .map(|m| {
+                        #[cfg(unix)]
+                        {
+                            use std::os::unix::fs::PermissionsExt;
+                            m.permissions().mode() & 0o111 != 0
+                        }
+                        #[cfg(not(unix))]
+                        {
+                            let _ = m;
+                            false
+                        }
+                    })
+                    .unwrap_or(false);
                 if exec { MODE_EXEC } else { MODE_FILE }
             };
             let empty = Text::parse("");
-            let hunks = diff::text_hunks(a.as_ref().unwrap_or(&empty), b.as_ref().unwrap_or(&empty), diff::CONTEXT)?;
-            let old_mode = a.as_ref().map(|_| prev_tree.entries.get(f).map_or(MODE_FILE, |e| e.mode));
-            let new_mode = b.as_ref().map(|_| orig.and_then(|o| o.new_mode).or(old_mode).unwrap_or_else(|| disk_mode(f)));
+            let hunks = diff::text_hunks(
+                a.as_ref().unwrap_or(&empty),
+                b.as_ref().unwrap_or(&empty),
+                diff::CONTEXT,
+            )?;
+            let old_mode = a
+                .as_ref()
+                .map(|_| prev_tree.entries.get(f).map_or(MODE_FILE, |e| e.mode));
+            let new_mode = b.as_ref().map(|_| {
+                orig.and_then(|o| o.new_mode)
+                    .or(old_mode)
+                    .unwrap_or_else(|| disk_mode(f))
+            });
             files.push(FilePatch {
                 old_path: a.as_ref().map(|_| f.clone()),
                 new_path: b.as_ref().map(|_| f.clone()),
-                old_mode: if a.is_some() && b.is_some() { orig.and_then(|o| o.old_mode) } else { old_mode },
-                new_mode: if a.is_some() && b.is_some() { orig.and_then(|o| o.new_mode) } else { new_mode },
+                old_mode: if a.is_some() && b.is_some() {
+                    orig.and_then(|o| o.old_mode)
+                } else {
+                    old_mode
+                },
+                new_mode: if a.is_some() && b.is_some() {
+                    orig.and_then(|o| o.new_mode)
+                } else {
+                    new_mode
+                },
                 hunks,
                 patch_line: 0,
             });
@@ -296,14 +448,24 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
             o.files.len() == files.len()
                 && o.files.iter().all(|of| {
                     files.iter().any(|nf| {
-                        nf.old_path == of.old_path && nf.new_path == of.new_path && nf.new_mode == of.new_mode && nf.hunks.len() == of.hunks.len() && nf.hunks.iter().zip(&of.hunks).all(|(x, y)| x.same_as(y))
+                        nf.old_path == of.old_path
+                            && nf.new_path == of.new_path
+                            && nf.new_mode == of.new_mode
+                            && nf.hunks.len() == of.hunks.len()
+                            && nf.hunks.iter().zip(&of.hunks).all(|(x, y)| x.same_as(y))
                     })
                 })
         });
         let name = name_of(i);
         if files.is_empty() {
-            return Err(Error::input(series.dir.join(&name), None, "this overlay would become empty: the edits undo all of its changes")
-                .with_help("remove it from the series yourself if that is what you want, then apply again"));
+            return Err(Error::input(
+                series.dir.join(&name),
+                None,
+                "this overlay would become empty: the edits undo all of its changes",
+            )
+            .with_help(
+                "remove it from the series yourself if that is what you want, then apply again",
+            ));
         }
         let ov = if same {
             plan.unchanged.push(name.clone());
@@ -312,8 +474,16 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
             let mut model = match old {
                 Some(o) => o.clone(),
                 None => {
-                    let Some(Into::New { prelude, .. }) = &into else { unreachable!("only a new overlay has no old") };
-                    parse_overlay(&name, &series.dir.join(&name), &format!("{prelude}\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-x\n+y\n"))?
+                    let Some(Into::New { prelude, .. }) = &into else {
+                        unreachable!("only a new overlay has no old")
+                    };
+                    parse_overlay(
+                        &name,
+                        &series.dir.join(&name),
+                        &format!(
+                            "{prelude}\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-x\n+y\n"
+                        ),
+                    )?
                 }
             };
             model.files = files;
@@ -324,10 +494,19 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
                 (Some(Into::New { signature, .. }), None) => signature.clone(),
                 (_, None) => unreachable!("only a new overlay has no old"),
             };
-            let raw = format!("{}{}", model.prelude, render_patch_body(&model.files, &prev_tree, &after, &signature, src)?);
+            let raw = format!(
+                "{}{}",
+                model.prelude,
+                render_patch_body(&model.files, &prev_tree, &after, &signature, src)?
+            );
             let reparsed = parse_overlay(&name, &series.dir.join(&name), &raw)?;
-            plan.writes.push((series.dir.join(&name), raw, old.map(|o| o.raw.clone())));
-            if old.is_some() { plan.rewritten.push(name.clone()) } else { plan.created = Some(name.clone()) }
+            plan.writes
+                .push((series.dir.join(&name), raw, old.map(|o| o.raw.clone())));
+            if old.is_some() {
+                plan.rewritten.push(name.clone())
+            } else {
+                plan.created = Some(name.clone())
+            }
             reparsed
         };
         prev_tree.apply_overlay(&ov, src)?;
@@ -335,12 +514,31 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
     }
     // The new series must reproduce the edited tree, byte for byte.
     let disk = crate::materialize::scan_dir(dir)?;
-    let want: BTreeMap<&String, String> = disk.iter().map(|(p, (id, _))| (p, id.to_string())).collect();
-    let have: BTreeMap<&String, String> = prev_tree.entries.keys().map(|p| (p, prev_tree.blob_id(p).expect("present").to_string())).collect();
+    let want: BTreeMap<&String, String> = disk
+        .iter()
+        .map(|(p, (id, _))| (p, id.to_string()))
+        .collect();
+    let have: BTreeMap<&String, String> = prev_tree
+        .entries
+        .keys()
+        .map(|p| (p, prev_tree.blob_id(p).expect("present").to_string()))
+        .collect();
     if want != have {
-        let diff: BTreeSet<&str> = want.keys().chain(have.keys()).filter(|k| want.get(**k) != have.get(**k)).map(|k| k.as_str()).collect();
-        return Err(Error::input(dir, None, format!("refresh could not reproduce the edited tree (differs in {}); nothing was written", diff.into_iter().collect::<Vec<_>>().join(", ")))
-            .with_help("this is a bug in refresh; please report it with the edit that caused it"));
+        let diff: BTreeSet<&str> = want
+            .keys()
+            .chain(have.keys())
+            .filter(|k| want.get(**k) != have.get(**k))
+            .map(|k| k.as_str())
+            .collect();
+        return Err(Error::input(
+            dir,
+            None,
+            format!(
+                "refresh could not reproduce the edited tree (differs in {}); nothing was written",
+                diff.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        )
+        .with_help("this is a bug in refresh; please report it with the edit that caused it"));
     }
     let mut new_series_raw = series.raw.clone();
     if let Some(Into::New { file_name, .. }) = &into {
@@ -350,9 +548,18 @@ pub fn plan(base: &Tree, series: &Series, src: &dyn BlobSource, dir: &Path, stat
         new_series_raw.push_str(file_name);
         new_series_raw.push('\n');
         let p = series.dir.join(crate::series::SERIES_FILE);
-        plan.writes.push((p, new_series_raw.clone(), Some(series.raw.clone()).filter(|_| series.dir.join(crate::series::SERIES_FILE).exists())));
+        plan.writes.push((
+            p,
+            new_series_raw.clone(),
+            Some(series.raw.clone())
+                .filter(|_| series.dir.join(crate::series::SERIES_FILE).exists()),
+        ));
     }
-    let new_series = Series { dir: series.dir.clone(), raw: new_series_raw, overlays: new_overlays };
+    let new_series = Series {
+        dir: series.dir.clone(),
+        raw: new_series_raw,
+        overlays: new_overlays,
+    };
     plan.new_state = Some(State {
         version: 1,
         upstream: state.upstream.clone(),
@@ -370,7 +577,12 @@ pub fn commit(plan: &Plan, dir: &Path) -> Result<()> {
     for (path, _, expected) in &plan.writes {
         let now = std::fs::read_to_string(path).ok();
         if now != *expected {
-            return Err(Error::input(path, None, "changed on disk while refresh was running; nothing was written").with_help("run refresh again"));
+            return Err(Error::input(
+                path,
+                None,
+                "changed on disk while refresh was running; nothing was written",
+            )
+            .with_help("run refresh again"));
         }
     }
     let mut temps = Vec::new();

@@ -16,7 +16,13 @@ fn abbrev(tree: &Tree, path: Option<&str>) -> String {
 
 /// The text after the `---` line: diffstat, diffs and signature. `before`/`after` are the trees the
 /// files go between (for the index lines).
-pub fn render_patch_body(files: &[FilePatch], before: &Tree, after: &Tree, signature: &str, _src: &dyn BlobSource) -> Result<String> {
+pub fn render_patch_body(
+    files: &[FilePatch],
+    before: &Tree,
+    after: &Tree,
+    signature: &str,
+    _src: &dyn BlobSource,
+) -> Result<String> {
     let mut out = String::new();
     let refs: Vec<&FilePatch> = files.iter().collect();
     render_diffstat(&mut out, &refs);
@@ -38,8 +44,16 @@ pub fn render_patch_body(files: &[FilePatch], before: &Tree, after: &Tree, signa
 }
 
 /// The mbox header and message of a new overlay, through the `---` line.
-pub fn new_prelude(author: &str, date: &str, subject: &str, body: &str, trailers: &[(String, String)]) -> String {
-    let mut s = format!("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: {author}\nDate: {date}\nSubject: [PATCH] {subject}\n\n");
+pub fn new_prelude(
+    author: &str,
+    date: &str,
+    subject: &str,
+    body: &str,
+    trailers: &[(String, String)],
+) -> String {
+    let mut s = format!(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: {author}\nDate: {date}\nSubject: [PATCH] {subject}\n\n"
+    );
     if !body.trim().is_empty() {
         s.push_str(body.trim_end());
         s.push_str("\n\n");
@@ -68,10 +82,16 @@ pub fn rfc2822(secs: i64, offset_min: i32) -> String {
     let mo = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(mo <= 2);
     let wd = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][days.rem_euclid(7) as usize];
-    let mon = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][(mo - 1) as usize];
+    let mon = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ][(mo - 1) as usize];
     let sign = if offset_min < 0 { '-' } else { '+' };
     let off = offset_min.abs();
-    format!("{wd}, {d} {mon} {y} {h:02}:{m:02}:{s:02} {sign}{:02}{:02}", off / 60, off % 60)
+    format!(
+        "{wd}, {d} {mon} {y} {h:02}:{m:02}:{s:02} {sign}{:02}{:02}",
+        off / 60,
+        off % 60
+    )
 }
 
 #[cfg(test)]
@@ -79,6 +99,9 @@ mod tests {
     #[test]
     fn dates_like_git() {
         assert_eq!(super::rfc2822(0, 0), "Thu, 1 Jan 1970 00:00:00 +0000");
-        assert_eq!(super::rfc2822(1_796_000_000, 60), "Fri, 30 Nov 2026 02:33:20 +0100");
+        assert_eq!(
+            super::rfc2822(1_796_000_000, 60),
+            "Mon, 30 Nov 2026 01:53:20 +0100"
+        );
     }
 }

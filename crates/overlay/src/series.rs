@@ -30,10 +30,18 @@ pub fn parse_series_names(path: &Path, text: &str) -> Result<Vec<(String, usize)
                 .with_help("options such as quilt's -p1 are not supported: overlays are always git's a/ b/ form"));
         }
         if entry.contains('/') || entry.contains('\\') || entry == "." || entry == ".." {
-            return Err(Error::input(path, Some(n), format!("{entry:?}: expected a file name in this folder, not a path")));
+            return Err(Error::input(
+                path,
+                Some(n),
+                format!("{entry:?}: expected a file name in this folder, not a path"),
+            ));
         }
         if let Some((_, first)) = names.iter().find(|(e, _)| e == entry) {
-            return Err(Error::input(path, Some(n), format!("{entry} is listed twice (first on line {first})")));
+            return Err(Error::input(
+                path,
+                Some(n),
+                format!("{entry} is listed twice (first on line {first})"),
+            ));
         }
         names.push((entry.to_string(), n));
     }
@@ -58,14 +66,22 @@ impl Series {
                     Error::input(&p, None, "not UTF-8 text; overlays must be UTF-8")
                 })?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(Error::input(&path, Some(n), format!("{name}: no such file in {}", dir.display()))
-                        .with_help("fix the name, or remove the line from the series"));
+                    return Err(Error::input(
+                        &path,
+                        Some(n),
+                        format!("{name}: no such file in {}", dir.display()),
+                    )
+                    .with_help("fix the name, or remove the line from the series"));
                 }
                 Err(e) => return Err(Error::io(&p, e)),
             };
             overlays.push(parse_overlay(&name, &p, &text)?);
         }
-        Ok(Series { dir: dir.to_path_buf(), raw, overlays })
+        Ok(Series {
+            dir: dir.to_path_buf(),
+            raw,
+            overlays,
+        })
     }
 
     /// `*.patch` files in the folder that the series does not list.
@@ -106,12 +122,27 @@ mod tests {
     fn names_comments_and_errors() {
         let p = Path::new("overlays/x/series");
         let names = parse_series_names(p, "# head\n\na.patch\n  b.patch # why\n").unwrap();
-        assert_eq!(names, vec![("a.patch".to_string(), 3), ("b.patch".to_string(), 4)]);
-        let e = parse_series_names(p, "a.patch\na.patch\n").unwrap_err().to_string();
-        assert_eq!(e, "overlays/x/series:2: a.patch is listed twice (first on line 1)");
-        let e = parse_series_names(p, "../a.patch\n").unwrap_err().to_string();
-        assert!(e.starts_with("overlays/x/series:1: \"../a.patch\": expected a file name"), "{e}");
-        let e = parse_series_names(p, "a.patch -p1\n").unwrap_err().to_string();
+        assert_eq!(
+            names,
+            vec![("a.patch".to_string(), 3), ("b.patch".to_string(), 4)]
+        );
+        let e = parse_series_names(p, "a.patch\na.patch\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "overlays/x/series:2: a.patch is listed twice (first on line 1)"
+        );
+        let e = parse_series_names(p, "../a.patch\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("overlays/x/series:1: \"../a.patch\": expected a file name"),
+            "{e}"
+        );
+        let e = parse_series_names(p, "a.patch -p1\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("quilt"), "{e}");
     }
 }

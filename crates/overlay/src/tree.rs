@@ -60,8 +60,14 @@ impl Tree {
     pub fn bytes(&self, path: &str, src: &dyn BlobSource) -> Result<Option<Vec<u8>>> {
         match self.entries.get(path) {
             None => Ok(None),
-            Some(Entry { content: Content::Bytes(b), .. }) => Ok(Some(b.to_vec())),
-            Some(Entry { content: Content::Blob(id), .. }) => src.blob(*id).map(Some),
+            Some(Entry {
+                content: Content::Bytes(b),
+                ..
+            }) => Ok(Some(b.to_vec())),
+            Some(Entry {
+                content: Content::Blob(id),
+                ..
+            }) => src.blob(*id).map(Some),
         }
     }
 
@@ -76,7 +82,11 @@ impl Tree {
     fn text(&self, ov: &Overlay, fp: &FilePatch, path: &str, src: &dyn BlobSource) -> Result<Text> {
         let bytes = self.bytes(path, src)?.unwrap_or_default();
         let s = String::from_utf8(bytes).map_err(|_| {
-            Error::input(&ov.path, Some(fp.patch_line), format!("{path} is not UTF-8 text in the tree; text patches only"))
+            Error::input(
+                &ov.path,
+                Some(fp.patch_line),
+                format!("{path} is not UTF-8 text in the tree; text patches only"),
+            )
         })?;
         Ok(Text::parse(&s))
     }
@@ -89,18 +99,35 @@ impl Tree {
                 if let Some(e) = self.entries.get(&prefix)
                     && e.mode == MODE_LINK
                 {
-                    return Err(Error::input(&ov.path, Some(fp.patch_line), format!("{path} goes through the symlink {prefix}; refused")));
+                    return Err(Error::input(
+                        &ov.path,
+                        Some(fp.patch_line),
+                        format!("{path} goes through the symlink {prefix}; refused"),
+                    ));
                 }
                 prefix.push('/');
             }
             prefix.push_str(comp);
         }
         if self.entries.get(path).is_some_and(|e| e.mode == MODE_LINK) {
-            return Err(Error::input(&ov.path, Some(fp.patch_line), format!("{path} is a symlink; overlays patch regular files only")));
+            return Err(Error::input(
+                &ov.path,
+                Some(fp.patch_line),
+                format!("{path} is a symlink; overlays patch regular files only"),
+            ));
         }
         let dir = format!("{path}/");
-        if self.entries.range(dir.clone()..).next().is_some_and(|(k, _)| k.starts_with(&dir)) {
-            return Err(Error::input(&ov.path, Some(fp.patch_line), format!("{path} is a directory in the tree")));
+        if self
+            .entries
+            .range(dir.clone()..)
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(&dir))
+        {
+            return Err(Error::input(
+                &ov.path,
+                Some(fp.patch_line),
+                format!("{path} is a directory in the tree"),
+            ));
         }
         Ok(())
     }
@@ -119,11 +146,20 @@ impl Tree {
                 overlay: ov.path.clone(),
                 file: fp.path().to_string(),
                 hunk,
-                patch_line: fp.hunks.get(hunk.saturating_sub(1)).map_or(fp.patch_line, |h| h.patch_line),
+                patch_line: fp
+                    .hunks
+                    .get(hunk.saturating_sub(1))
+                    .map_or(fp.patch_line, |h| h.patch_line),
                 reason,
             };
             let old_entry = match old {
-                Some(p) => Some(staged.entries.get(p).cloned().ok_or_else(|| fail(0, format!("{p} does not exist in the tree")))?),
+                Some(p) => Some(
+                    staged
+                        .entries
+                        .get(p)
+                        .cloned()
+                        .ok_or_else(|| fail(0, format!("{p} does not exist in the tree")))?,
+                ),
                 None => None,
             };
             if let Some(n) = new
@@ -136,30 +172,47 @@ impl Tree {
                 Some(p) => staged.text(ov, fp, p, src)?,
                 None => Text::parse(""),
             };
-            let (result, placements) = apply_hunks(&text, fp).map_err(|(h, why)| fail(h, why.to_string()))?;
+            let (result, placements) =
+                apply_hunks(&text, fp).map_err(|(h, why)| fail(h, why.to_string()))?;
             if let Some(p) = old {
                 staged.entries.remove(p);
             }
             match new {
                 None => {
                     if !result.lines.is_empty() {
-                        return Err(fail(0, "the deletion does not remove the whole file".into()));
+                        return Err(fail(
+                            0,
+                            "the deletion does not remove the whole file".into(),
+                        ));
                     }
                 }
                 Some(n) => {
-                    let mode = fp.new_mode.or(old_entry.as_ref().map(|e| e.mode)).unwrap_or(MODE_FILE);
+                    let mode = fp
+                        .new_mode
+                        .or(old_entry.as_ref().map(|e| e.mode))
+                        .unwrap_or(MODE_FILE);
                     let content = if fp.hunks.is_empty() {
-                        old_entry.map(|e| e.content).unwrap_or(Content::Bytes(Arc::from(&b""[..])))
+                        old_entry
+                            .map(|e| e.content)
+                            .unwrap_or(Content::Bytes(Arc::from(&b""[..])))
                     } else {
                         Content::Bytes(Arc::from(result.render().into_bytes()))
                     };
-                    staged.entries.insert(n.to_string(), Entry { mode, content });
+                    staged
+                        .entries
+                        .insert(n.to_string(), Entry { mode, content });
                 }
             }
-            files.push(FileOutcome { path: fp.path().to_string(), placements });
+            files.push(FileOutcome {
+                path: fp.path().to_string(),
+                placements,
+            });
         }
         *self = staged;
-        Ok(OverlayOutcome { overlay: ov.name.clone(), files })
+        Ok(OverlayOutcome {
+            overlay: ov.name.clone(),
+            files,
+        })
     }
 }
 

@@ -16,7 +16,9 @@ pub fn default_cache_root() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(d).join("overlay");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
     home.join(".cache").join("overlay")
 }
 
@@ -27,10 +29,14 @@ pub fn rewrite_url(url: &str) -> Result<String> {
         Err(_) => return Ok(url.to_string()),
     };
     let mut best: Option<(usize, String)> = None;
-    let mut entries = cfg.entries(Some(r"^url\..*\.insteadof$")).map_err(|e| Error::git("reading git config", e))?;
+    let mut entries = cfg
+        .entries(Some(r"^url\..*\.insteadof$"))
+        .map_err(|e| Error::git("reading git config", e))?;
     while let Some(entry) = entries.next() {
         let entry = entry.map_err(|e| Error::git("reading git config", e))?;
-        let (Ok(name), Ok(prefix)) = (entry.name(), entry.value()) else { continue };
+        let (Ok(name), Ok(prefix)) = (entry.name(), entry.value()) else {
+            continue;
+        };
         let base = &name["url.".len()..name.len() - ".insteadof".len()];
         if url.starts_with(prefix) && best.as_ref().is_none_or(|(len, _)| prefix.len() > *len) {
             best = Some((prefix.len(), format!("{base}{}", &url[prefix.len()..])));
@@ -56,7 +62,10 @@ pub struct UpstreamRepo {
 
 impl BlobSource for UpstreamRepo {
     fn blob(&self, id: git2::Oid) -> Result<Vec<u8>> {
-        let blob = self.repo.find_blob(id).map_err(|e| Error::git(format!("reading blob {id}"), e))?;
+        let blob = self
+            .repo
+            .find_blob(id)
+            .map_err(|e| Error::git(format!("reading blob {id}"), e))?;
         Ok(blob.content().to_vec())
     }
 }
@@ -75,7 +84,8 @@ fn local_repo(url: &str) -> Option<git2::Repository> {
 }
 
 fn url_key(url: &str) -> String {
-    let id = git2::Oid::hash_object(git2::ObjectType::Blob, url.as_bytes()).expect("in-memory hash");
+    let id =
+        git2::Oid::hash_object(git2::ObjectType::Blob, url.as_bytes()).expect("in-memory hash");
     id.to_string()[..16].to_string()
 }
 
@@ -86,7 +96,12 @@ pub fn lock_exclusive(path: &Path, on_wait: &mut dyn FnMut()) -> Result<CacheLoc
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).at(parent)?;
     }
-    let f = File::options().create(true).truncate(false).write(true).open(path).at(path)?;
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .at(path)?;
     match f.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -109,7 +124,9 @@ impl UpstreamRepo {
         progress: &mut dyn FnMut(FetchProgress),
     ) -> Result<UpstreamRepo> {
         let effective_url = rewrite_url(url)?;
-        let cache_path = cache_root.join("upstreams").join(format!("{name}-{}.git", url_key(&effective_url)));
+        let cache_path = cache_root
+            .join("upstreams")
+            .join(format!("{name}-{}.git", url_key(&effective_url)));
         let _lock = lock_exclusive(&cache_path.with_extension("lock"), &mut || {
             eprintln!("waiting for another process using {}", cache_path.display());
         })?;
@@ -120,21 +137,31 @@ impl UpstreamRepo {
                 std::fs::create_dir_all(cache_root.join("upstreams")).at(cache_root)?;
                 let tmp = cache_path.with_extension(format!("tmp{}", std::process::id()));
                 let _ = std::fs::remove_dir_all(&tmp);
-                git2::Repository::init_bare(&tmp).map_err(|e| Error::git(format!("creating {}", tmp.display()), e))?;
+                git2::Repository::init_bare(&tmp)
+                    .map_err(|e| Error::git(format!("creating {}", tmp.display()), e))?;
                 std::fs::rename(&tmp, &cache_path).at(&cache_path)?;
-                git2::Repository::open_bare(&cache_path).map_err(|e| Error::git(format!("opening {}", cache_path.display()), e))?
+                git2::Repository::open_bare(&cache_path)
+                    .map_err(|e| Error::git(format!("opening {}", cache_path.display()), e))?
             }
         };
-        let mut me = UpstreamRepo { repo, effective_url, cache_path };
+        let mut me = UpstreamRepo {
+            repo,
+            effective_url,
+            cache_path,
+        };
         if !me.has_commit(rev) {
             me.fetch(url, progress)?;
             // A fresh handle sees new packs and alternates.
-            me.repo = git2::Repository::open_bare(&me.cache_path).map_err(|e| Error::git(format!("opening {}", me.cache_path.display()), e))?;
+            me.repo = git2::Repository::open_bare(&me.cache_path)
+                .map_err(|e| Error::git(format!("opening {}", me.cache_path.display()), e))?;
             if !me.has_commit(rev) {
                 return Err(Error::input(
                     "pins.toml",
                     None,
-                    format!("commit {rev} is not in {url} (fetched from {}: all branches and tags)", me.effective_url),
+                    format!(
+                        "commit {rev} is not in {url} (fetched from {}: all branches and tags)",
+                        me.effective_url
+                    ),
                 )
                 .with_help("check the rev, or whether the URL points at the right repository"));
             }
@@ -186,17 +213,27 @@ impl UpstreamRepo {
     /// transport walks every ref of the source and fails on any missing object).
     fn borrow_local(&self, src: &git2::Repository) -> Result<()> {
         let objects = src.path().join("objects");
-        let alt = self.repo.path().join("objects").join("info").join("alternates");
+        let alt = self
+            .repo
+            .path()
+            .join("objects")
+            .join("info")
+            .join("alternates");
         let line = format!("{}\n", objects.display());
         if std::fs::read_to_string(&alt).ok().as_deref() != Some(line.as_str()) {
             std::fs::create_dir_all(alt.parent().expect("has parent")).at(&alt)?;
             std::fs::write(&alt, &line).at(&alt)?;
         }
         // Re-open so the object database sees the alternate.
-        let repo = git2::Repository::open_bare(self.repo.path()).map_err(|e| Error::git("re-opening the cache", e))?;
-        let refs = src.references().map_err(|e| Error::git("listing refs of the local upstream", e))?;
+        let repo = git2::Repository::open_bare(self.repo.path())
+            .map_err(|e| Error::git("re-opening the cache", e))?;
+        let refs = src
+            .references()
+            .map_err(|e| Error::git("listing refs of the local upstream", e))?;
         for r in refs.flatten() {
-            let (Ok(name), Some(target)) = (r.name(), r.target()) else { continue };
+            let (Ok(name), Some(target)) = (r.name(), r.target()) else {
+                continue;
+            };
             if name.starts_with("refs/heads/") || name.starts_with("refs/tags/") {
                 repo.reference(name, target, true, "overlay: borrow local upstream")
                     .map_err(|e| Error::git(format!("updating {name}"), e))?;
@@ -215,19 +252,32 @@ impl UpstreamRepo {
             .repo
             .revparse_single(rev)
             .map_err(|e| Error::git(format!("resolving {rev:?} in {}", self.effective_url), e))?;
-        let c = obj.peel_to_commit().map_err(|e| Error::git(format!("{rev:?} is not a commit"), e))?;
+        let c = obj
+            .peel_to_commit()
+            .map_err(|e| Error::git(format!("{rev:?} is not a commit"), e))?;
         Ok(c.id())
     }
 
     /// The whole tree at a commit, as blob references.
     pub fn tree_at(&self, commit: git2::Oid) -> Result<Tree> {
-        let c = self.repo.find_commit(commit).map_err(|e| Error::git(format!("reading commit {commit}"), e))?;
-        let tree = c.tree().map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
+        let c = self
+            .repo
+            .find_commit(commit)
+            .map_err(|e| Error::git(format!("reading commit {commit}"), e))?;
+        let tree = c
+            .tree()
+            .map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
         let mut out = Tree::default();
         tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
             if e.kind() == Some(git2::ObjectType::Blob) {
                 let path = format!("{dir}{}", e.name().unwrap_or(""));
-                out.entries.insert(path, Entry { mode: e.filemode() as u32, content: Content::Blob(e.id()) });
+                out.entries.insert(
+                    path,
+                    Entry {
+                        mode: e.filemode() as u32,
+                        content: Content::Blob(e.id()),
+                    },
+                );
             }
             git2::TreeWalkResult::Ok
         })

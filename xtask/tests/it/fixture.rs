@@ -1,0 +1,310 @@
+//! Synthetic upstream histories built on the fly with real git and fixed dates (as gitoxide's
+//! fixtures do), plus a project folder (pins.toml + overlays) pointing at them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct Fixture {
+    pub tmp: tempfile::TempDir,
+    /// The synthetic upstream (a normal repository).
+    pub upstream: PathBuf,
+    /// The project: pins.toml, overlays/up/.
+    pub root: PathBuf,
+    /// Where overlays are authored with git (a clone of upstream).
+    pub work: PathBuf,
+    pub cache: PathBuf,
+    pub pin: String,
+}
+
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    #[track_caller]
+    pub fn ok(self) -> Out {
+        assert_eq!(
+            self.code, 0,
+            "expected success\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+    #[track_caller]
+    pub fn code(self, code: i32) -> Out {
+        assert_eq!(
+            self.code, code,
+            "expected exit {code}\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+pub fn git_env(cmd: &mut Command, home: &Path) {
+    cmd.env("HOME", home)
+        .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Ada Overlay")
+        .env("GIT_AUTHOR_EMAIL", "ada@example.com")
+        .env("GIT_COMMITTER_NAME", "Ada Overlay")
+        .env("GIT_COMMITTER_EMAIL", "ada@example.com")
+        .env("GIT_AUTHOR_DATE", "@1767225600 +0000")
+        .env("GIT_COMMITTER_DATE", "@1767225600 +0000")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE");
+}
+
+impl Fixture {
+    /// An upstream with `files` in its first commit, pinned there, with an empty series.
+    pub fn new(files: &[(&str, &str)]) -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path().to_path_buf();
+        std::fs::write(
+            t.join("gitconfig"),
+            "[init]\n\tdefaultBranch = main\n[core]\n\tautocrlf = false\n",
+        )
+        .unwrap();
+        let upstream = t.join("upstream");
+        let root = t.join("project");
+        let work = t.join("work");
+        std::fs::create_dir_all(&upstream).unwrap();
+        std::fs::create_dir_all(root.join("overlays/up")).unwrap();
+        let mut f = Fixture {
+            tmp,
+            upstream,
+            root,
+            work,
+            cache: t.join("cache"),
+            pin: String::new(),
+        };
+        f.git(&f.upstream.clone(), &["init", "-q"]);
+        f.pin = f.commit_upstream(files, "initial");
+        f.git(&t, &["clone", "-q", f.upstream.to_str().unwrap(), "work"]);
+        f.write_pins(&f.pin.clone());
+        std::fs::write(f.root.join("overlays/up/series"), "").unwrap();
+        f
+    }
+
+    pub fn t(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    pub fn git(&self, dir: &Path, args: &[&str]) -> String {
+        let mut cmd = Command::new("git");
+        cmd.args(args).current_dir(dir);
+        git_env(&mut cmd, self.t());
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    fn write_files(dir: &Path, files: &[(&str, &str)]) {
+        for (p, content) in files {
+            let path = dir.join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+    }
+
+    /// Commits `files` to the upstream; returns the commit id.
+    pub fn commit_upstream(&self, files: &[(&str, &str)], msg: &str) -> String {
+        Self::write_files(&self.upstream, files);
+        self.git(&self.upstream, &["add", "-A"]);
+        self.git(&self.upstream, &["commit", "-q", "-m", msg]);
+        self.git(&self.upstream, &["rev-parse", "HEAD"])
+    }
+
+    pub fn write_pins(&self, rev: &str) {
+        let pins = format!(
+            "[upstream.up]\nurl = \"{}\"\nrev = \"{rev}\"\noverlays = \"overlays/up\"\nbranch = \"main\"\n",
+            self.upstream.display()
+        );
+        std::fs::write(self.root.join("pins.toml"), pins).unwrap();
+    }
+
+    /// Authors an overlay with git on top of the previous ones: applies `edit` to the work clone
+    /// (path -> Some(content) or None to delete), commits with `trailers`, and `git format-patch`es it
+    /// into the series. Returns the overlay's file name.
+    pub fn add_overlay(
+        &self,
+        subject: &str,
+        edit: &[(&str, Option<&str>)],
+        trailers: &str,
+    ) -> String {
+        for (p, c) in edit {
+            let path = self.work.join(p);
+            match c {
+                Some(c) => {
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    std::fs::write(&path, c).unwrap();
+                }
+                None => std::fs::remove_file(&path).unwrap(),
+            }
+        }
+        self.git(&self.work, &["add", "-A"]);
+        let msg = format!("{subject}\n\nWhy: a test needs it.\n\n{trailers}");
+        self.git(&self.work, &["commit", "-q", "-m", &msg]);
+        self.format_patch_head()
+    }
+
+    pub fn format_patch_head(&self) -> String {
+        let series_path = self.root.join("overlays/up/series");
+        let series = std::fs::read_to_string(&series_path).unwrap();
+        let n = series
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .count()
+            + 1;
+        let dir = self.root.join("overlays/up");
+        let name = self.git(
+            &self.work,
+            &[
+                "format-patch",
+                "-1",
+                "-M",
+                "--start-number",
+                &n.to_string(),
+                "-o",
+                dir.to_str().unwrap(),
+            ],
+        );
+        let name = Path::new(&name)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        std::fs::write(&series_path, format!("{series}{name}\n")).unwrap();
+        name
+    }
+
+    pub fn xtask(&self, args: &[&str]) -> Out {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        cmd.arg("--root")
+            .arg(&self.root)
+            .args(args)
+            .env("OVERLAY_CACHE_DIR", &self.cache);
+        git_env(&mut cmd, self.t());
+        let out = cmd.output().unwrap();
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: self.scrub(&String::from_utf8_lossy(&out.stdout)),
+            stderr: self.scrub(&String::from_utf8_lossy(&out.stderr)),
+        }
+    }
+
+    /// Replaces the temp dir (and its JSON-escaped form) so reports snapshot stably.
+    pub fn scrub(&self, s: &str) -> String {
+        let t = self.t().to_str().unwrap();
+        s.replace(t, "$TMP")
+            .replace(&self.pin, "$PIN")
+            .replace(&self.pin[..12], "$PIN12")
+    }
+
+    /// The tree `git am` produces from the series on top of the pin.
+    pub fn git_am_tree(&self) -> PathBuf {
+        let dir = self.t().join(format!("am-{}", rand_suffix()));
+        self.git(
+            self.t(),
+            &[
+                "clone",
+                "-q",
+                self.upstream.to_str().unwrap(),
+                dir.to_str().unwrap(),
+            ],
+        );
+        self.git(&dir, &["checkout", "-q", "--detach", &self.pin]);
+        let series = std::fs::read_to_string(self.root.join("overlays/up/series")).unwrap();
+        for name in series
+            .lines()
+            .map(|l| l.split('#').next().unwrap().trim())
+            .filter(|l| !l.is_empty())
+        {
+            let p = self.root.join("overlays/up").join(name);
+            self.git(&dir, &["am", "-q", "--keep-cr", p.to_str().unwrap()]);
+        }
+        dir
+    }
+
+    pub fn read(&self, p: impl AsRef<Path>) -> String {
+        std::fs::read_to_string(p.as_ref()).unwrap()
+    }
+
+    /// Every byte under `overlays/` and pins.toml: to prove a command changed nothing.
+    pub fn project_snapshot(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        files_under(&self.root, &["target"])
+    }
+}
+
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    N.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+/// All files below `dir` (relative path -> bytes), skipping `.git` and the named top-level folders.
+pub fn files_under(dir: &Path, skip: &[&str]) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, d: &Path, skip: &[&str], out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_path_buf();
+            let name = rel.to_str().unwrap();
+            if name == ".git" || skip.contains(&name) {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                walk(root, &p, skip, out);
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    if dir.exists() {
+        walk(dir, dir, skip, &mut out);
+    }
+    out
+}
+
+/// Compares a materialized tree with a git work tree (content and executable bits).
+#[track_caller]
+pub fn assert_same_tree(applied: &Path, git_tree: &Path) {
+    let a = files_under(applied, &[".overlay-state.json"]);
+    let b = files_under(git_tree, &[]);
+    let ka: Vec<_> = a.keys().collect();
+    let kb: Vec<_> = b.keys().collect();
+    assert_eq!(ka, kb, "file lists differ");
+    for (k, v) in &a {
+        assert!(
+            v == &b[k],
+            "{} differs:\n--- apply\n{}\n--- git am\n{}",
+            k.display(),
+            String::from_utf8_lossy(v),
+            String::from_utf8_lossy(&b[k])
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let ma = std::fs::metadata(applied.join(k))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o111;
+            let mb = std::fs::metadata(git_tree.join(k))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o111;
+            assert_eq!(ma != 0, mb != 0, "{}: executable bit differs", k.display());
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! One integration-test binary (as ripgrep does): every test runs the real `cargo xtask` binary
+//! against synthetic upstream repositories built with real git, and compares with `git am`.
+
+mod apply;
+mod fixture;
+mod refresh;
+mod render;
+mod reports;
+mod upstream_mlx;

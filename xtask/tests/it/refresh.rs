@@ -1,0 +1,227 @@
+use crate::fixture::{Fixture, assert_same_tree, files_under};
+
+const T: &str = "Overlay-Kind: upstreamable";
+
+fn numbered(n: usize) -> String {
+    (1..=n).map(|i| format!("line {i}\n")).collect()
+}
+
+/// Two overlays on one file (lines 5 and 15) and one on another file.
+fn fixture() -> (Fixture, std::path::PathBuf) {
+    let f = Fixture::new(&[("a.txt", &numbered(30)), ("b.txt", "b1\nb2\nb3\n")]);
+    f.add_overlay(
+        "First",
+        &[(
+            "a.txt",
+            Some(&numbered(30).replace("line 5\n", "line five\n")),
+        )],
+        T,
+    );
+    let a2 = numbered(30)
+        .replace("line 5\n", "line five\n")
+        .replace("line 15\n", "line fifteen\nline fifteen and a half\n");
+    f.add_overlay("Second", &[("a.txt", Some(&a2))], T);
+    f.add_overlay(
+        "Third",
+        &[("b.txt", Some("b1\nB2\nb3\n"))],
+        "Overlay-Kind: local-only",
+    );
+    let dir = f.t().join("tree");
+    f.xtask(&["apply", "--dir", dir.to_str().unwrap()]).ok();
+    (f, dir)
+}
+
+#[test]
+fn refreshing_an_unmodified_tree_changes_no_byte() {
+    let (f, dir) = fixture();
+    let before = f.project_snapshot();
+    let out = f.xtask(&["refresh", "--dir", dir.to_str().unwrap()]).ok();
+    assert!(out.stdout.contains("nothing to refresh"), "{}", out.stdout);
+    assert_eq!(before, f.project_snapshot());
+}
+
+#[test]
+fn edits_are_refused_by_apply_then_refreshed_into_their_owner() {
+    let (f, dir) = fixture();
+    let a = f
+        .read(dir.join("a.txt"))
+        .replace("line five\n", "line FIVE\nline five-and-a-bit\n");
+    std::fs::write(dir.join("a.txt"), &a).unwrap();
+    let before = f.project_snapshot();
+    let out = f.xtask(&["apply", "--dir", dir.to_str().unwrap()]).code(2);
+    assert!(
+        out.stderr.contains("modified: a.txt") && out.stderr.contains("refresh --dir"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        f.read(dir.join("a.txt")),
+        a,
+        "apply must not touch the edit"
+    );
+    assert_eq!(before, f.project_snapshot());
+
+    let out = f.xtask(&["refresh", "--dir", dir.to_str().unwrap()]).ok();
+    assert!(
+        out.stdout
+            .contains("a.txt:5 -> 0001-First.patch (touches its lines)"),
+        "{}",
+        out.stdout
+    );
+    // The first overlay owns the edit; the second is rewritten only because its lines moved.
+    assert!(
+        out.stdout.contains("rewrote 0001-First.patch")
+            && out.stdout.contains("rewrote 0002-Second.patch"),
+        "{}",
+        out.stdout
+    );
+    let third = std::path::Path::new("overlays/up/0003-Third.patch");
+    assert_eq!(
+        before[third],
+        f.project_snapshot()[third],
+        "an untouched overlay keeps every byte"
+    );
+    let first = f.read(f.root.join("overlays/up/0001-First.patch"));
+    assert!(
+        first.contains("Why: a test needs it.\n\nOverlay-Kind: upstreamable\n---\n"),
+        "message kept: {first}"
+    );
+    assert!(
+        first.contains("+line FIVE\n+line five-and-a-bit\n"),
+        "{first}"
+    );
+    f.xtask(&["check"]).ok();
+    assert_same_tree(&dir, &f.git_am_tree());
+    // The tree is clean again for apply, and a fresh apply reproduces it.
+    f.xtask(&["apply", "--dir", dir.to_str().unwrap()]).ok();
+    let again = f.t().join("again");
+    f.xtask(&["apply", "--dir", again.to_str().unwrap()]).ok();
+    assert_eq!(files_under(&dir, &[]), files_under(&again, &[]));
+}
+
+#[test]
+fn an_edit_between_two_overlays_goes_to_the_later_one() {
+    let (f, dir) = fixture();
+    // Between "line five" (overlay 1) and nothing else: lines 6..14 are upstream; insert right after
+    // the second overlay's lines instead, next to an upstream line.
+    let a = f.read(dir.join("a.txt")).replace(
+        "line fifteen and a half\n",
+        "line fifteen and a half\nextra\n",
+    );
+    std::fs::write(dir.join("a.txt"), a).unwrap();
+    let out = f.xtask(&["refresh", "--dir", dir.to_str().unwrap()]).ok();
+    assert!(
+        out.stdout.contains("-> 0002-Second.patch"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("rewrote 0001"), "{}", out.stdout);
+    f.xtask(&["check"]).ok();
+    assert_same_tree(&dir, &f.git_am_tree());
+}
+
+#[test]
+fn upstream_only_edits_need_into_or_a_new_overlay() {
+    let (f, dir) = fixture();
+    let a = f
+        .read(dir.join("a.txt"))
+        .replace("line 25\n", "line twenty-five\n");
+    std::fs::write(dir.join("a.txt"), a).unwrap();
+    std::fs::write(dir.join("c.txt"), "brand new\n").unwrap();
+    let before = f.project_snapshot();
+    let out = f
+        .xtask(&["refresh", "--dir", dir.to_str().unwrap()])
+        .code(2);
+    assert!(
+        out.stderr.contains("2 edit(s) touch only upstream lines")
+            && out.stderr.contains("a.txt:26")
+            && out.stderr.contains("c.txt (whole file)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(before, f.project_snapshot(), "nothing changes on error");
+
+    let out = f
+        .xtask(&[
+            "new-overlay",
+            "0004-more",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--kind",
+            "local-only",
+            "-m",
+            "More changes",
+            "-m",
+            "Because tests.",
+        ])
+        .ok();
+    assert!(
+        out.stdout.contains("created 0004-more.patch"),
+        "{}",
+        out.stdout
+    );
+    let new = f.read(f.root.join("overlays/up/0004-more.patch"));
+    assert!(new.starts_with("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: Ada Overlay <ada@example.com>\nDate: Thu, 1 Jan 2026 00:00:00 +0000\nSubject: [PATCH] More changes\n\nBecause tests.\n\nOverlay-Kind: local-only\nUpstream-Status: not-submitted\n---\n"), "{new}");
+    assert!(
+        f.read(f.root.join("overlays/up/series"))
+            .ends_with("0004-more.patch\n")
+    );
+    f.xtask(&["check"]).ok();
+    assert_same_tree(&dir, &f.git_am_tree());
+}
+
+#[test]
+fn into_an_existing_overlay() {
+    let (f, dir) = fixture();
+    let b = f.read(dir.join("b.txt")).replace("b3\n", "b3\nb4\n");
+    std::fs::write(dir.join("b.txt"), b).unwrap();
+    let a = f.read(dir.join("a.txt")).replace("line 1\n", "line one\n");
+    std::fs::write(dir.join("a.txt"), a).unwrap();
+    let out = f
+        .xtask(&[
+            "refresh",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--into",
+            "0003-Third.patch",
+        ])
+        .ok();
+    // Both insertions sit between upstream lines only ("b3" and the end; "line 1" at the top).
+    assert!(
+        out.stdout
+            .contains("a.txt:1 -> 0003-Third.patch (upstream lines only: --into)"),
+        "{}",
+        out.stdout
+    );
+    f.xtask(&["check"]).ok();
+    assert_same_tree(&dir, &f.git_am_tree());
+    let out = f
+        .xtask(&[
+            "refresh",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--into",
+            "nope.patch",
+        ])
+        .code(2);
+    assert!(
+        out.stderr.contains("--into nope.patch: no such overlay"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn deleting_an_overlay_file_and_reverting_a_line() {
+    let (f, dir) = fixture();
+    // Undo the third overlay's only change: the overlay would become empty, which is refused.
+    std::fs::write(dir.join("b.txt"), "b1\nb2\nb3\n").unwrap();
+    let out = f
+        .xtask(&["refresh", "--dir", dir.to_str().unwrap()])
+        .code(2);
+    assert!(
+        out.stderr.contains("0003-Third.patch") && out.stderr.contains("would become empty"),
+        "{}",
+        out.stderr
+    );
+}

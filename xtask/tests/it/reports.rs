@@ -1,0 +1,267 @@
+//! Snapshots of the human and JSON reports, and of every bad-input error (exit 2, nothing changed).
+
+use expect_test::expect;
+
+use crate::fixture::Fixture;
+
+fn fixture() -> Fixture {
+    let f = Fixture::new(&[("src/lib.c", "int a;\nint b;\nint c;\nint d;\n")]);
+    f.add_overlay(
+        "Make b wider",
+        &[("src/lib.c", Some("int a;\nlong b;\nint c;\nint d;\n"))],
+        "Overlay-Kind: upstreamable\nUpstream-Status: submitted https://example.com/pr/1\nDepends-On: src/lib.c::a",
+    );
+    f
+}
+
+#[test]
+fn status_human_and_json() {
+    let f = fixture();
+    let out = f.xtask(&["status"]).ok();
+    expect![[r#"
+        upstream up: $TMP/upstream @ $PIN
+          follows branch main
+        overlays in overlays/up (1):
+           1. 0001-Make-b-wider.patch  [upstreamable, submitted https://example.com/pr/1]
+              Make b wider
+    "#]]
+    .assert_eq(&out.stdout);
+    let out = f.xtask(&["status", "--json"]).ok();
+    expect![[r#"
+        {
+          "overlays": [
+            {
+              "depends_on": [
+                {
+                  "path": "src/lib.c",
+                  "symbol": "a"
+                }
+              ],
+              "files": [
+                "src/lib.c"
+              ],
+              "kind": "upstreamable",
+              "name": "0001-Make-b-wider.patch",
+              "subject": "Make b wider",
+              "upstream_status": "submitted https://example.com/pr/1"
+            }
+          ],
+          "upstream": {
+            "branch": "main",
+            "fetchcontent": {},
+            "name": "up",
+            "overlays": "overlays/up",
+            "rev": "$PIN",
+            "url": "$TMP/upstream"
+          }
+        }
+    "#]]
+    .assert_eq(&out.stdout);
+}
+
+#[test]
+fn check_reports_non_canonical_and_unlisted_overlays() {
+    let f = fixture();
+    f.xtask(&["check"]).ok();
+    // A hunk with one line of context (format-patch -U1) is not what git writes by default.
+    let p = f.root.join("overlays/up/0001-Make-b-wider.patch");
+    let narrow = f.git(&f.work, &["format-patch", "-1", "-U1", "--stdout"]);
+    std::fs::write(&p, format!("{narrow}\n")).unwrap();
+    let out = f.xtask(&["check"]).code(1);
+    expect![[r#"
+        check: 1 overlay(s) against up@$PIN12
+          NONCANON 0001-Make-b-wider.patch: src/lib.c hunk #1 (0001-Make-b-wider.patch:19): git diff writes @@ -1,4 +1,4 @@ with 1+2 context lines, the overlay has @@ -1,3 +1,3 @@ with 1+1; `refresh` rewrites it canonically
+        1 finding(s)
+    "#]]
+    .assert_eq(&out.stdout);
+    let out = f.xtask(&["check", "--json"]).code(1);
+    expect![[r#"
+        {
+          "findings": [
+            {
+              "file": "src/lib.c",
+              "hunk": 1,
+              "kind": "not-canonical",
+              "message": "git diff writes @@ -1,4 +1,4 @@ with 1+2 context lines, the overlay has @@ -1,3 +1,3 @@ with 1+1; `refresh` rewrites it canonically",
+              "overlay": "0001-Make-b-wider.patch",
+              "patch_line": 19
+            }
+          ],
+          "rev": "$PIN",
+          "upstream": "up"
+        }
+    "#]]
+    .assert_eq(&out.stdout);
+    std::fs::write(f.root.join("overlays/up/stray.patch"), "x").unwrap();
+    let out = f.xtask(&["check"]).code(1);
+    assert!(
+        out.stdout.contains("UNLISTED stray.patch"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// Runs `args`, expects exit 2 and an unchanged project, returns stderr.
+fn refused(f: &Fixture, args: &[&str]) -> String {
+    let before = f.project_snapshot();
+    let out = f.xtask(args).code(2);
+    assert_eq!(
+        before,
+        f.project_snapshot(),
+        "a refused command changed files"
+    );
+    assert!(
+        !f.root.join("target").exists() || args[0] != "apply",
+        "apply wrote a tree despite the error"
+    );
+    out.stderr
+}
+
+fn edit_patch(f: &Fixture, from: &str, to: &str) {
+    let p = f.root.join("overlays/up/0001-Make-b-wider.patch");
+    let text = f.read(&p);
+    assert!(text.contains(from), "fixture text lacks {from:?}:\n{text}");
+    std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+}
+
+#[test]
+fn bad_pins_toml() {
+    let f = fixture();
+    let pins = f.read(f.root.join("pins.toml"));
+    std::fs::write(f.root.join("pins.toml"), pins.replace(&f.pin, "main")).unwrap();
+    expect![[r#"
+        error: $TMP/project/pins.toml:3: upstream.up.rev: expected a full 40-hex commit id, found "main" (branch names, tags and short ids are not pins)
+    "#]]
+    .assert_eq(&refused(&f, &["apply"]));
+    std::fs::write(f.root.join("pins.toml"), "[upstream.up\n").unwrap();
+    assert!(refused(&f, &["status"]).starts_with("error: $TMP/project/pins.toml:1:"));
+    std::fs::write(
+        f.root.join("pins.toml"),
+        pins.replace("overlays/up", "overlays/none"),
+    )
+    .unwrap();
+    assert!(
+        refused(&f, &["check"])
+            .contains("upstream.up.overlays: $TMP/project/overlays/none is not a folder")
+    );
+    std::fs::write(f.root.join("pins.toml"), pins).unwrap();
+    assert!(
+        refused(&f, &["status", "--upstream", "other"]).contains("no upstream named \"other\"")
+    );
+}
+
+#[test]
+fn bad_series() {
+    let f = fixture();
+    std::fs::write(
+        f.root.join("overlays/up/series"),
+        "0001-Make-b-wider.patch\nmissing.patch\n",
+    )
+    .unwrap();
+    expect![[r#"
+        error: $TMP/project/overlays/up/series:2: missing.patch: no such file in $TMP/project/overlays/up
+          help: fix the name, or remove the line from the series
+    "#]]
+    .assert_eq(&refused(&f, &["apply"]));
+}
+
+#[test]
+fn hunk_whose_line_counts_lie() {
+    let f = fixture();
+    edit_patch(&f, "@@ -1,4 +1,4 @@", "@@ -1,5 +1,4 @@");
+    expect![[r#"
+        error: $TMP/project/overlays/up/0001-Make-b-wider.patch:19: hunk header says -1,5 +1,4 but the body has 4 old and 4 new lines (line 25 is the signature separator)
+          help: the patch was edited by hand or truncated; regenerate it with `cargo xtask refresh` or `git format-patch`
+    "#]]
+    .assert_eq(&refused(&f, &["apply"]));
+}
+
+#[test]
+fn truncated_patch() {
+    let f = fixture();
+    let p = f.root.join("overlays/up/0001-Make-b-wider.patch");
+    let text = f.read(&p);
+    let cut = text.find("+long b;").unwrap();
+    std::fs::write(&p, &text[..cut]).unwrap();
+    let err = refused(&f, &["apply"]);
+    assert!(err.contains("0001-Make-b-wider.patch:19: hunk header says -1,4 +1,4 but the body has 2 old and 1 new lines (truncated at end of file)"), "{err}");
+}
+
+#[test]
+fn path_traversal_absolute_and_git_dir() {
+    for (from, to, why) in [
+        (
+            "a/src/lib.c b/src/lib.c",
+            "a/../evil.c b/../evil.c",
+            "leaves the tree through \"..\"",
+        ),
+        (
+            "--- a/src/lib.c\n+++ b/src/lib.c",
+            "--- a/../evil.c\n+++ b/../evil.c",
+            "leaves the tree through \"..\"",
+        ),
+        (
+            "--- a/src/lib.c\n+++ b/src/lib.c",
+            "--- a/.git/config\n+++ b/.git/config",
+            "is inside .git",
+        ),
+        (
+            "--- a/src/lib.c\n+++ b/src/lib.c",
+            "--- a//etc/passwd\n+++ b//etc/passwd",
+            "absolute path \"/etc/passwd\" leaves the tree",
+        ),
+    ] {
+        let f = fixture();
+        edit_patch(&f, from, to);
+        let err = refused(&f, &["apply"]);
+        assert!(err.contains(why), "{to}: {err}");
+    }
+}
+
+#[test]
+fn symlinked_directory_in_the_tree_is_refused() {
+    let f = Fixture::new(&[("real/x.txt", "x\n")]);
+    std::os::unix::fs::symlink("real", f.upstream.join("link")).unwrap();
+    f.commit_upstream(&[], "add a symlink");
+    let rev = f.git(&f.upstream, &["rev-parse", "HEAD"]);
+    f.write_pins(&rev);
+    f.git(&f.work, &["pull", "-q"]);
+    f.add_overlay(
+        "Edit through the link",
+        &[("real/x.txt", Some("y\n"))],
+        "Overlay-Kind: local-only",
+    );
+    let p = f.root.join("overlays/up/0001-Edit-through-the-link.patch");
+    std::fs::write(&p, f.read(&p).replace("real/x.txt", "link/x.txt")).unwrap();
+    let err = refused(&f, &["apply"]);
+    assert!(
+        err.contains("link/x.txt goes through the symlink link; refused"),
+        "{err}"
+    );
+}
+
+#[test]
+fn binary_patch_and_missing_trailer() {
+    let f = fixture();
+    edit_patch(
+        &f,
+        "--- a/src/lib.c\n+++ b/src/lib.c",
+        "GIT binary patch\nliteral 0\nHcmV?d00001\n--- a/src/lib.c\n+++ b/src/lib.c",
+    );
+    assert!(refused(&f, &["apply"]).contains("binary patches are not supported"));
+    let f = fixture();
+    edit_patch(&f, "Overlay-Kind: upstreamable\n", "");
+    expect![[r#"
+        error: $TMP/project/overlays/up/0001-Make-b-wider.patch:6: missing "Overlay-Kind:" trailer (required)
+          help: end the message with a trailer paragraph, e.g. "Overlay-Kind: upstreamable" or "Overlay-Kind: local-only"
+    "#]]
+    .assert_eq(&refused(&f, &["status"]));
+    let f = fixture();
+    edit_patch(&f, "Overlay-Kind: upstreamable", "Overlay-Kind: maybe");
+    assert!(refused(&f, &["status"]).contains(
+        ":8: Overlay-Kind: expected \"upstreamable\" or \"local-only\", found \"maybe\""
+    ));
+    let f = fixture();
+    edit_patch(&f, "Depends-On: src/lib.c::a", "Depends-On: qdot");
+    assert!(refused(&f, &["status"]).contains("Depends-On: expected \"<path>::<symbol>\""));
+}

@@ -1,0 +1,154 @@
+//! Integration with the real MLX history, through the URL in this workspace's pins.toml. Offline
+//! machines reach it through git's `url.<mirror>.insteadOf` (see README).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::fixture::{assert_same_tree, git_env};
+
+const PIN: &str = "9a795735ad9a42664e08f42361b405ed570bcf1a";
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
+    let mut cmd = Command::new("git");
+    cmd.args(args).current_dir(dir);
+    git_env(&mut cmd, home);
+    // Keep the real global config: it carries the insteadOf rule that reaches the mirror.
+    cmd.env_remove("GIT_CONFIG_GLOBAL")
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default());
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Real MLX files, real overlays written by git format-patch: apply must equal `git am`.
+#[test]
+fn real_mlx_series_equals_git_am() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let url = "https://github.com/ml-explore/mlx";
+    let clone = t.join("mlx");
+    git(
+        t,
+        t,
+        &["clone", "-q", "--no-checkout", url, clone.to_str().unwrap()],
+    );
+    git(&clone, t, &["checkout", "-q", "--detach", PIN]);
+    // Two overlays touching the files the kernel work will touch.
+    let q = clone.join("mlx/backend/metal/kernels/quantized.h");
+    let text = std::fs::read_to_string(&q).unwrap();
+    let marker = "template <typename T, int group_size, int bits>\nMETAL_FUNC void qmv_impl(";
+    assert!(text.contains(marker), "the pin's quantized.h has qmv_impl");
+    std::fs::write(
+        &q,
+        text.replacen(
+            marker,
+            &format!("// Streamed variants follow qmv_impl's order.\n{marker}"),
+            1,
+        ),
+    )
+    .unwrap();
+    git(
+        &clone,
+        t,
+        &[
+            "commit",
+            "-q",
+            "-am",
+            "Note qmv order\n\nWhy: test.\n\nOverlay-Kind: upstreamable",
+        ],
+    );
+    let c = clone.join("mlx/backend/cpu/quantized.cpp");
+    let text = std::fs::read_to_string(&c).unwrap();
+    std::fs::write(&c, format!("{text}// trailing note\n")).unwrap();
+    std::fs::write(clone.join("OVERLAY_NOTES.md"), "notes\n").unwrap();
+    git(&clone, t, &["add", "-A"]);
+    git(
+        &clone,
+        t,
+        &[
+            "commit",
+            "-q",
+            "-m",
+            "Notes\n\nWhy: test.\n\nOverlay-Kind: local-only",
+        ],
+    );
+
+    let root = t.join("project");
+    let overlays = root.join("overlays/mlx");
+    std::fs::create_dir_all(&overlays).unwrap();
+    std::fs::copy(workspace().join("pins.toml"), root.join("pins.toml")).unwrap();
+    let names = git(
+        &clone,
+        t,
+        &["format-patch", "-2", "-o", overlays.to_str().unwrap()],
+    );
+    let names: Vec<&str> = names
+        .lines()
+        .map(|l| Path::new(l).file_name().unwrap().to_str().unwrap())
+        .collect();
+    std::fs::write(overlays.join("series"), names.join("\n") + "\n").unwrap();
+
+    let dir = t.join("tree");
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "--root",
+            root.to_str().unwrap(),
+            "apply",
+            "--dir",
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["--root", root.to_str().unwrap(), "check"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let am = t.join("am");
+    git(
+        t,
+        t,
+        &["clone", "-q", "--no-checkout", url, am.to_str().unwrap()],
+    );
+    git(&am, t, &["checkout", "-q", "--detach", PIN]);
+    for n in &names {
+        git(&am, t, &["am", "-q", overlays.join(n).to_str().unwrap()]);
+    }
+    assert_same_tree(&dir, &am);
+}
+
+/// This workspace's own series is clean at the pin.
+#[test]
+fn workspace_series_is_clean_at_the_pin() {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .arg("check")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
