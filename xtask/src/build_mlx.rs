@@ -640,7 +640,7 @@ fn split_cmake_list(s: &str) -> Vec<String> {
                 .and_then(|r| r.strip_suffix('>'))
             {
                 // LINK_ONLY may wrap another expression, e.g. $<BUILD_INTERFACE:fmt::..>.
-                (!inner.starts_with("$<")).then(|| inner.to_string())
+                (!inner.is_empty() && !inner.starts_with("$<")).then(|| inner.to_string())
             } else if x.starts_with("$<") {
                 None // BUILD_INTERFACE and friends do not apply to an installed library
             } else {
@@ -1451,7 +1451,7 @@ set_target_properties(mlx PROPERTIES
   INTERFACE_COMPILE_DEFINITIONS "MLX_STATIC"
   INTERFACE_COMPILE_FEATURES "cxx_std_20"
   INTERFACE_INCLUDE_DIRECTORIES "${_IMPORT_PREFIX}/include"
-  INTERFACE_LINK_LIBRARIES "\$<LINK_ONLY:dl>;\$<LINK_ONLY:pthread>;\$<LINK_ONLY:/usr/lib/x86_64-linux-gnu/libopenblas.so>;\$<LINK_ONLY:-lm>;\$<LINK_ONLY:-ldl>;\$<LINK_ONLY:\$<BUILD_INTERFACE:fmt::fmt-header-only>>"
+  INTERFACE_LINK_LIBRARIES "\$<LINK_ONLY:dl>;\$<LINK_ONLY:pthread>;\$<LINK_ONLY:/usr/lib/x86_64-linux-gnu/libopenblas.so>;\$<LINK_ONLY:-lm>;\$<LINK_ONLY:-ldl>;\$<LINK_ONLY:\$<BUILD_INTERFACE:fmt::fmt-header-only>>;\$<LINK_ONLY:>"
 )
 "#;
         let (links, defines) = parse_mlx_targets(text);
