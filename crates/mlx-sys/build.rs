@@ -1,0 +1,121 @@
+//! Links the MLX static library installed by `cargo xtask build-mlx` and compiles the cxx
+//! bridge. It never runs git, applies patches or configures CMake: all it knows about MLX
+//! comes from `build-info.json` (see docs/build.md).
+
+use std::path::{Path, PathBuf};
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=MLX_SYS_BUILD_INFO");
+    for f in ["src/ffi.rs", "src/mlx_sys.cc", "include/mlx_sys.h"] {
+        println!("cargo:rerun-if-changed={f}");
+    }
+
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let path = match std::env::var_os("MLX_SYS_BUILD_INFO") {
+        Some(p) => PathBuf::from(p),
+        None => workspace_root(&manifest).join("target/mlx/build-info.json"),
+    };
+    // Also emitted when the file is missing, so creating it triggers a rebuild.
+    println!("cargo:rerun-if-changed={}", path.display());
+    let info = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) => fail(&format!(
+            "cannot read MLX build info {} ({e}).\nRun `cargo xtask build-mlx` first \
+             (or point MLX_SYS_BUILD_INFO at a build-info.json).",
+            path.display()
+        )),
+    };
+    let info: serde_json::Value = serde_json::from_slice(&info)
+        .unwrap_or_else(|e| fail(&format!("{} is not valid JSON: {e}", path.display())));
+
+    let include_dir = PathBuf::from(str_field(&info, "include_dir", &path));
+    let lib_dir = PathBuf::from(str_field(&info, "lib_dir", &path));
+    let libs = list_field(&info, "libs", &path);
+    let link_search = list_field(&info, "link_search", &path);
+    let defines = list_field(&info, "defines", &path);
+    let cxx_std = info
+        .get("cxx_std")
+        .and_then(|v| v.as_str())
+        .unwrap_or("c++20");
+
+    if !include_dir.join("mlx/mlx.h").is_file() {
+        fail(&format!(
+            "{} names include_dir {} but mlx/mlx.h is not there; rerun `cargo xtask build-mlx`",
+            path.display(),
+            include_dir.display()
+        ));
+    }
+    // libmlx.a is bundled into this crate's rlib, so a rebuilt MLX must rebuild us.
+    let mlx_lib = lib_dir.join(if cfg!(windows) { "mlx.lib" } else { "libmlx.a" });
+    println!("cargo:rerun-if-changed={}", mlx_lib.display());
+
+    let mut build = cxx_build::bridge("src/ffi.rs");
+    build
+        .file("src/mlx_sys.cc")
+        .include(&include_dir)
+        .std(cxx_std);
+    for d in &defines {
+        match d.split_once('=') {
+            Some((k, v)) => build.define(k, v),
+            None => build.define(d, None),
+        };
+    }
+    // MLX headers are not warning-clean under -Wextra; keep our own output readable.
+    build.flag_if_supported("-Wno-unused-parameter");
+    build.compile("mlx_sys_bridge");
+
+    // After the bridge so the linker sees MLX after the objects that use it.
+    for dir in &link_search {
+        println!("cargo:rustc-link-search=native={dir}");
+    }
+    for lib in &libs {
+        println!("cargo:rustc-link-lib={lib}");
+    }
+    // MLX is C++: its C++ runtime must follow it on the link line.
+    let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    match target_os.as_str() {
+        "macos" | "ios" => println!("cargo:rustc-link-lib=dylib=c++"),
+        "windows" => {}
+        _ => println!("cargo:rustc-link-lib=dylib=stdc++"),
+    }
+    // Exposed to dependents' build scripts as DEP_MLX_INCLUDE (links = "mlx").
+    println!("cargo:include={}", include_dir.display());
+}
+
+/// The nearest ancestor whose Cargo.toml declares `[workspace]`, else two levels up
+/// (`crates/mlx-sys` -> workspace root).
+fn workspace_root(manifest: &Path) -> PathBuf {
+    manifest
+        .ancestors()
+        .skip(1)
+        .find(|d| {
+            std::fs::read_to_string(d.join("Cargo.toml"))
+                .is_ok_and(|t| t.lines().any(|l| l.trim() == "[workspace]"))
+        })
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| manifest.join("../.."))
+}
+
+fn str_field<'a>(info: &'a serde_json::Value, key: &str, path: &Path) -> &'a str {
+    info.get(key)
+        .and_then(|v| v.as_str())
+        .unwrap_or_else(|| fail(&format!("{} has no string field `{key}`", path.display())))
+}
+
+fn list_field(info: &serde_json::Value, key: &str, path: &Path) -> Vec<String> {
+    let Some(arr) = info.get(key).and_then(|v| v.as_array()) else {
+        fail(&format!("{} has no array field `{key}`", path.display()))
+    };
+    arr.iter()
+        .map(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| fail(&format!("{}: `{key}` holds a non-string", path.display())))
+        })
+        .collect()
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("error: mlx-sys: {msg}");
+    std::process::exit(1);
+}
