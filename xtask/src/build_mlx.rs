@@ -866,25 +866,28 @@ fn ninja_build(build: &Path, jobs: usize) -> Result<()> {
     });
     let stdout = child.stdout.take().context("no stdout pipe")?;
 
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let pb = indicatif::ProgressBar::new(0);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}",
-            )
-            .expect("static template")
-            .progress_chars("=> "),
-        );
-        pb.enable_steady_tick(Duration::from_millis(200));
-        pb
-    });
+    let tty = std::io::stderr().is_terminal();
+    // Created on the first status line: before Ninja reports a total there is nothing to show.
+    let mut bar: Option<indicatif::ProgressBar> = None;
     let mut other = Vec::new();
     let mut last_print = Instant::now() - Duration::from_secs(60);
     for line in BufReader::new(stdout).lines() {
         let line = line.context("reading build output")?;
         match parse_ninja_status(&line) {
             Some((n, m, desc)) => {
-                if let Some(pb) = &bar {
+                if tty {
+                    let pb = bar.get_or_insert_with(|| {
+                        let pb = indicatif::ProgressBar::new(m);
+                        pb.set_style(
+                            indicatif::ProgressStyle::with_template(
+                                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}",
+                            )
+                            .expect("static template")
+                            .progress_chars("=> "),
+                        );
+                        pb.enable_steady_tick(Duration::from_millis(200));
+                        pb
+                    });
                     pb.set_length(m);
                     pb.set_position(n);
                     pb.set_message(desc.to_string());
