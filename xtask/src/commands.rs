@@ -454,3 +454,124 @@ pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
         }),
     )
 }
+
+#[derive(clap::Args)]
+pub struct DriftArgs {
+    /// Target commit-ish [default: the head of the upstream branch named in pins.toml]
+    #[arg(long, value_name = "REV")]
+    pub to: Option<String>,
+    /// Starting commit-ish [default: the pin]
+    #[arg(long, value_name = "REV")]
+    pub from: Option<String>,
+    /// Walk first-parent commits and blame the commit where each overlay reached its status
+    #[arg(long)]
+    pub per_commit: bool,
+}
+
+/// Resolves a commit-ish in the upstream cache, fetching once if it is unknown.
+pub fn resolve_rev(ctx: &Ctx, repo: &UpstreamRepo, rev: &str) -> Result<git2::Oid> {
+    if let Ok(id) = repo.resolve(rev) {
+        return Ok(id);
+    }
+    let up = ctx.upstream();
+    let mut bar = Progress::new(&format!("fetching {}", up.name));
+    repo.fetch(&up.url, &mut |p| bar.update(p.received_objects as u64, p.total_objects as u64))?;
+    bar.finish();
+    // A fresh handle sees what the fetch brought.
+    let fresh = ctx.open_upstream()?;
+    Ok(fresh.resolve(rev)?)
+}
+
+/// The upstream branch head after a fetch: what `drift` and the CI canary compare against.
+pub fn branch_head(ctx: &Ctx, repo: &UpstreamRepo) -> Result<git2::Oid> {
+    let up = ctx.upstream();
+    let Some(branch) = &up.branch else {
+        bail!("pins.toml: upstream.{} has no `branch`, so there is no upstream head to compare with; pass --to REV", up.name);
+    };
+    let mut bar = Progress::new(&format!("fetching {}", up.name));
+    repo.fetch(&up.url, &mut |p| bar.update(p.received_objects as u64, p.total_objects as u64))?;
+    bar.finish();
+    let fresh = ctx.open_upstream()?;
+    Ok(fresh.resolve(&format!("refs/heads/{branch}"))?)
+}
+
+fn paint(s: &str, status: overlay::drift::Status) -> String {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || std::env::var_os("NO_COLOR").is_some() {
+        return s.to_string();
+    }
+    let code = match status {
+        overlay::drift::Status::Clean => "32",
+        overlay::drift::Status::Moved => "36",
+        overlay::drift::Status::ContextDrift => "33",
+        overlay::drift::Status::Upstreamed => "35",
+        overlay::drift::Status::Conflict => "31",
+    };
+    format!("\x1b[{code}m{s}\x1b[0m")
+}
+
+pub fn render_drift(r: &overlay::drift::Report) -> String {
+    let mut h = String::new();
+    let _ = write!(h, "drift: {} {} -> {}", r.upstream, short(&r.from), short(&r.to));
+    if let (Some(c), Some(e)) = (r.commits, r.evaluated) {
+        let _ = write!(h, " ({c} first-parent commit(s), {e} evaluated)");
+    }
+    h.push('\n');
+    for o in &r.overlays {
+        let d = &o.drift;
+        let mut status = d.status.as_str().to_string();
+        if d.partially_upstreamed {
+            status.push_str(" (partially)");
+        }
+        let _ = write!(h, "  {}  {}", paint(&format!("{status:<13}"), d.status), d.name);
+        if let Some(b) = &o.blame {
+            let _ = write!(h, "  since {} {}", short(&b.sha), b.subject);
+        }
+        h.push('\n');
+        for c in &d.symbol_changes {
+            let what = if c.removed { "removed" } else { "changed" };
+            let _ = writeln!(h, "      {what} upstream: {}::{} ({})", c.path, c.symbol, c.watched_because);
+            for l in c.diff.lines() {
+                let _ = writeln!(h, "        {l}");
+            }
+        }
+        for hk in &d.hunks {
+            use overlay::drift::HunkStatus as H;
+            let line = match (hk.status, hk.actual) {
+                (H::Exact, _) => continue,
+                (H::Moved, Some(a)) => format!("moved {} -> {a} ({:+})", hk.recorded, a as isize - hk.recorded as isize),
+                (H::Upstreamed, _) => "already upstream".to_string(),
+                (H::Conflict, _) => format!("conflict: {}", hk.reason.as_deref().unwrap_or("")),
+                (H::Moved, None) => "moved".to_string(),
+            };
+            let _ = writeln!(h, "      {} hunk #{}: {line}", hk.file, hk.hunk);
+        }
+    }
+    let mut counts = std::collections::BTreeMap::new();
+    for o in &r.overlays {
+        *counts.entry(o.drift.status.as_str()).or_insert(0) += 1;
+    }
+    let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let _ = writeln!(h, "{} overlay(s){}{}", r.overlays.len(), if summary.is_empty() { "" } else { ": " }, summary.join(", "));
+    h
+}
+
+pub fn drift(g: &Global, a: &DriftArgs) -> Result<ExitCode> {
+    let ctx = Ctx::load(g)?;
+    let up = ctx.upstream();
+    let series = ctx.series()?;
+    let repo = ctx.open_upstream()?;
+    let to = match &a.to {
+        Some(rev) => resolve_rev(&ctx, &repo, rev)?,
+        None => branch_head(&ctx, &repo)?,
+    };
+    let repo = ctx.open_upstream()?;
+    let from = match &a.from {
+        Some(rev) => resolve_rev(&ctx, &repo, rev)?,
+        None => git2::Oid::from_str(&up.rev)?,
+    };
+    let report = overlay::drift::drift(repo.repo(), &repo, &up.name, from, to, &series, a.per_commit)?;
+    emit(ctx.json, serde_json::to_value(&report)?, render_drift(&report));
+    let quiet = report.overlays.iter().all(|o| o.drift.status.is_quiet());
+    Ok(if quiet { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

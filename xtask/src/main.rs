@@ -47,6 +47,8 @@ enum Cmd {
     Refresh(commands::RefreshArgs),
     /// Start a new overlay from the edits in a materialized tree that no overlay owns
     NewOverlay(commands::NewOverlayArgs),
+    /// Classify every overlay against another upstream commit (clean, moved, context-drift, upstreamed, conflict)
+    Drift(commands::DriftArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Cmd::Check => commands::check(&cli.global),
         Cmd::Refresh(a) => commands::refresh(&cli.global, a),
         Cmd::NewOverlay(a) => commands::new_overlay(&cli.global, a),
+        Cmd::Drift(a) => commands::drift(&cli.global, a),
     };
     match result {
         Ok(code) => code,

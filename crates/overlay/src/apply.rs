@@ -141,70 +141,54 @@ fn matches_at(text: &Text, h: &Hunk, pre: &[&str], pos: usize, floor: usize) -> 
         .all(|(a, b)| a == b)
 }
 
-/// Applies the hunks of one file diff to `text`.
-pub fn apply_hunks(
-    text: &Text,
-    fp: &FilePatch,
-) -> Result<(Text, Vec<Placement>), (usize, Failure)> {
+/// Where a hunk's pre-image starts in `text` (0-based), searching from `floor`: the recorded place
+/// (adjusted by `drift`, the offset of the previous hunk) first, then a unique exact match.
+pub fn locate(text: &Text, h: &Hunk, floor: usize, drift: isize) -> Result<usize, Failure> {
+    let pre: Vec<&str> = h.preimage().collect();
+    let recorded = recorded_index(h);
+    let expected = (recorded as isize + drift).max(0) as usize;
+    if matches_at(text, h, &pre, expected, floor) {
+        return Ok(expected);
+    }
+    if matches_at(text, h, &pre, recorded, floor) {
+        return Ok(recorded);
+    }
+    if pre.is_empty() {
+        // A pure insertion without context has nothing to search for.
+        return Err(Failure::NoMatch { first_difference: None });
+    }
+    let found: Vec<usize> = (floor..=text.lines.len().saturating_sub(pre.len()))
+        .filter(|&p| matches_at(text, h, &pre, p, floor))
+        .collect();
+    match found.as_slice() {
+        [] => {
+            let diff = pre.iter().enumerate().find_map(|(k, want)| {
+                let got = text.lines.get(expected + k);
+                (got.map(String::as_str) != Some(*want))
+                    .then(|| (expected + k + 1, want.to_string(), got.cloned()))
+            });
+            Err(Failure::NoMatch { first_difference: diff })
+        }
+        [one] => Ok(*one),
+        many => Err(Failure::Ambiguous { candidates: many.iter().map(|p| p + 1).collect() }),
+    }
+}
+
+/// The 1-based line a placement reports for a hunk found at 0-based `pos`.
+pub fn placement(i: usize, h: &Hunk, pos: usize) -> Placement {
+    let one = usize::from(h.old_len > 0);
+    Placement { hunk: i + 1, recorded: recorded_index(h) + one, actual: pos + one }
+}
+
+/// Builds the text that results from placing `hunks` (in order) at the 0-based positions given.
+pub fn splice(text: &Text, hunks: &[(&Hunk, usize)]) -> Text {
     let mut out: Vec<String> = Vec::with_capacity(text.lines.len() + 16);
     let mut cursor = 0usize;
-    let mut drift: isize = 0;
-    let mut placements = Vec::new();
     let mut final_newline = text.final_newline;
-    for (i, h) in fp.hunks.iter().enumerate() {
-        let pre: Vec<&str> = h.preimage().collect();
-        let recorded = recorded_index(h);
-        let expected = (recorded as isize + drift).max(0) as usize;
-        let pos = if matches_at(text, h, &pre, expected, cursor) {
-            expected
-        } else if matches_at(text, h, &pre, recorded, cursor) {
-            recorded
-        } else if pre.is_empty() {
-            // A pure insertion without context has nothing to search for.
-            return Err((
-                i + 1,
-                Failure::NoMatch {
-                    first_difference: None,
-                },
-            ));
-        } else {
-            let found: Vec<usize> = (cursor..=text.lines.len().saturating_sub(pre.len()))
-                .filter(|&p| matches_at(text, h, &pre, p, cursor))
-                .collect();
-            match found.as_slice() {
-                [] => {
-                    let diff = pre.iter().enumerate().find_map(|(k, want)| {
-                        let got = text.lines.get(expected + k);
-                        (got.map(String::as_str) != Some(*want))
-                            .then(|| (expected + k + 1, want.to_string(), got.cloned()))
-                    });
-                    return Err((
-                        i + 1,
-                        Failure::NoMatch {
-                            first_difference: diff,
-                        },
-                    ));
-                }
-                [one] => *one,
-                many => {
-                    return Err((
-                        i + 1,
-                        Failure::Ambiguous {
-                            candidates: many.iter().map(|p| p + 1).collect(),
-                        },
-                    ));
-                }
-            }
-        };
-        drift = pos as isize - recorded as isize;
-        placements.push(Placement {
-            hunk: i + 1,
-            recorded: recorded + usize::from(h.old_len > 0),
-            actual: pos + usize::from(h.old_len > 0),
-        });
-        out.extend_from_slice(&text.lines[cursor..pos]);
+    for (h, pos) in hunks {
+        out.extend_from_slice(&text.lines[cursor..*pos]);
         out.extend(h.postimage().map(str::to_string));
-        cursor = pos + pre.len();
+        cursor = pos + h.preimage().count();
         if cursor == text.lines.len() {
             final_newline = !h.new_missing_newline;
         }
@@ -213,13 +197,59 @@ pub fn apply_hunks(
     if out.is_empty() {
         final_newline = true;
     }
-    Ok((
-        Text {
-            lines: out,
-            final_newline,
-        },
-        placements,
-    ))
+    Text { lines: out, final_newline }
+}
+
+/// Applies the hunks of one file diff to `text`.
+pub fn apply_hunks(text: &Text, fp: &FilePatch) -> Result<(Text, Vec<Placement>), (usize, Failure)> {
+    let mut cursor = 0usize;
+    let mut drift: isize = 0;
+    let mut placed = Vec::with_capacity(fp.hunks.len());
+    let mut placements = Vec::with_capacity(fp.hunks.len());
+    for (i, h) in fp.hunks.iter().enumerate() {
+        let pos = locate(text, h, cursor, drift).map_err(|f| (i + 1, f))?;
+        drift = pos as isize - recorded_index(h) as isize;
+        placements.push(placement(i, h, pos));
+        placed.push((h, pos));
+        cursor = pos + h.preimage().count();
+    }
+    Ok((splice(text, &placed), placements))
+}
+
+/// The hunk that undoes `h` (post-image becomes pre-image).
+pub fn reverse(h: &Hunk) -> Hunk {
+    use crate::patch::{Line, LineKind};
+    Hunk {
+        old_start: h.new_start,
+        old_len: h.new_len,
+        new_start: h.old_start,
+        new_len: h.old_len,
+        heading: h.heading.clone(),
+        lines: h
+            .lines
+            .iter()
+            .map(|l| Line {
+                kind: match l.kind {
+                    LineKind::Add => LineKind::Remove,
+                    LineKind::Remove => LineKind::Add,
+                    LineKind::Context => LineKind::Context,
+                },
+                text: l.text.clone(),
+            })
+            .collect(),
+        old_missing_newline: h.new_missing_newline,
+        new_missing_newline: h.old_missing_newline,
+        patch_line: h.patch_line,
+    }
+}
+
+/// 0-based index of the line a hunk is "about": its first changed old line, or for a pure
+/// insertion the line just above it. Used to find the enclosing symbol.
+pub fn anchor(h: &Hunk, pos: usize) -> usize {
+    let lead = h.leading_context();
+    let first_change = h.lines.iter().position(|l| l.kind != crate::patch::LineKind::Context);
+    let removes_first = first_change.is_some_and(|i| h.lines[i].kind == crate::patch::LineKind::Remove);
+    if removes_first { pos + lead } else { (pos + lead).saturating_sub(1) }
 }
 
 #[cfg(test)]

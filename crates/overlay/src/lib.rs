@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod check;
 pub mod diff;
+pub mod drift;
 pub mod error;
 pub mod manifest;
 pub mod materialize;

@@ -1,0 +1,492 @@
+//! `drift`: what moving the pin from one upstream commit to another does to each overlay.
+//!
+//! Textual checks are not enough: a hunk can still apply while the code it relies on changed
+//! underneath it. So besides placing every hunk (exactly, never with fuzz), drift watches the
+//! symbols around each hunk and the ones an overlay names in `Depends-On:` trailers, comparing
+//! their whitespace- and comment-insensitive fingerprints between the two upstream commits.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::apply::{Text, anchor, locate, reverse, splice};
+use crate::diff;
+use crate::error::{Error, Result};
+use crate::patch::{FilePatch, Hunk, Overlay, render_hunk};
+use crate::series::Series;
+use crate::symbols::{SymbolIndex, scan};
+use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Clean,
+    Moved,
+    ContextDrift,
+    Upstreamed,
+    Conflict,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Clean => "clean",
+            Status::Moved => "moved",
+            Status::ContextDrift => "context-drift",
+            Status::Upstreamed => "upstreamed",
+            Status::Conflict => "conflict",
+        }
+    }
+    /// Whether a bump can carry the overlay without anybody looking at it.
+    pub fn is_quiet(self) -> bool {
+        matches!(self, Status::Clean | Status::Moved)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HunkStatus {
+    Exact,
+    Moved,
+    Upstreamed,
+    Conflict,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HunkDrift {
+    pub file: String,
+    pub hunk: usize,
+    pub status: HunkStatus,
+    /// 1-based old-side line the overlay records.
+    pub recorded: usize,
+    /// Where it applies at the target, when it does.
+    pub actual: Option<usize>,
+    /// The definition the hunk was written in (at the old pin), if any.
+    pub symbol: Option<String>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SymbolChange {
+    pub path: String,
+    pub symbol: String,
+    /// "encloses hunk #2 of <file>" or "Depends-On".
+    pub watched_because: String,
+    pub removed: bool,
+    /// Upstream's change to the symbol, as unified diff hunks.
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OverlayDrift {
+    pub name: String,
+    pub status: Status,
+    /// Some hunks (not all) are already upstream.
+    pub partially_upstreamed: bool,
+    pub changed_symbols: Vec<String>,
+    pub symbol_changes: Vec<SymbolChange>,
+    pub hunks: Vec<HunkDrift>,
+}
+
+/// Parsed texts and symbol indexes by blob id: unchanged blobs are never re-read or re-parsed.
+#[derive(Default)]
+pub struct Caches {
+    texts: HashMap<git2::Oid, Arc<Text>>,
+    symbols: HashMap<git2::Oid, Arc<SymbolIndex>>,
+    pub blobs_read: usize,
+    pub scans: usize,
+}
+
+impl Caches {
+    fn text(&mut self, tree: &Tree, path: &str, src: &dyn BlobSource) -> Result<Option<Arc<Text>>> {
+        let Some(id) = tree.blob_id(path) else { return Ok(None) };
+        if let Some(t) = self.texts.get(&id) {
+            return Ok(Some(t.clone()));
+        }
+        let bytes = tree.bytes(path, src)?.unwrap_or_default();
+        self.blobs_read += 1;
+        let t = Arc::new(Text::parse(&String::from_utf8_lossy(&bytes)));
+        self.texts.insert(id, t.clone());
+        Ok(Some(t))
+    }
+
+    fn symbols(&mut self, tree: &Tree, path: &str, src: &dyn BlobSource) -> Result<Option<Arc<SymbolIndex>>> {
+        let Some(id) = tree.blob_id(path) else { return Ok(None) };
+        if let Some(s) = self.symbols.get(&id) {
+            return Ok(Some(s.clone()));
+        }
+        let text = self.text(tree, path, src)?.expect("present");
+        self.scans += 1;
+        let s = Arc::new(scan(&text.render()));
+        self.symbols.insert(id, s.clone());
+        Ok(Some(s))
+    }
+}
+
+/// The definition a hunk placed at 0-based `pos` is "in": for a change that removes lines, the
+/// innermost definition around its first removed line; for a pure insertion, the definition that
+/// encloses both neighbours (an insertion between two definitions is in neither).
+fn symbol_for(ix: &SymbolIndex, text: &Text, h: &Hunk, pos: usize) -> Option<String> {
+    let a = anchor(h, pos);
+    let removes_first = h.lines.iter().find(|l| l.kind != crate::patch::LineKind::Context).is_some_and(|l| l.kind == crate::patch::LineKind::Remove);
+    if removes_first {
+        return ix.enclosing(a + 1).map(|s| s.qualified.clone());
+    }
+    let above = ix.enclosing(a + 1);
+    let below_line = pos + h.leading_context() + 1;
+    let below = if below_line <= text.lines.len() { ix.enclosing(below_line) } else { None };
+    match (above, below) {
+        (Some(x), Some(y)) if x.span == y.span => Some(x.qualified.clone()),
+        (Some(x), Some(y)) if x.span.start <= y.span.start && y.span.end <= x.span.end => Some(x.qualified.clone()),
+        (Some(x), Some(y)) if y.span.start <= x.span.start && x.span.end <= y.span.end => Some(y.qualified.clone()),
+        _ => None,
+    }
+}
+
+/// The symbols a hunk's removed lines touch (old side, 1-based lines), for watching.
+fn touched(ix: &SymbolIndex, h: &Hunk, pos: usize) -> Vec<String> {
+    let mut line = pos + 1;
+    let (mut first, mut last) = (None, None);
+    for l in &h.lines {
+        match l.kind {
+            crate::patch::LineKind::Add => {}
+            crate::patch::LineKind::Remove => {
+                first.get_or_insert(line);
+                last = Some(line);
+                line += 1;
+            }
+            crate::patch::LineKind::Context => line += 1,
+        }
+    }
+    match (first, last) {
+        (Some(a), Some(b)) => ix.overlapping(a, b).iter().filter(|s| s.start_line <= a && b <= s.end_line).map(|s| s.qualified.clone()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn symbol_text(text: &Text, ix: &SymbolIndex, name: &str) -> String {
+    let src = text.render();
+    ix.find(name).iter().map(|s| &src[s.span.clone()]).collect::<Vec<_>>().join("\n")
+}
+
+fn file_entry(text: &Text, mode: u32) -> Entry {
+    Entry { mode, content: Content::Bytes(Arc::from(text.render().into_bytes())) }
+}
+
+/// Classifies every overlay of `series` for a move of the upstream from `from` to `to`, evaluating
+/// the series as a chain (each overlay on top of the previous ones) on both sides.
+pub fn classify(from: &Tree, to: &Tree, series: &Series, src: &dyn BlobSource, caches: &mut Caches) -> Result<Vec<OverlayDrift>> {
+    let mut from_chain = from.clone();
+    let mut to_chain = to.clone();
+    let mut out = Vec::new();
+    for ov in &series.overlays {
+        out.push(classify_one(ov, from, to, &mut from_chain, &mut to_chain, src, caches)?);
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn classify_one(
+    ov: &Overlay,
+    from_up: &Tree,
+    to_up: &Tree,
+    from_chain: &mut Tree,
+    to_chain: &mut Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<OverlayDrift> {
+    let mut hunks = Vec::new();
+    let mut watched: BTreeMap<(String, String), String> = BTreeMap::new();
+    for d in &ov.trailers.depends_on {
+        watched.insert((d.path.clone(), d.symbol.clone()), "Depends-On".into());
+    }
+    let mut to_next = to_chain.clone();
+    for fp in &ov.files {
+        let file = fp.path().to_string();
+        let mut push = |i: usize, h: &Hunk, status, actual, symbol, reason: Option<String>| {
+            hunks.push(HunkDrift { file: file.clone(), hunk: i + 1, status, recorded: h.old_start, actual, symbol, reason });
+        };
+        // The old pin: where each hunk sits and which definition it is in.
+        let from_text = match &fp.old_path {
+            Some(p) => caches.text(from_chain, p, src)?.ok_or_else(|| not_at_pin(ov, fp))?,
+            None => Arc::new(Text::parse("")),
+        };
+        let from_syms = match &fp.old_path {
+            Some(p) => caches.symbols(from_chain, p, src)?,
+            None => None,
+        };
+        let (_, from_pl) = crate::apply::apply_hunks(&from_text, fp).map_err(|_| not_at_pin(ov, fp))?;
+        let from_pos: Vec<usize> = from_pl.iter().zip(&fp.hunks).map(|(p, h)| p.actual - usize::from(h.old_len > 0)).collect();
+        let pin_symbol = |i: usize| from_syms.as_ref().and_then(|ix| symbol_for(ix, &from_text, &fp.hunks[i], from_pos[i]));
+        if let (Some(ix), Some(p)) = (&from_syms, &fp.old_path) {
+            for (i, h) in fp.hunks.iter().enumerate() {
+                for s in touched(ix, h, from_pos[i]).into_iter().chain(pin_symbol(i)) {
+                    watched.entry((p.clone(), s)).or_insert_with(|| format!("encloses hunk #{} of {p}", i + 1));
+                }
+            }
+        }
+        // The target.
+        if fp.is_new() {
+            let want = crate::apply::apply_hunks(&Text::parse(""), fp).map(|r| r.0).map_err(|_| not_at_pin(ov, fp))?;
+            let path = fp.new_path.as_deref().expect("new file has a path");
+            match caches.text(&to_next, path, src)? {
+                Some(have) if *have == want => fp.hunks.iter().enumerate().for_each(|(i, h)| push(i, h, HunkStatus::Upstreamed, None, None, None)),
+                Some(_) => fp.hunks.iter().enumerate().for_each(|(i, h)| push(i, h, HunkStatus::Conflict, None, None, Some(format!("{path} now exists upstream with other content")))),
+                None => {
+                    fp.hunks.iter().enumerate().for_each(|(i, h)| push(i, h, HunkStatus::Exact, Some(h.old_start), None, None));
+                    to_next.entries.insert(path.to_string(), file_entry(&want, fp.new_mode.unwrap_or(MODE_FILE)));
+                }
+            }
+            continue;
+        }
+        let old_path = fp.old_path.as_deref().expect("not new");
+        let Some(to_text) = caches.text(&to_next, old_path, src)? else {
+            let (status, reason) = if fp.is_delete() {
+                (HunkStatus::Upstreamed, None)
+            } else {
+                (HunkStatus::Conflict, Some(format!("{old_path} no longer exists upstream")))
+            };
+            fp.hunks.iter().enumerate().for_each(|(i, h)| push(i, h, status, None, pin_symbol(i), reason.clone()));
+            continue;
+        };
+        let to_syms = caches.symbols(&to_next, old_path, src)?.expect("text exists");
+        let (mut cursor, mut drift) = (0usize, 0isize);
+        let mut placed: Vec<(&Hunk, usize)> = Vec::new();
+        for (i, h) in fp.hunks.iter().enumerate() {
+            let sym = pin_symbol(i);
+            match locate(&to_text, h, cursor, drift) {
+                Ok(pos) => {
+                    let now = symbol_for(&to_syms, &to_text, h, pos);
+                    if now != sym {
+                        let reason = format!(
+                            "its context now matches only at line {} {}, but it was written {}",
+                            pos + 1,
+                            now.as_deref().map_or("outside any definition".into(), |s| format!("inside {s}")),
+                            sym.as_deref().map_or("outside any definition".into(), |s| format!("inside {s}"))
+                        );
+                        push(i, h, HunkStatus::Conflict, Some(pos + 1), sym, Some(reason));
+                        continue;
+                    }
+                    let status = if pos + usize::from(h.old_len > 0) == h.old_start { HunkStatus::Exact } else { HunkStatus::Moved };
+                    push(i, h, status, Some(pos + usize::from(h.old_len > 0)), sym, None);
+                    drift = pos as isize - (h.old_start as isize - isize::from(h.old_len > 0));
+                    cursor = pos + h.preimage().count();
+                    placed.push((h, pos));
+                }
+                Err(why) => {
+                    let rev = reverse(h);
+                    match locate(&to_text, &rev, cursor, drift) {
+                        Ok(pos) => {
+                            push(i, h, HunkStatus::Upstreamed, Some(pos + 1), sym, None);
+                            cursor = pos + rev.preimage().count();
+                        }
+                        Err(_) => push(i, h, HunkStatus::Conflict, None, sym, Some(why.to_string())),
+                    }
+                }
+            }
+        }
+        let result = splice(&to_text, &placed);
+        let mode = to_next.entries.get(old_path).map_or(MODE_FILE, |e| e.mode);
+        if fp.is_delete() && placed.len() == fp.hunks.len() {
+            to_next.entries.remove(old_path);
+        } else if !placed.is_empty() {
+            to_next.entries.remove(old_path);
+            let new_path = fp.new_path.as_deref().unwrap_or(old_path);
+            to_next.entries.insert(new_path.to_string(), file_entry(&result, fp.new_mode.unwrap_or(mode)));
+        }
+    }
+    // Watched symbols: compare upstream's own versions (overlays excluded) at both commits.
+    let mut symbol_changes = Vec::new();
+    for ((path, sym), why) in watched {
+        let before = caches.symbols(from_up, &path, src)?;
+        let Some(a) = before.as_ref().and_then(|ix| ix.fingerprint_of(&sym)) else {
+            if why == "Depends-On" {
+                return Err(Error::input(&ov.path, None, format!("Depends-On: {path}::{sym}: no such definition in upstream at the pin"))
+                    .with_help("fix the trailer: the path is relative to the upstream root, the symbol a function, class or macro name"));
+            }
+            continue; // introduced by an overlay, not upstream's
+        };
+        let after = caches.symbols(to_up, &path, src)?;
+        let b = after.as_ref().and_then(|ix| ix.fingerprint_of(&sym));
+        if Some(&a) == b.as_ref() {
+            continue;
+        }
+        let old_text = symbol_text(&caches.text(from_up, &path, src)?.expect("scanned"), before.as_ref().expect("found"), &sym);
+        let new_text = match (&after, caches.text(to_up, &path, src)?) {
+            (Some(ix), Some(t)) => symbol_text(&t, ix, &sym),
+            _ => String::new(),
+        };
+        let mut d = String::new();
+        for h in diff::hunks(&ensure_nl(old_text), &ensure_nl(new_text), diff::CONTEXT)? {
+            render_hunk(&mut d, &h);
+        }
+        symbol_changes.push(SymbolChange { path, symbol: sym, watched_because: why, removed: b.is_none(), diff: d });
+    }
+    let any = |s: HunkStatus| hunks.iter().any(|h| h.status == s);
+    let upstreamed = hunks.iter().filter(|h| h.status == HunkStatus::Upstreamed).count();
+    let status = if any(HunkStatus::Conflict) {
+        Status::Conflict
+    } else if upstreamed > 0 {
+        Status::Upstreamed
+    } else if !symbol_changes.is_empty() {
+        Status::ContextDrift
+    } else if any(HunkStatus::Moved) {
+        Status::Moved
+    } else {
+        Status::Clean
+    };
+    from_chain.apply_overlay(ov, src)?;
+    if status != Status::Conflict {
+        *to_chain = to_next;
+    }
+    let mut changed_symbols: Vec<String> = symbol_changes.iter().map(|c| c.symbol.clone()).collect();
+    changed_symbols.dedup();
+    Ok(OverlayDrift {
+        name: ov.name.clone(),
+        status,
+        partially_upstreamed: upstreamed > 0 && upstreamed < hunks.len(),
+        changed_symbols,
+        symbol_changes,
+        hunks,
+    })
+}
+
+fn ensure_nl(mut s: String) -> String {
+    if !s.is_empty() && !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s
+}
+
+fn not_at_pin(ov: &Overlay, fp: &FilePatch) -> Error {
+    Error::input(&ov.path, Some(fp.patch_line), format!("{} does not apply at the starting commit", fp.path()))
+        .with_help("drift compares against a series that applies at --from; run `cargo xtask check` first")
+}
+
+/// The files a series touches or depends on: the only ones drift needs to read at each commit.
+pub fn relevant_paths(series: &Series) -> Vec<String> {
+    let mut v: Vec<String> = series
+        .overlays
+        .iter()
+        .flat_map(|o| {
+            o.files
+                .iter()
+                .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
+                .flatten()
+                .chain(o.trailers.depends_on.iter().map(|d| d.path.clone()))
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// A tree holding only `paths` of a commit (those that exist).
+pub fn subset_tree(repo: &git2::Repository, commit: git2::Oid, paths: &[String]) -> Result<Tree> {
+    let c = repo.find_commit(commit).map_err(|e| Error::git(format!("reading commit {commit}"), e))?;
+    let tree = c.tree().map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
+    let mut out = Tree::default();
+    for p in paths {
+        if let Ok(e) = tree.get_path(std::path::Path::new(p))
+            && e.kind() == Some(git2::ObjectType::Blob)
+        {
+            out.entries.insert(p.clone(), Entry { mode: e.filemode() as u32, content: Content::Blob(e.id()) });
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Blame {
+    pub sha: String,
+    pub subject: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub upstream: String,
+    pub from: String,
+    pub to: String,
+    /// First-parent commits examined (with --per-commit) and how many needed evaluation.
+    pub commits: Option<usize>,
+    pub evaluated: Option<usize>,
+    pub overlays: Vec<ReportOverlay>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReportOverlay {
+    #[serde(flatten)]
+    pub drift: OverlayDrift,
+    pub blame: Option<Blame>,
+}
+
+/// Drift of `series` from `from` to `to`; with `per_commit`, also the first-parent commit at which
+/// each overlay reached its final status.
+pub fn drift(repo: &git2::Repository, src: &dyn BlobSource, upstream: &str, from: git2::Oid, to: git2::Oid, series: &Series, per_commit: bool) -> Result<Report> {
+    let paths = relevant_paths(series);
+    let mut caches = Caches::default();
+    let from_tree = subset_tree(repo, from, &paths)?;
+    let to_tree = subset_tree(repo, to, &paths)?;
+    let final_drift = classify(&from_tree, &to_tree, series, src, &mut caches)?;
+    let mut blames: Vec<Option<Blame>> = vec![None; final_drift.len()];
+    let (mut commits_n, mut evaluated) = (None, None);
+    if per_commit && from != to {
+        let mut walk = repo.revwalk().map_err(|e| Error::git("walking history", e))?;
+        walk.push(to).map_err(|e| Error::git("walking history", e))?;
+        walk.simplify_first_parent().map_err(|e| Error::git("walking history", e))?;
+        let mut commits = Vec::new();
+        let mut reached = false;
+        for id in walk {
+            let id = id.map_err(|e| Error::git("walking history", e))?;
+            if id == from {
+                reached = true;
+                break;
+            }
+            commits.push(id);
+        }
+        if !reached {
+            return Err(Error::input("pins.toml", None, format!("{from} is not on the first-parent history of {to}"))
+                .with_help("--per-commit walks first parents from --to back to --from; pick a --from on that line"));
+        }
+        commits.reverse();
+        let key = |t: &Tree| -> Vec<Option<git2::Oid>> { paths.iter().map(|p| t.blob_id(p)).collect() };
+        let mut prev_key = key(&from_tree);
+        let mut prev: Vec<Status> = classify(&from_tree, &from_tree, series, src, &mut caches)?.iter().map(|d| d.status).collect();
+        let mut history: Vec<(git2::Oid, Vec<Status>)> = Vec::new();
+        let mut n_eval = 0;
+        for c in &commits {
+            let t = subset_tree(repo, *c, &paths)?;
+            let k = key(&t);
+            if k != prev_key {
+                n_eval += 1;
+                prev = classify(&from_tree, &t, series, src, &mut caches)?.iter().map(|d| d.status).collect();
+                prev_key = k;
+            }
+            history.push((*c, prev.clone()));
+        }
+        for (i, d) in final_drift.iter().enumerate() {
+            // The last commit whose status differs from its predecessor's, if it ends at the final one.
+            let mut at = None;
+            let mut before = Status::Clean;
+            for (c, st) in &history {
+                if st[i] != before {
+                    at = Some(*c);
+                    before = st[i];
+                }
+            }
+            if let Some(c) = at.filter(|_| before == d.status) {
+                let commit = repo.find_commit(c).map_err(|e| Error::git("reading commit", e))?;
+                blames[i] = Some(Blame { sha: c.to_string(), subject: commit.summary().ok().flatten().unwrap_or("").to_string() });
+            }
+        }
+        commits_n = Some(commits.len());
+        evaluated = Some(n_eval);
+    }
+    Ok(Report {
+        upstream: upstream.to_string(),
+        from: from.to_string(),
+        to: to.to_string(),
+        commits: commits_n,
+        evaluated,
+        overlays: final_drift.into_iter().zip(blames).map(|(drift, blame)| ReportOverlay { drift, blame }).collect(),
+    })
+}
