@@ -1,0 +1,367 @@
+//! Generates the translation units from extracted code and compiles them with
+//! the system C++ compiler into a content-addressed cache.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use sha2::{Digest, Sha256};
+
+use crate::extract::{self, Extracted, TreeFiles};
+
+/// Our shim and driver sources, written next to each generated unit.
+const SOURCES: &[(&str, &str)] = &[
+    ("metal_std.h", include_str!("../cpp/metal_std.h")),
+    ("metal_shim.h", include_str!("../cpp/metal_shim.h")),
+    ("simt.h", include_str!("../cpp/simt.h")),
+    ("host_shim.h", include_str!("../cpp/host_shim.h")),
+    ("kernels_main.cpp", include_str!("../cpp/kernels_main.cpp")),
+    (
+        "dispatch_main.cpp",
+        include_str!("../cpp/dispatch_main.cpp"),
+    ),
+];
+
+/// Host functions the dispatch binary runs, and the host names our shim
+/// provides instead of MLX's (they would encode real Metal commands).
+pub const HOST_ROOTS: &[&str] = &[
+    "dispatch_qmv",
+    "qmv_quad",
+    "qmv",
+    "qmv_wide",
+    "qmv_fast_k_alignment",
+];
+const HOST_SHIMMED: &[&str] = &[
+    "get_quantized_kernel_wrapped",
+    "add_strides_and_shapes",
+    "concatenate",
+    "get_type_string",
+    "get_command_encoder",
+];
+
+pub const KERNEL_ROOTS: &[&str] = &[
+    "qmv_quad_impl",
+    "qmv_fast_impl",
+    "qmv_impl",
+    "qmv_wide_impl",
+];
+/// The streamed variants another change will add (absent at the pin).
+pub const STREAMED: &[&str] = &["qmv_fast_streamed_impl", "qmv_streamed_impl"];
+
+/// Floating-point contraction of a * b + c into fma: Metal may contract
+/// unless told otherwise, so claims are checked both ways.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Contraction {
+    Off,
+    On,
+}
+
+impl Contraction {
+    pub fn flags(self) -> Vec<String> {
+        match self {
+            Contraction::Off => vec!["-ffp-contract=off".into()],
+            Contraction::On => {
+                let mut v = vec!["-ffp-contract=fast".to_string()];
+                if cfg!(target_arch = "x86_64") {
+                    v.push("-mfma".into());
+                }
+                v
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Family {
+    Quad,
+    Fast,
+    Qmv,
+    Wide,
+    FastStreamed,
+    QmvStreamed,
+}
+
+impl Family {
+    /// The family of an MLX host `func` name recorded by the dispatch binary.
+    pub fn from_func(func: &str) -> Option<Family> {
+        Some(match func {
+            "qmv_quad" => Family::Quad,
+            "qmv_fast" => Family::Fast,
+            "qmv" => Family::Qmv,
+            "qmv_wide" => Family::Wide,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Quad => "qmv_quad",
+            Family::Fast => "qmv_fast",
+            Family::Qmv => "qmv",
+            Family::Wide => "qmv_wide",
+            Family::FastStreamed => "qmv_fast_streamed",
+            Family::QmvStreamed => "qmv_streamed",
+        }
+    }
+    fn launcher(self) -> &'static str {
+        match self {
+            Family::Quad => "launch_quad",
+            Family::Fast => "launch_fast",
+            Family::Qmv => "launch_qmv",
+            Family::Wide => "launch_wide",
+            Family::FastStreamed => "launch_fast_streamed",
+            Family::QmvStreamed => "launch_qmv_streamed",
+        }
+    }
+}
+
+/// One kernel instantiation: family, element type (MLX's type string),
+/// group size, bits and the extra template arguments (D for quad; V and
+/// k_lanes for wide; V for streamed).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instance {
+    pub family: Family,
+    pub ty: String,
+    pub gs: i64,
+    pub bits: i64,
+    pub extra: Vec<i64>,
+}
+
+impl Instance {
+    pub fn key(&self) -> String {
+        let mut k = format!(
+            "{}/{}/{}/{}",
+            self.family.name(),
+            self.ty,
+            self.gs,
+            self.bits
+        );
+        for e in &self.extra {
+            k.push_str(&format!("/{e}"));
+        }
+        k
+    }
+    fn cpp_type(&self) -> Result<&'static str> {
+        Ok(match self.ty.as_str() {
+            "float32" => "float",
+            "float16" => "half",
+            "bfloat16" => "bfloat16_t",
+            t => bail!("unsupported type {t}"),
+        })
+    }
+    fn launcher(&self) -> Result<String> {
+        let mut args = format!("{}, {}, {}", self.cpp_type()?, self.gs, self.bits);
+        for e in &self.extra {
+            args.push_str(&format!(", {e}"));
+        }
+        Ok(format!("&{}<{args}>", self.family.launcher()))
+    }
+}
+
+/// The dispatch unit: MLX's host dispatch code over the recording shim.
+pub fn dispatch_unit(files: &TreeFiles) -> Result<String> {
+    let e = extract::extract(files, extract::HOST_SEARCH, HOST_ROOTS, &[], HOST_SHIMMED)?;
+    Ok(format!(
+        "// generated by metal-sim from the {label} tree\n#define MSIM_TREE \"{label}\"\n\
+         #include \"host_shim.h\"\nnamespace mlx::core {{\n{code}}} // namespace mlx::core\n\
+         #line 1 \"metal-sim-dispatch\"\n#include \"dispatch_main.cpp\"\n",
+        label = files.label,
+        code = e.code
+    ))
+}
+
+/// Extracts the kernel code (and the streamed variants when present).
+pub fn kernel_code(files: &TreeFiles) -> Result<Extracted> {
+    extract::extract(
+        files,
+        &[extract::KERNEL_HEADER],
+        KERNEL_ROOTS,
+        STREAMED,
+        &[],
+    )
+}
+
+/// The kernel unit: extracted kernels, our driver, and a launcher per
+/// instance.
+pub fn kernel_unit(files: &TreeFiles, code: &Extracted, instances: &[Instance]) -> Result<String> {
+    let mut s = format!(
+        "// generated by metal-sim from the {label} tree\n#define MSIM_TREE \"{label}\"\n\
+         #include \"simt.h\"\nusing namespace metal;\n{code}\n#line 1 \"metal-sim-kernels\"\n",
+        label = files.label,
+        code = code.code
+    );
+    for f in &code.optional_found {
+        s.push_str(&format!("#define MSIM_HAVE_{f} 1\n"));
+    }
+    s.push_str(
+        "#include \"kernels_main.cpp\"\nnamespace msim_harness {\nconst Entry kEntries[] = {\n",
+    );
+    for i in instances {
+        s.push_str(&format!("  {{\"{}\", {}}},\n", i.key(), i.launcher()?));
+    }
+    s.push_str(&format!(
+        "  {{nullptr, nullptr}}}};\nconst size_t kNumEntries = {};\n}} // namespace msim_harness\n",
+        instances.len()
+    ));
+    Ok(s)
+}
+
+pub struct Compiler {
+    cxx: String,
+    version: String,
+    cache: PathBuf,
+}
+
+/// A compiled binary and how long getting it took.
+#[derive(Clone, Debug)]
+pub struct Binary {
+    pub path: PathBuf,
+    pub cached: bool,
+    pub seconds: f64,
+}
+
+impl Compiler {
+    /// `$CXX`, else `c++`, else `g++`; binaries go under `cache`.
+    pub fn detect(cache: &Path) -> Result<Compiler> {
+        let mut candidates = Vec::new();
+        if let Ok(c) = std::env::var("CXX")
+            && !c.is_empty()
+        {
+            candidates.push(c);
+        }
+        candidates.push("c++".into());
+        candidates.push("g++".into());
+        for cxx in candidates {
+            if let Ok(out) = Command::new(&cxx).arg("--version").output()
+                && out.status.success()
+            {
+                return Ok(Compiler {
+                    cxx,
+                    version: String::from_utf8_lossy(&out.stdout).into_owned(),
+                    cache: cache.to_path_buf(),
+                });
+            }
+        }
+        bail!("no C++ compiler found ($CXX, c++, g++)")
+    }
+
+    pub fn version(&self) -> &str {
+        self.version.lines().next().unwrap_or("")
+    }
+
+    /// Compiles `unit`; the cache key covers the unit, our sources, the flags
+    /// and the compiler, so a changed tree or shim never reuses a binary.
+    pub fn build(&self, unit: &str, extra_flags: &[String]) -> Result<Binary> {
+        let t0 = Instant::now();
+        let mut flags: Vec<String> = [
+            "-std=c++20",
+            "-O1",
+            // qdot reads packed bytes through a uint16_t pointer.
+            "-fno-strict-aliasing",
+            // [[thread_position_in_grid]] and friends are unknown to g++.
+            "-Wno-attributes",
+            "-Wno-unknown-pragmas",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        flags.extend_from_slice(extra_flags);
+        let mut h = Sha256::new();
+        h.update(unit.as_bytes());
+        for (name, text) in SOURCES {
+            h.update(name.as_bytes());
+            h.update(text.as_bytes());
+        }
+        h.update(flags.join(" ").as_bytes());
+        h.update(self.cxx.as_bytes());
+        h.update(self.version.as_bytes());
+        let key: String = h
+            .finalize()
+            .iter()
+            .take(12)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let dir = self.cache.join(&key);
+        let bin = dir.join("sim");
+        if bin.is_file() {
+            return Ok(Binary {
+                path: bin,
+                cached: true,
+                seconds: t0.elapsed().as_secs_f64(),
+            });
+        }
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (name, text) in SOURCES {
+            std::fs::write(dir.join(name), text)?;
+        }
+        std::fs::write(dir.join("unit.cpp"), unit)?;
+        let tmp = dir.join(format!("sim.tmp{}", std::process::id()));
+        let out = Command::new(&self.cxx)
+            .args(&flags)
+            .arg("-I")
+            .arg(&dir)
+            .arg("-o")
+            .arg(&tmp)
+            .arg(dir.join("unit.cpp"))
+            .arg("-pthread")
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running {}", self.cxx))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let head: String = err.lines().take(40).collect::<Vec<_>>().join("\n");
+            bail!(
+                "compiling {} failed:\n{head}",
+                dir.join("unit.cpp").display()
+            );
+        }
+        // Atomic publish: a concurrent run sees either no binary or a whole one.
+        std::fs::rename(&tmp, &bin)?;
+        Ok(Binary {
+            path: bin,
+            cached: false,
+            seconds: t0.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// Feeds `lines` to `bin` and parses one JSON object per output line.
+pub fn run_lines(bin: &Path, lines: &[String]) -> Result<Vec<serde_json::Value>> {
+    let mut child = Command::new(bin)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {}", bin.display()))?;
+    let mut stdin = child.stdin.take().context("stdin")?;
+    let input = lines.join("\n") + "\n";
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output()?;
+    writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("writer panicked"))?
+        .context("writing cases")?;
+    if !out.status.success() {
+        bail!(
+            "{} failed ({}): {}",
+            bin.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8(out.stdout)?;
+    let vals = text
+        .lines()
+        .map(|l| serde_json::from_str(l).with_context(|| format!("bad output line: {l}")))
+        .collect::<Result<Vec<_>>>()?;
+    if vals.len() != lines.len() {
+        bail!(
+            "{} answered {} of {} requests",
+            bin.display(),
+            vals.len(),
+            lines.len()
+        );
+    }
+    Ok(vals)
+}

@@ -1,0 +1,402 @@
+//! Pulls named definitions out of the tree under test and emits them as C++
+//! with `#line` markers, so compiler errors point into the MLX file.
+//!
+//! Starting from root names, every identifier in an extracted definition that
+//! names a top-level function, macro or file-scope constant of the searched
+//! files is extracted too (transitive closure). Identifiers with no
+//! definition there are left to the shims. A name defined more than once in
+//! the first file that defines it is an error: the emulator must never guess
+//! which overload MLX would use.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context, Result, bail};
+use overlay::symbols::{self, SymbolKind};
+
+/// The files of one tree that the emulator reads, by tree-relative path.
+#[derive(Clone, Debug)]
+pub struct TreeFiles {
+    /// Shown in reports and baked into the binaries ("patched", "pristine").
+    pub label: String,
+    pub files: BTreeMap<String, String>,
+}
+
+pub const KERNEL_HEADER: &str = "mlx/backend/metal/kernels/quantized.h";
+pub const HOST_SOURCE: &str = "mlx/backend/metal/quantized.cpp";
+/// Where host helpers used by the dispatch code live, searched in order.
+pub const HOST_SEARCH: &[&str] = &[HOST_SOURCE, "mlx/backend/common/quantized.h", "mlx/utils.h"];
+
+impl TreeFiles {
+    /// Every path the emulator may read.
+    pub fn wanted() -> Vec<&'static str> {
+        let mut v = vec![KERNEL_HEADER];
+        v.extend_from_slice(HOST_SEARCH);
+        v
+    }
+
+    pub fn from_dir(label: &str, dir: &std::path::Path) -> Result<TreeFiles> {
+        let mut files = BTreeMap::new();
+        for p in Self::wanted() {
+            let path = dir.join(p);
+            if path.is_file() {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                files.insert(p.to_string(), text);
+            }
+        }
+        Self::checked(label, files)
+    }
+
+    pub fn from_tree(
+        label: &str,
+        tree: &overlay::tree::Tree,
+        src: &dyn overlay::tree::BlobSource,
+    ) -> Result<TreeFiles> {
+        let mut files = BTreeMap::new();
+        for p in Self::wanted() {
+            if let Some(bytes) = tree.bytes(p, src).with_context(|| format!("reading {p}"))? {
+                files.insert(
+                    p.to_string(),
+                    String::from_utf8(bytes).with_context(|| format!("{p} is not UTF-8"))?,
+                );
+            }
+        }
+        Self::checked(label, files)
+    }
+
+    fn checked(label: &str, files: BTreeMap<String, String>) -> Result<TreeFiles> {
+        for p in [KERNEL_HEADER, HOST_SOURCE] {
+            if !files.contains_key(p) {
+                bail!("{label} tree has no {p}");
+            }
+        }
+        Ok(TreeFiles {
+            label: label.to_string(),
+            files,
+        })
+    }
+
+    pub fn get(&self, path: &str) -> Result<&str> {
+        self.files
+            .get(path)
+            .map(String::as_str)
+            .with_context(|| format!("{} tree has no {path}", self.label))
+    }
+}
+
+/// One extracted piece: its file, first line and text.
+#[derive(Clone, Debug)]
+struct Piece {
+    file_rank: usize,
+    start: usize,
+    path: String,
+    line: usize,
+    text: String,
+}
+
+/// The result of an extraction.
+#[derive(Clone, Debug)]
+pub struct Extracted {
+    /// C++ text with `#line` markers.
+    pub code: String,
+    /// Names of the extracted definitions, in emission order.
+    pub names: Vec<String>,
+    /// Optional roots that were found.
+    pub optional_found: Vec<String>,
+}
+
+/// Identifiers of C-family source, skipping comments, string and character
+/// literals (a kernel name inside a string is not a reference).
+pub fn identifiers(src: &str) -> Vec<&str> {
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            i += 2;
+            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                i += 1;
+            }
+            i += 2;
+        } else if c == b'"' || c == b'\'' {
+            i += 1;
+            while i < b.len() && b[i] != c && b[i] != b'\n' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            out.push(&src[s..i]);
+        } else if c.is_ascii_digit() {
+            // Skip numeric literals with suffixes (0x0f, 4.0f, 1e-7).
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || b[i] == b'_') {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+struct FileIndex<'a> {
+    path: &'a str,
+    text: &'a str,
+    index: symbols::SymbolIndex,
+}
+
+impl FileIndex<'_> {
+    /// Top-level functions and macros named `name` (members of classes are
+    /// not candidates: they are reached through their class).
+    fn definitions(&self, name: &str) -> Vec<(usize, usize, usize)> {
+        let syms = self.index.symbols();
+        syms.iter()
+            .filter(|s| {
+                s.name == name && matches!(s.kind, SymbolKind::Function | SymbolKind::Macro)
+            })
+            .filter(|s| {
+                !syms.iter().any(|o| {
+                    o.span.start <= s.span.start && s.span.end <= o.span.end && o.span != s.span
+                })
+            })
+            .map(|s| (s.span.start, s.span.end, s.start_line))
+            .collect()
+    }
+
+    /// File-scope single-line declarations `... NAME = ...;` outside every
+    /// definition, e.g. `MLX_MTL_CONST int SIMD_SIZE = 32;`.
+    fn constants(&self, name: &str) -> Vec<(usize, usize, usize)> {
+        let mut out = Vec::new();
+        let mut offset = 0;
+        for (n, line) in self.text.split_inclusive('\n').enumerate() {
+            let start = offset;
+            offset += line.len();
+            let t = line.trim();
+            if !t.ends_with(';') || t.starts_with('#') || t.starts_with("//") {
+                continue;
+            }
+            let ids = identifiers(t);
+            let Some(pos) = ids.iter().position(|i| *i == name) else {
+                continue;
+            };
+            // The name must be the declarator: followed by `=` in the text.
+            let after = t.split(name).nth(1).unwrap_or("").trim_start();
+            if pos == 0 || !after.starts_with('=') || after.starts_with("==") {
+                continue;
+            }
+            let inside = self
+                .index
+                .symbols()
+                .iter()
+                .any(|s| s.span.start <= start && start < s.span.end);
+            if !inside {
+                out.push((start, start + line.len(), n + 1));
+            }
+        }
+        out
+    }
+}
+
+/// Extracts `roots` (required) and `optional` (taken when present) with their
+/// transitive dependencies from `search` (paths of `files`, in priority
+/// order), except names in `exclude` (provided by the shims).
+pub fn extract(
+    files: &TreeFiles,
+    search: &[&str],
+    roots: &[&str],
+    optional: &[&str],
+    exclude: &[&str],
+) -> Result<Extracted> {
+    let mut idx = Vec::new();
+    for p in search {
+        if let Some(text) = files.files.get(*p) {
+            idx.push(FileIndex {
+                path: p,
+                text,
+                index: symbols::scan(text),
+            });
+        }
+    }
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut seen: BTreeSet<String> = exclude.iter().map(|s| s.to_string()).collect();
+    let mut queue: Vec<(String, bool)> = roots.iter().map(|r| (r.to_string(), true)).collect();
+    let mut optional_found = Vec::new();
+    for o in optional {
+        let found = idx.iter().any(|f| !f.definitions(o).is_empty());
+        if found {
+            optional_found.push(o.to_string());
+            queue.push((o.to_string(), true));
+        }
+    }
+    let mut names = Vec::new();
+    while let Some((name, required)) = queue.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let mut hit = None;
+        for (rank, f) in idx.iter().enumerate() {
+            let mut defs = f.definitions(&name);
+            if defs.is_empty() {
+                defs = f.constants(&name);
+            }
+            match defs.len() {
+                0 => continue,
+                1 => {
+                    hit = Some((rank, defs[0]));
+                    break;
+                }
+                n => bail!(
+                    "{}: `{name}` has {n} definitions (lines {}); the emulator will not guess which one MLX uses",
+                    f.path,
+                    defs.iter()
+                        .map(|d| d.2.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }
+        }
+        let Some((rank, (start, end, line))) = hit else {
+            if required {
+                bail!(
+                    "`{name}` is not defined in {} of the {} tree",
+                    search.join(", "),
+                    files.label
+                );
+            }
+            continue;
+        };
+        let f = &idx[rank];
+        let text = f.text[start..end].to_string();
+        for id in identifiers(&text) {
+            if !seen.contains(id) {
+                queue.push((id.to_string(), false));
+            }
+        }
+        names.push(name);
+        pieces.push(Piece {
+            file_rank: rank,
+            start,
+            path: f.path.to_string(),
+            line,
+            text,
+        });
+    }
+    // Later files are lower-level helpers (utils.h before quantized.cpp needs
+    // them); within a file, source order keeps declarations before uses.
+    pieces.sort_by(|a, b| b.file_rank.cmp(&a.file_rank).then(a.start.cmp(&b.start)));
+    let mut code = String::new();
+    for p in &pieces {
+        code.push_str(&format!("#line {} \"{}\"\n{}\n", p.line, p.path, p.text));
+    }
+    Ok(Extracted {
+        code,
+        names,
+        optional_found,
+    })
+}
+
+/// Replaces every `from` by `to` inside the definition `name` of `path`; the
+/// perturbation control uses this on a copy of the tree. Fails when the site
+/// is missing, so a control can never silently become a no-op.
+pub fn perturb(
+    files: &TreeFiles,
+    path: &str,
+    name: &str,
+    from: &str,
+    to: &str,
+) -> Result<TreeFiles> {
+    let text = files.get(path)?;
+    let index = symbols::scan(text);
+    let defs: Vec<_> = index
+        .find(name)
+        .into_iter()
+        .filter(|s| s.kind == SymbolKind::Function && s.name == name)
+        .collect();
+    if defs.len() != 1 {
+        bail!(
+            "perturbation: `{name}` has {} definitions in {path}",
+            defs.len()
+        );
+    }
+    let span = defs[0].span.clone();
+    let body = &text[span.clone()];
+    if !body.contains(from) {
+        bail!("perturbation: `{from}` not found in `{name}` of {path}");
+    }
+    let mut out = files.clone();
+    out.label = format!("{}-perturbed", files.label);
+    let new = format!(
+        "{}{}{}",
+        &text[..span.start],
+        body.replace(from, to),
+        &text[span.end..]
+    );
+    out.files.insert(path.to_string(), new);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(text: &str) -> TreeFiles {
+        let mut files = BTreeMap::new();
+        files.insert("a.h".to_string(), text.to_string());
+        TreeFiles {
+            label: "t".into(),
+            files,
+        }
+    }
+
+    #[test]
+    fn closure_follows_references_and_skips_strings() {
+        let t = tree(
+            "#define K_CONST static const\nK_CONST int SIZE = 4;\n\
+             int helper(int x) { return x * SIZE; }\n\
+             int unused() { return 1; }\n\
+             int root() { const char* s = \"unused\"; return helper(2); }\n",
+        );
+        let e = extract(&t, &["a.h"], &["root"], &[], &[]).unwrap();
+        let mut n = e.names.clone();
+        n.sort();
+        assert_eq!(n, ["K_CONST", "SIZE", "helper", "root"]);
+        // Source order, with line markers into the original file.
+        let h = e.code.find("int helper").unwrap();
+        let r = e.code.find("int root").unwrap();
+        assert!(e.code.find("int SIZE").unwrap() < h && h < r);
+        assert!(e.code.contains("#line 3 \"a.h\"\nint helper"));
+    }
+
+    #[test]
+    fn ambiguous_and_missing_names_fail() {
+        let t = tree(
+            "int f(int) { return 1; }\nint f(float) { return 2; }\nint g() { return f(1); }\n",
+        );
+        let err = extract(&t, &["a.h"], &["g"], &[], &[]).unwrap_err();
+        assert!(err.to_string().contains("2 definitions"), "{err}");
+        let err = extract(&t, &["a.h"], &["nope"], &[], &[]).unwrap_err();
+        assert!(err.to_string().contains("not defined"), "{err}");
+        // Optional names are simply absent.
+        let e = extract(&t, &["a.h"], &[], &["nope"], &[]).unwrap();
+        assert!(e.optional_found.is_empty());
+    }
+
+    #[test]
+    fn perturb_requires_the_site() {
+        let t = tree("int f(int a, int b, int c) { return a + b + c; }\n");
+        let p = perturb(&t, "a.h", "f", "a + b", "b + a").unwrap();
+        assert!(p.files["a.h"].contains("return b + a + c"));
+        assert!(perturb(&t, "a.h", "f", "x + y", "y + x").is_err());
+    }
+}
