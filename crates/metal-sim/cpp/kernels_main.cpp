@@ -249,7 +249,7 @@ void run_case(const Args& a, const Entry& e) {
     }
   }
   std::ostringstream o;
-  o << "{\"id\":\"" << a.id << "\",\"error\":\"" << err << "\",\"rel_err\":" << max_rel
+  o << "{\"id\":\"" << a.id << "\",\"error\":\"" << err << "\",\"rel_err\":" << (std::isfinite(max_rel) ? max_rel : 1e300)
     << ",\"y\":\"" << hex.str() << "\",\"sums\":[";
   for (size_t i = 0; i < msim::g_records.size(); i++) {
     const auto& r = msim::g_records[i];

@@ -1,6 +1,13 @@
 //! Runs the real Metal source of MLX's quantized mat-vec kernels on the CPU to
 //! check bit-identity claims. See docs/kernels/metal-sim.md.
+//!
+//! Entry point: [`run`] on the files of a patched tree (and optionally a
+//! pristine one), e.g. from [`pinned::load`] or [`TreeFiles::from_dir`].
 
 pub mod compile;
 pub mod extract;
 pub mod pinned;
+pub mod runner;
+
+pub use extract::TreeFiles;
+pub use runner::{Claim, Options, Report, Status, compare_hashes, run};
