@@ -9,7 +9,6 @@
 //! pub struct SourceInfo { upstream, pin, series_hash, fetchcontent, cache_root, workspace_target }
 //! pub struct BuildMlxArgs { backend, profile, jobs, install_deps }   // clap::Args
 //! pub struct BuildInfo { .. }                                // serde, the build-info.json contract
-//! pub fn default_cache_root() -> Option<PathBuf>
 //! pub fn run(args, source, materialize, json) -> anyhow::Result<ExitCode>
 //! ```
 //!
@@ -146,20 +145,6 @@ pub struct BuildInfo {
     pub link_search: Vec<PathBuf>,
     pub defines: Vec<String>,
     pub cxx_std: String,
-}
-
-/// Per-user cache root: `$XDG_CACHE_HOME/overlay`, `~/Library/Caches/overlay` on macOS,
-/// else `~/.cache/overlay`.
-pub fn default_cache_root() -> Option<PathBuf> {
-    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
-        return Some(PathBuf::from(x).join("overlay"));
-    }
-    let home = PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?);
-    if cfg!(target_os = "macos") {
-        Some(home.join("Library/Caches/overlay"))
-    } else {
-        Some(home.join(".cache/overlay"))
-    }
 }
 
 /// A failure the user can act on: printed as-is, exit code 2.

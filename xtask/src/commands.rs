@@ -466,6 +466,9 @@ pub struct DriftArgs {
     /// Walk first-parent commits and blame the commit where each overlay reached its status
     #[arg(long)]
     pub per_commit: bool,
+    /// Also write a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY)
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
 }
 
 /// Resolves a commit-ish in the upstream cache, fetching once if it is unknown.
@@ -475,7 +478,9 @@ pub fn resolve_rev(ctx: &Ctx, repo: &UpstreamRepo, rev: &str) -> Result<git2::Oi
     }
     let up = ctx.upstream();
     let mut bar = Progress::new(&format!("fetching {}", up.name));
-    repo.fetch(&up.url, &mut |p| bar.update(p.received_objects as u64, p.total_objects as u64))?;
+    repo.fetch(&up.url, &mut |p| {
+        bar.update(p.received_objects as u64, p.total_objects as u64)
+    })?;
     bar.finish();
     // A fresh handle sees what the fetch brought.
     let fresh = ctx.open_upstream()?;
@@ -486,10 +491,15 @@ pub fn resolve_rev(ctx: &Ctx, repo: &UpstreamRepo, rev: &str) -> Result<git2::Oi
 pub fn branch_head(ctx: &Ctx, repo: &UpstreamRepo) -> Result<git2::Oid> {
     let up = ctx.upstream();
     let Some(branch) = &up.branch else {
-        bail!("pins.toml: upstream.{} has no `branch`, so there is no upstream head to compare with; pass --to REV", up.name);
+        bail!(
+            "pins.toml: upstream.{} has no `branch`, so there is no upstream head to compare with; pass --to REV",
+            up.name
+        );
     };
     let mut bar = Progress::new(&format!("fetching {}", up.name));
-    repo.fetch(&up.url, &mut |p| bar.update(p.received_objects as u64, p.total_objects as u64))?;
+    repo.fetch(&up.url, &mut |p| {
+        bar.update(p.received_objects as u64, p.total_objects as u64)
+    })?;
     bar.finish();
     let fresh = ctx.open_upstream()?;
     Ok(fresh.resolve(&format!("refs/heads/{branch}"))?)
@@ -512,7 +522,13 @@ fn paint(s: &str, status: overlay::drift::Status) -> String {
 
 pub fn render_drift(r: &overlay::drift::Report) -> String {
     let mut h = String::new();
-    let _ = write!(h, "drift: {} {} -> {}", r.upstream, short(&r.from), short(&r.to));
+    let _ = write!(
+        h,
+        "drift: {} {} -> {}",
+        r.upstream,
+        short(&r.from),
+        short(&r.to)
+    );
     if let (Some(c), Some(e)) = (r.commits, r.evaluated) {
         let _ = write!(h, " ({c} first-parent commit(s), {e} evaluated)");
     }
@@ -523,14 +539,23 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
         if d.partially_upstreamed {
             status.push_str(" (partially)");
         }
-        let _ = write!(h, "  {}  {}", paint(&format!("{status:<13}"), d.status), d.name);
+        let _ = write!(
+            h,
+            "  {}  {}",
+            paint(&format!("{status:<13}"), d.status),
+            d.name
+        );
         if let Some(b) = &o.blame {
             let _ = write!(h, "  since {} {}", short(&b.sha), b.subject);
         }
         h.push('\n');
         for c in &d.symbol_changes {
             let what = if c.removed { "removed" } else { "changed" };
-            let _ = writeln!(h, "      {what} upstream: {}::{} ({})", c.path, c.symbol, c.watched_because);
+            let _ = writeln!(
+                h,
+                "      {what} upstream: {}::{} ({})",
+                c.path, c.symbol, c.watched_because
+            );
             for l in c.diff.lines() {
                 let _ = writeln!(h, "        {l}");
             }
@@ -539,7 +564,11 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
             use overlay::drift::HunkStatus as H;
             let line = match (hk.status, hk.actual) {
                 (H::Exact, _) => continue,
-                (H::Moved, Some(a)) => format!("moved {} -> {a} ({:+})", hk.recorded, a as isize - hk.recorded as isize),
+                (H::Moved, Some(a)) => format!(
+                    "moved {} -> {a} ({:+})",
+                    hk.recorded,
+                    a as isize - hk.recorded as isize
+                ),
                 (H::Upstreamed, _) => "already upstream".to_string(),
                 (H::Conflict, _) => format!("conflict: {}", hk.reason.as_deref().unwrap_or("")),
                 (H::Moved, None) => "moved".to_string(),
@@ -552,8 +581,64 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
         *counts.entry(o.drift.status.as_str()).or_insert(0) += 1;
     }
     let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    let _ = writeln!(h, "{} overlay(s){}{}", r.overlays.len(), if summary.is_empty() { "" } else { ": " }, summary.join(", "));
+    let _ = writeln!(
+        h,
+        "{} overlay(s){}{}",
+        r.overlays.len(),
+        if summary.is_empty() { "" } else { ": " },
+        summary.join(", ")
+    );
     h
+}
+
+/// The drift report as a Markdown table (GitHub step summaries append to one file).
+pub fn markdown_drift(r: &overlay::drift::Report) -> String {
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "### Overlay drift: {} `{}` → `{}`\n",
+        r.upstream,
+        short(&r.from),
+        short(&r.to)
+    );
+    if r.overlays.is_empty() {
+        let _ = writeln!(m, "No overlays.\n");
+        return m;
+    }
+    let _ = writeln!(
+        m,
+        "| overlay | status | since | changed upstream symbols |\n|---|---|---|---|"
+    );
+    for o in &r.overlays {
+        let d = &o.drift;
+        let since = o.blame.as_ref().map_or(String::new(), |b| {
+            format!("`{}` {}", short(&b.sha), b.subject.replace('|', "\\|"))
+        });
+        let syms: Vec<String> = d.changed_symbols.iter().map(|s| format!("`{s}`")).collect();
+        let _ = writeln!(
+            m,
+            "| {} | {}{} | {since} | {} |",
+            d.name,
+            d.status.as_str(),
+            if d.partially_upstreamed {
+                " (partially)"
+            } else {
+                ""
+            },
+            syms.join(", ")
+        );
+    }
+    m.push('\n');
+    for o in &r.overlays {
+        for c in &o.drift.symbol_changes {
+            let _ = writeln!(
+                m,
+                "<details><summary>{}: upstream changed <code>{}</code> ({})</summary>\n\n```diff\n{}```\n</details>\n",
+                o.drift.name, c.symbol, c.watched_because, c.diff
+            );
+        }
+    }
+    m
 }
 
 pub fn drift(g: &Global, a: &DriftArgs) -> Result<ExitCode> {
@@ -570,8 +655,55 @@ pub fn drift(g: &Global, a: &DriftArgs) -> Result<ExitCode> {
         Some(rev) => resolve_rev(&ctx, &repo, rev)?,
         None => git2::Oid::from_str(&up.rev)?,
     };
-    let report = overlay::drift::drift(repo.repo(), &repo, &up.name, from, to, &series, a.per_commit)?;
-    emit(ctx.json, serde_json::to_value(&report)?, render_drift(&report));
+    let report = overlay::drift::drift(
+        repo.repo(),
+        &repo,
+        &up.name,
+        from,
+        to,
+        &series,
+        a.per_commit,
+    )?;
+    if let Some(path) = &a.summary {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("{}: cannot write the summary", path.display()))?;
+        f.write_all(markdown_drift(&report).as_bytes())
+            .with_context(|| format!("{}: cannot write the summary", path.display()))?;
+    }
+    emit(
+        ctx.json,
+        serde_json::to_value(&report)?,
+        render_drift(&report),
+    );
     let quiet = report.overlays.iter().all(|o| o.drift.status.is_quiet());
-    Ok(if quiet { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if quiet {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitCode> {
+    let ctx = Ctx::load(g)?;
+    let up = ctx.upstream();
+    let series = ctx.series()?;
+    let source = crate::build_mlx::SourceInfo {
+        upstream: up.name.clone(),
+        pin: up.rev.clone(),
+        series_hash: series.content_hash(),
+        fetchcontent: up.fetchcontent.clone(),
+        cache_root: default_cache_root(),
+        // mlx-sys's build.rs reads the build info from this workspace's target/, whatever --root is.
+        workspace_target: workspace_root().join("target"),
+    };
+    crate::build_mlx::run(
+        a,
+        &source,
+        &mut |dir| materialize(&ctx, dir, false).map(|_| ()),
+        ctx.json,
+    )
 }

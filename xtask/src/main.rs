@@ -1,7 +1,9 @@
 //! `cargo xtask`: thin glue over the `overlay` engine (argument parsing, progress, printing).
 //! Exit codes: 0 clean, 1 findings, 2 error.
 
+mod build_mlx;
 mod commands;
+mod metal_sim;
 mod progress;
 
 use std::path::PathBuf;
@@ -47,6 +49,10 @@ enum Cmd {
     Refresh(commands::RefreshArgs),
     /// Start a new overlay from the edits in a materialized tree that no overlay owns
     NewOverlay(commands::NewOverlayArgs),
+    /// Build the patched upstream (CMake + Ninja), cached by content outside the checkout
+    BuildMlx(build_mlx::BuildMlxArgs),
+    /// Run MLX's quantized mat-vec kernels on the CPU emulator and check identity claims
+    MetalSim(metal_sim::MetalSimArgs),
     /// Classify every overlay against another upstream commit (clean, moved, context-drift, upstreamed, conflict)
     Drift(commands::DriftArgs),
 }
@@ -60,6 +66,8 @@ fn main() -> ExitCode {
         Cmd::Refresh(a) => commands::refresh(&cli.global, a),
         Cmd::NewOverlay(a) => commands::new_overlay(&cli.global, a),
         Cmd::Drift(a) => commands::drift(&cli.global, a),
+        Cmd::BuildMlx(a) => commands::build_mlx(&cli.global, a),
+        Cmd::MetalSim(a) => metal_sim::run(a, &cli.global),
     };
     match result {
         Ok(code) => code,

@@ -155,7 +155,9 @@ pub fn locate(text: &Text, h: &Hunk, floor: usize, drift: isize) -> Result<usize
     }
     if pre.is_empty() {
         // A pure insertion without context has nothing to search for.
-        return Err(Failure::NoMatch { first_difference: None });
+        return Err(Failure::NoMatch {
+            first_difference: None,
+        });
     }
     let found: Vec<usize> = (floor..=text.lines.len().saturating_sub(pre.len()))
         .filter(|&p| matches_at(text, h, &pre, p, floor))
@@ -167,17 +169,25 @@ pub fn locate(text: &Text, h: &Hunk, floor: usize, drift: isize) -> Result<usize
                 (got.map(String::as_str) != Some(*want))
                     .then(|| (expected + k + 1, want.to_string(), got.cloned()))
             });
-            Err(Failure::NoMatch { first_difference: diff })
+            Err(Failure::NoMatch {
+                first_difference: diff,
+            })
         }
         [one] => Ok(*one),
-        many => Err(Failure::Ambiguous { candidates: many.iter().map(|p| p + 1).collect() }),
+        many => Err(Failure::Ambiguous {
+            candidates: many.iter().map(|p| p + 1).collect(),
+        }),
     }
 }
 
 /// The 1-based line a placement reports for a hunk found at 0-based `pos`.
 pub fn placement(i: usize, h: &Hunk, pos: usize) -> Placement {
     let one = usize::from(h.old_len > 0);
-    Placement { hunk: i + 1, recorded: recorded_index(h) + one, actual: pos + one }
+    Placement {
+        hunk: i + 1,
+        recorded: recorded_index(h) + one,
+        actual: pos + one,
+    }
 }
 
 /// Builds the text that results from placing `hunks` (in order) at the 0-based positions given.
@@ -197,11 +207,17 @@ pub fn splice(text: &Text, hunks: &[(&Hunk, usize)]) -> Text {
     if out.is_empty() {
         final_newline = true;
     }
-    Text { lines: out, final_newline }
+    Text {
+        lines: out,
+        final_newline,
+    }
 }
 
 /// Applies the hunks of one file diff to `text`.
-pub fn apply_hunks(text: &Text, fp: &FilePatch) -> Result<(Text, Vec<Placement>), (usize, Failure)> {
+pub fn apply_hunks(
+    text: &Text,
+    fp: &FilePatch,
+) -> Result<(Text, Vec<Placement>), (usize, Failure)> {
     let mut cursor = 0usize;
     let mut drift: isize = 0;
     let mut placed = Vec::with_capacity(fp.hunks.len());
@@ -247,9 +263,17 @@ pub fn reverse(h: &Hunk) -> Hunk {
 /// insertion the line just above it. Used to find the enclosing symbol.
 pub fn anchor(h: &Hunk, pos: usize) -> usize {
     let lead = h.leading_context();
-    let first_change = h.lines.iter().position(|l| l.kind != crate::patch::LineKind::Context);
-    let removes_first = first_change.is_some_and(|i| h.lines[i].kind == crate::patch::LineKind::Remove);
-    if removes_first { pos + lead } else { (pos + lead).saturating_sub(1) }
+    let first_change = h
+        .lines
+        .iter()
+        .position(|l| l.kind != crate::patch::LineKind::Context);
+    let removes_first =
+        first_change.is_some_and(|i| h.lines[i].kind == crate::patch::LineKind::Remove);
+    if removes_first {
+        pos + lead
+    } else {
+        (pos + lead).saturating_sub(1)
+    }
 }
 
 #[cfg(test)]

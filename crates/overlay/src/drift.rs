@@ -98,7 +98,9 @@ pub struct Caches {
 
 impl Caches {
     fn text(&mut self, tree: &Tree, path: &str, src: &dyn BlobSource) -> Result<Option<Arc<Text>>> {
-        let Some(id) = tree.blob_id(path) else { return Ok(None) };
+        let Some(id) = tree.blob_id(path) else {
+            return Ok(None);
+        };
         if let Some(t) = self.texts.get(&id) {
             return Ok(Some(t.clone()));
         }
@@ -109,8 +111,15 @@ impl Caches {
         Ok(Some(t))
     }
 
-    fn symbols(&mut self, tree: &Tree, path: &str, src: &dyn BlobSource) -> Result<Option<Arc<SymbolIndex>>> {
-        let Some(id) = tree.blob_id(path) else { return Ok(None) };
+    fn symbols(
+        &mut self,
+        tree: &Tree,
+        path: &str,
+        src: &dyn BlobSource,
+    ) -> Result<Option<Arc<SymbolIndex>>> {
+        let Some(id) = tree.blob_id(path) else {
+            return Ok(None);
+        };
         if let Some(s) = self.symbols.get(&id) {
             return Ok(Some(s.clone()));
         }
@@ -127,17 +136,29 @@ impl Caches {
 /// encloses both neighbours (an insertion between two definitions is in neither).
 fn symbol_for(ix: &SymbolIndex, text: &Text, h: &Hunk, pos: usize) -> Option<String> {
     let a = anchor(h, pos);
-    let removes_first = h.lines.iter().find(|l| l.kind != crate::patch::LineKind::Context).is_some_and(|l| l.kind == crate::patch::LineKind::Remove);
+    let removes_first = h
+        .lines
+        .iter()
+        .find(|l| l.kind != crate::patch::LineKind::Context)
+        .is_some_and(|l| l.kind == crate::patch::LineKind::Remove);
     if removes_first {
         return ix.enclosing(a + 1).map(|s| s.qualified.clone());
     }
     let above = ix.enclosing(a + 1);
     let below_line = pos + h.leading_context() + 1;
-    let below = if below_line <= text.lines.len() { ix.enclosing(below_line) } else { None };
+    let below = if below_line <= text.lines.len() {
+        ix.enclosing(below_line)
+    } else {
+        None
+    };
     match (above, below) {
         (Some(x), Some(y)) if x.span == y.span => Some(x.qualified.clone()),
-        (Some(x), Some(y)) if x.span.start <= y.span.start && y.span.end <= x.span.end => Some(x.qualified.clone()),
-        (Some(x), Some(y)) if y.span.start <= x.span.start && x.span.end <= y.span.end => Some(y.qualified.clone()),
+        (Some(x), Some(y)) if x.span.start <= y.span.start && y.span.end <= x.span.end => {
+            Some(x.qualified.clone())
+        }
+        (Some(x), Some(y)) if y.span.start <= x.span.start && x.span.end <= y.span.end => {
+            Some(y.qualified.clone())
+        }
         _ => None,
     }
 }
@@ -158,28 +179,54 @@ fn touched(ix: &SymbolIndex, h: &Hunk, pos: usize) -> Vec<String> {
         }
     }
     match (first, last) {
-        (Some(a), Some(b)) => ix.overlapping(a, b).iter().filter(|s| s.start_line <= a && b <= s.end_line).map(|s| s.qualified.clone()).collect(),
+        (Some(a), Some(b)) => ix
+            .overlapping(a, b)
+            .iter()
+            .filter(|s| s.start_line <= a && b <= s.end_line)
+            .map(|s| s.qualified.clone())
+            .collect(),
         _ => Vec::new(),
     }
 }
 
 fn symbol_text(text: &Text, ix: &SymbolIndex, name: &str) -> String {
     let src = text.render();
-    ix.find(name).iter().map(|s| &src[s.span.clone()]).collect::<Vec<_>>().join("\n")
+    ix.find(name)
+        .iter()
+        .map(|s| &src[s.span.clone()])
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn file_entry(text: &Text, mode: u32) -> Entry {
-    Entry { mode, content: Content::Bytes(Arc::from(text.render().into_bytes())) }
+    Entry {
+        mode,
+        content: Content::Bytes(Arc::from(text.render().into_bytes())),
+    }
 }
 
 /// Classifies every overlay of `series` for a move of the upstream from `from` to `to`, evaluating
 /// the series as a chain (each overlay on top of the previous ones) on both sides.
-pub fn classify(from: &Tree, to: &Tree, series: &Series, src: &dyn BlobSource, caches: &mut Caches) -> Result<Vec<OverlayDrift>> {
+pub fn classify(
+    from: &Tree,
+    to: &Tree,
+    series: &Series,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<Vec<OverlayDrift>> {
     let mut from_chain = from.clone();
     let mut to_chain = to.clone();
     let mut out = Vec::new();
     for ov in &series.overlays {
-        out.push(classify_one(ov, from, to, &mut from_chain, &mut to_chain, src, caches)?);
+        out.push(classify_one(
+            ov,
+            from,
+            to,
+            &mut from_chain,
+            &mut to_chain,
+            src,
+            caches,
+        )?);
     }
     Ok(out)
 }
@@ -203,37 +250,78 @@ fn classify_one(
     for fp in &ov.files {
         let file = fp.path().to_string();
         let mut push = |i: usize, h: &Hunk, status, actual, symbol, reason: Option<String>| {
-            hunks.push(HunkDrift { file: file.clone(), hunk: i + 1, status, recorded: h.old_start, actual, symbol, reason });
+            hunks.push(HunkDrift {
+                file: file.clone(),
+                hunk: i + 1,
+                status,
+                recorded: h.old_start,
+                actual,
+                symbol,
+                reason,
+            });
         };
         // The old pin: where each hunk sits and which definition it is in.
         let from_text = match &fp.old_path {
-            Some(p) => caches.text(from_chain, p, src)?.ok_or_else(|| not_at_pin(ov, fp))?,
+            Some(p) => caches
+                .text(from_chain, p, src)?
+                .ok_or_else(|| not_at_pin(ov, fp))?,
             None => Arc::new(Text::parse("")),
         };
         let from_syms = match &fp.old_path {
             Some(p) => caches.symbols(from_chain, p, src)?,
             None => None,
         };
-        let (_, from_pl) = crate::apply::apply_hunks(&from_text, fp).map_err(|_| not_at_pin(ov, fp))?;
-        let from_pos: Vec<usize> = from_pl.iter().zip(&fp.hunks).map(|(p, h)| p.actual - usize::from(h.old_len > 0)).collect();
-        let pin_symbol = |i: usize| from_syms.as_ref().and_then(|ix| symbol_for(ix, &from_text, &fp.hunks[i], from_pos[i]));
+        let (_, from_pl) =
+            crate::apply::apply_hunks(&from_text, fp).map_err(|_| not_at_pin(ov, fp))?;
+        let from_pos: Vec<usize> = from_pl
+            .iter()
+            .zip(&fp.hunks)
+            .map(|(p, h)| p.actual - usize::from(h.old_len > 0))
+            .collect();
+        let pin_symbol = |i: usize| {
+            from_syms
+                .as_ref()
+                .and_then(|ix| symbol_for(ix, &from_text, &fp.hunks[i], from_pos[i]))
+        };
         if let (Some(ix), Some(p)) = (&from_syms, &fp.old_path) {
             for (i, h) in fp.hunks.iter().enumerate() {
                 for s in touched(ix, h, from_pos[i]).into_iter().chain(pin_symbol(i)) {
-                    watched.entry((p.clone(), s)).or_insert_with(|| format!("encloses hunk #{} of {p}", i + 1));
+                    watched
+                        .entry((p.clone(), s))
+                        .or_insert_with(|| format!("encloses hunk #{} of {p}", i + 1));
                 }
             }
         }
         // The target.
         if fp.is_new() {
-            let want = crate::apply::apply_hunks(&Text::parse(""), fp).map(|r| r.0).map_err(|_| not_at_pin(ov, fp))?;
+            let want = crate::apply::apply_hunks(&Text::parse(""), fp)
+                .map(|r| r.0)
+                .map_err(|_| not_at_pin(ov, fp))?;
             let path = fp.new_path.as_deref().expect("new file has a path");
             match caches.text(&to_next, path, src)? {
-                Some(have) if *have == want => fp.hunks.iter().enumerate().for_each(|(i, h)| push(i, h, HunkStatus::Upstreamed, None, None, None)),
-                Some(_) => fp.hunks.iter().enumerate().for_each(|(i, h)| push(i, h, HunkStatus::Conflict, None, None, Some(format!("{path} now exists upstream with other content")))),
+                Some(have) if *have == want => fp
+                    .hunks
+                    .iter()
+                    .enumerate()
+                    .for_each(|(i, h)| push(i, h, HunkStatus::Upstreamed, None, None, None)),
+                Some(_) => fp.hunks.iter().enumerate().for_each(|(i, h)| {
+                    push(
+                        i,
+                        h,
+                        HunkStatus::Conflict,
+                        None,
+                        None,
+                        Some(format!("{path} now exists upstream with other content")),
+                    )
+                }),
                 None => {
-                    fp.hunks.iter().enumerate().for_each(|(i, h)| push(i, h, HunkStatus::Exact, Some(h.old_start), None, None));
-                    to_next.entries.insert(path.to_string(), file_entry(&want, fp.new_mode.unwrap_or(MODE_FILE)));
+                    fp.hunks.iter().enumerate().for_each(|(i, h)| {
+                        push(i, h, HunkStatus::Exact, Some(h.old_start), None, None)
+                    });
+                    to_next.entries.insert(
+                        path.to_string(),
+                        file_entry(&want, fp.new_mode.unwrap_or(MODE_FILE)),
+                    );
                 }
             }
             continue;
@@ -243,12 +331,20 @@ fn classify_one(
             let (status, reason) = if fp.is_delete() {
                 (HunkStatus::Upstreamed, None)
             } else {
-                (HunkStatus::Conflict, Some(format!("{old_path} no longer exists upstream")))
+                (
+                    HunkStatus::Conflict,
+                    Some(format!("{old_path} no longer exists upstream")),
+                )
             };
-            fp.hunks.iter().enumerate().for_each(|(i, h)| push(i, h, status, None, pin_symbol(i), reason.clone()));
+            fp.hunks
+                .iter()
+                .enumerate()
+                .for_each(|(i, h)| push(i, h, status, None, pin_symbol(i), reason.clone()));
             continue;
         };
-        let to_syms = caches.symbols(&to_next, old_path, src)?.expect("text exists");
+        let to_syms = caches
+            .symbols(&to_next, old_path, src)?
+            .expect("text exists");
         let (mut cursor, mut drift) = (0usize, 0isize);
         let mut placed: Vec<(&Hunk, usize)> = Vec::new();
         for (i, h) in fp.hunks.iter().enumerate() {
@@ -260,14 +356,27 @@ fn classify_one(
                         let reason = format!(
                             "its context now matches only at line {} {}, but it was written {}",
                             pos + 1,
-                            now.as_deref().map_or("outside any definition".into(), |s| format!("inside {s}")),
-                            sym.as_deref().map_or("outside any definition".into(), |s| format!("inside {s}"))
+                            now.as_deref()
+                                .map_or("outside any definition".into(), |s| format!("inside {s}")),
+                            sym.as_deref()
+                                .map_or("outside any definition".into(), |s| format!("inside {s}"))
                         );
                         push(i, h, HunkStatus::Conflict, Some(pos + 1), sym, Some(reason));
                         continue;
                     }
-                    let status = if pos + usize::from(h.old_len > 0) == h.old_start { HunkStatus::Exact } else { HunkStatus::Moved };
-                    push(i, h, status, Some(pos + usize::from(h.old_len > 0)), sym, None);
+                    let status = if pos + usize::from(h.old_len > 0) == h.old_start {
+                        HunkStatus::Exact
+                    } else {
+                        HunkStatus::Moved
+                    };
+                    push(
+                        i,
+                        h,
+                        status,
+                        Some(pos + usize::from(h.old_len > 0)),
+                        sym,
+                        None,
+                    );
                     drift = pos as isize - (h.old_start as isize - isize::from(h.old_len > 0));
                     cursor = pos + h.preimage().count();
                     placed.push((h, pos));
@@ -279,7 +388,9 @@ fn classify_one(
                             push(i, h, HunkStatus::Upstreamed, Some(pos + 1), sym, None);
                             cursor = pos + rev.preimage().count();
                         }
-                        Err(_) => push(i, h, HunkStatus::Conflict, None, sym, Some(why.to_string())),
+                        Err(_) => {
+                            push(i, h, HunkStatus::Conflict, None, sym, Some(why.to_string()))
+                        }
                     }
                 }
             }
@@ -291,7 +402,10 @@ fn classify_one(
         } else if !placed.is_empty() {
             to_next.entries.remove(old_path);
             let new_path = fp.new_path.as_deref().unwrap_or(old_path);
-            to_next.entries.insert(new_path.to_string(), file_entry(&result, fp.new_mode.unwrap_or(mode)));
+            to_next.entries.insert(
+                new_path.to_string(),
+                file_entry(&result, fp.new_mode.unwrap_or(mode)),
+            );
         }
     }
     // Watched symbols: compare upstream's own versions (overlays excluded) at both commits.
@@ -310,7 +424,11 @@ fn classify_one(
         if Some(&a) == b.as_ref() {
             continue;
         }
-        let old_text = symbol_text(&caches.text(from_up, &path, src)?.expect("scanned"), before.as_ref().expect("found"), &sym);
+        let old_text = symbol_text(
+            &caches.text(from_up, &path, src)?.expect("scanned"),
+            before.as_ref().expect("found"),
+            &sym,
+        );
         let new_text = match (&after, caches.text(to_up, &path, src)?) {
             (Some(ix), Some(t)) => symbol_text(&t, ix, &sym),
             _ => String::new(),
@@ -319,10 +437,19 @@ fn classify_one(
         for h in diff::hunks(&ensure_nl(old_text), &ensure_nl(new_text), diff::CONTEXT)? {
             render_hunk(&mut d, &h);
         }
-        symbol_changes.push(SymbolChange { path, symbol: sym, watched_because: why, removed: b.is_none(), diff: d });
+        symbol_changes.push(SymbolChange {
+            path,
+            symbol: sym,
+            watched_because: why,
+            removed: b.is_none(),
+            diff: d,
+        });
     }
     let any = |s: HunkStatus| hunks.iter().any(|h| h.status == s);
-    let upstreamed = hunks.iter().filter(|h| h.status == HunkStatus::Upstreamed).count();
+    let upstreamed = hunks
+        .iter()
+        .filter(|h| h.status == HunkStatus::Upstreamed)
+        .count();
     let status = if any(HunkStatus::Conflict) {
         Status::Conflict
     } else if upstreamed > 0 {
@@ -338,7 +465,8 @@ fn classify_one(
     if status != Status::Conflict {
         *to_chain = to_next;
     }
-    let mut changed_symbols: Vec<String> = symbol_changes.iter().map(|c| c.symbol.clone()).collect();
+    let mut changed_symbols: Vec<String> =
+        symbol_changes.iter().map(|c| c.symbol.clone()).collect();
     changed_symbols.dedup();
     Ok(OverlayDrift {
         name: ov.name.clone(),
@@ -358,8 +486,14 @@ fn ensure_nl(mut s: String) -> String {
 }
 
 fn not_at_pin(ov: &Overlay, fp: &FilePatch) -> Error {
-    Error::input(&ov.path, Some(fp.patch_line), format!("{} does not apply at the starting commit", fp.path()))
-        .with_help("drift compares against a series that applies at --from; run `cargo xtask check` first")
+    Error::input(
+        &ov.path,
+        Some(fp.patch_line),
+        format!("{} does not apply at the starting commit", fp.path()),
+    )
+    .with_help(
+        "drift compares against a series that applies at --from; run `cargo xtask check` first",
+    )
 }
 
 /// The files a series touches or depends on: the only ones drift needs to read at each commit.
@@ -382,14 +516,24 @@ pub fn relevant_paths(series: &Series) -> Vec<String> {
 
 /// A tree holding only `paths` of a commit (those that exist).
 pub fn subset_tree(repo: &git2::Repository, commit: git2::Oid, paths: &[String]) -> Result<Tree> {
-    let c = repo.find_commit(commit).map_err(|e| Error::git(format!("reading commit {commit}"), e))?;
-    let tree = c.tree().map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
+    let c = repo
+        .find_commit(commit)
+        .map_err(|e| Error::git(format!("reading commit {commit}"), e))?;
+    let tree = c
+        .tree()
+        .map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
     let mut out = Tree::default();
     for p in paths {
         if let Ok(e) = tree.get_path(std::path::Path::new(p))
             && e.kind() == Some(git2::ObjectType::Blob)
         {
-            out.entries.insert(p.clone(), Entry { mode: e.filemode() as u32, content: Content::Blob(e.id()) });
+            out.entries.insert(
+                p.clone(),
+                Entry {
+                    mode: e.filemode() as u32,
+                    content: Content::Blob(e.id()),
+                },
+            );
         }
     }
     Ok(out)
@@ -421,7 +565,15 @@ pub struct ReportOverlay {
 
 /// Drift of `series` from `from` to `to`; with `per_commit`, also the first-parent commit at which
 /// each overlay reached its final status.
-pub fn drift(repo: &git2::Repository, src: &dyn BlobSource, upstream: &str, from: git2::Oid, to: git2::Oid, series: &Series, per_commit: bool) -> Result<Report> {
+pub fn drift(
+    repo: &git2::Repository,
+    src: &dyn BlobSource,
+    upstream: &str,
+    from: git2::Oid,
+    to: git2::Oid,
+    series: &Series,
+    per_commit: bool,
+) -> Result<Report> {
     let paths = relevant_paths(series);
     let mut caches = Caches::default();
     let from_tree = subset_tree(repo, from, &paths)?;
@@ -430,9 +582,13 @@ pub fn drift(repo: &git2::Repository, src: &dyn BlobSource, upstream: &str, from
     let mut blames: Vec<Option<Blame>> = vec![None; final_drift.len()];
     let (mut commits_n, mut evaluated) = (None, None);
     if per_commit && from != to {
-        let mut walk = repo.revwalk().map_err(|e| Error::git("walking history", e))?;
-        walk.push(to).map_err(|e| Error::git("walking history", e))?;
-        walk.simplify_first_parent().map_err(|e| Error::git("walking history", e))?;
+        let mut walk = repo
+            .revwalk()
+            .map_err(|e| Error::git("walking history", e))?;
+        walk.push(to)
+            .map_err(|e| Error::git("walking history", e))?;
+        walk.simplify_first_parent()
+            .map_err(|e| Error::git("walking history", e))?;
         let mut commits = Vec::new();
         let mut reached = false;
         for id in walk {
@@ -448,9 +604,13 @@ pub fn drift(repo: &git2::Repository, src: &dyn BlobSource, upstream: &str, from
                 .with_help("--per-commit walks first parents from --to back to --from; pick a --from on that line"));
         }
         commits.reverse();
-        let key = |t: &Tree| -> Vec<Option<git2::Oid>> { paths.iter().map(|p| t.blob_id(p)).collect() };
+        let key =
+            |t: &Tree| -> Vec<Option<git2::Oid>> { paths.iter().map(|p| t.blob_id(p)).collect() };
         let mut prev_key = key(&from_tree);
-        let mut prev: Vec<Status> = classify(&from_tree, &from_tree, series, src, &mut caches)?.iter().map(|d| d.status).collect();
+        let mut prev: Vec<Status> = classify(&from_tree, &from_tree, series, src, &mut caches)?
+            .iter()
+            .map(|d| d.status)
+            .collect();
         let mut history: Vec<(git2::Oid, Vec<Status>)> = Vec::new();
         let mut n_eval = 0;
         for c in &commits {
@@ -458,7 +618,10 @@ pub fn drift(repo: &git2::Repository, src: &dyn BlobSource, upstream: &str, from
             let k = key(&t);
             if k != prev_key {
                 n_eval += 1;
-                prev = classify(&from_tree, &t, series, src, &mut caches)?.iter().map(|d| d.status).collect();
+                prev = classify(&from_tree, &t, series, src, &mut caches)?
+                    .iter()
+                    .map(|d| d.status)
+                    .collect();
                 prev_key = k;
             }
             history.push((*c, prev.clone()));
@@ -474,8 +637,13 @@ pub fn drift(repo: &git2::Repository, src: &dyn BlobSource, upstream: &str, from
                 }
             }
             if let Some(c) = at.filter(|_| before == d.status) {
-                let commit = repo.find_commit(c).map_err(|e| Error::git("reading commit", e))?;
-                blames[i] = Some(Blame { sha: c.to_string(), subject: commit.summary().ok().flatten().unwrap_or("").to_string() });
+                let commit = repo
+                    .find_commit(c)
+                    .map_err(|e| Error::git("reading commit", e))?;
+                blames[i] = Some(Blame {
+                    sha: c.to_string(),
+                    subject: commit.summary().ok().flatten().unwrap_or("").to_string(),
+                });
             }
         }
         commits_n = Some(commits.len());
@@ -487,6 +655,10 @@ pub fn drift(repo: &git2::Repository, src: &dyn BlobSource, upstream: &str, from
         to: to.to_string(),
         commits: commits_n,
         evaluated,
-        overlays: final_drift.into_iter().zip(blames).map(|(drift, blame)| ReportOverlay { drift, blame }).collect(),
+        overlays: final_drift
+            .into_iter()
+            .zip(blames)
+            .map(|(drift, blame)| ReportOverlay { drift, blame })
+            .collect(),
     })
 }

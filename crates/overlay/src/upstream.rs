@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result};
 use crate::tree::{BlobSource, Content, Entry, Tree};
 
-/// The cache root: `$OVERLAY_CACHE_DIR`, else `$XDG_CACHE_HOME/overlay`, else `~/.cache/overlay`.
+/// The cache root: `$OVERLAY_CACHE_DIR`, else `$XDG_CACHE_HOME/overlay`, else the platform's user
+/// cache (`~/Library/Caches/overlay` on macOS, `~/.cache/overlay` elsewhere).
 pub fn default_cache_root() -> PathBuf {
     if let Some(d) = std::env::var_os("OVERLAY_CACHE_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
@@ -19,7 +20,11 @@ pub fn default_cache_root() -> PathBuf {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
-    home.join(".cache").join("overlay")
+    if cfg!(target_os = "macos") {
+        home.join("Library").join("Caches").join("overlay")
+    } else {
+        home.join(".cache").join("overlay")
+    }
 }
 
 /// Applies git's `url.<base>.insteadOf` rules (longest match wins, as in git).

@@ -7,18 +7,32 @@ use crate::fixture::Fixture;
 /// A C file with a long function (`compute`), a helper it calls, and a function (`shadow`) whose
 /// block differs from compute's by one line.
 fn source(helper_body: &str, compute_extra: &str, block: &str, top: &str) -> String {
-    source_with_shadow(helper_body, compute_extra, block, top, &SHARED.replace("b += 70;", "b += 77;"))
+    source_with_shadow(
+        helper_body,
+        compute_extra,
+        block,
+        top,
+        &SHARED.replace("b += 70;", "b += 77;"),
+    )
 }
 
 /// Like [`source`], with `shadow` holding `shadow_block`.
-fn source_with_shadow(helper_body: &str, compute_extra: &str, block: &str, top: &str, shadow_block: &str) -> String {
+fn source_with_shadow(
+    helper_body: &str,
+    compute_extra: &str,
+    block: &str,
+    top: &str,
+    shadow_block: &str,
+) -> String {
     format!(
         "{top}int helper(int x) {{\n  {helper_body}\n}}\n\nint compute(int a) {{\n  int b = a * 2;\n  int z1 = 1;\n  int z2 = 2;\n  int z3 = 3;\n{block}  int y1 = 4;\n  int y2 = 5;\n  int y3 = 6;\n  {compute_extra}\n  return helper(b);\n}}\n\nint shadow(int a) {{\n  int b = a;\n{shadow_block}  return b;\n}}\n"
     )
 }
 
-const SHARED: &str = "  b += 10;\n  b += 20;\n  b += 30;\n  b += 40;\n  b += 50;\n  b += 60;\n  b += 70;\n";
-const SHARED_PATCHED: &str = "  b += 10;\n  b += 20;\n  b += 30;\n  b += 41;\n  b += 50;\n  b += 60;\n  b += 70;\n";
+const SHARED: &str =
+    "  b += 10;\n  b += 20;\n  b += 30;\n  b += 40;\n  b += 50;\n  b += 60;\n  b += 70;\n";
+const SHARED_PATCHED: &str =
+    "  b += 10;\n  b += 20;\n  b += 30;\n  b += 41;\n  b += 50;\n  b += 60;\n  b += 70;\n";
 
 fn base() -> String {
     source("return x + 1;", "int w = 7;", SHARED, "")
@@ -26,7 +40,14 @@ fn base() -> String {
 
 fn fixture(overlay_block: &str, trailers: &str) -> Fixture {
     let f = Fixture::new(&[("src/lib.c", &base()), ("README", "readme\n")]);
-    f.add_overlay("Tune compute", &[("src/lib.c", Some(&source("return x + 1;", "int w = 7;", overlay_block, "")))], trailers);
+    f.add_overlay(
+        "Tune compute",
+        &[(
+            "src/lib.c",
+            Some(&source("return x + 1;", "int w = 7;", overlay_block, "")),
+        )],
+        trailers,
+    );
     f
 }
 
@@ -54,28 +75,64 @@ fn clean_when_upstream_changes_elsewhere() {
 #[test]
 fn moved_when_only_offsets_change() {
     let f = fixture(SHARED_PATCHED, DEP);
-    f.commit_upstream(&[("src/lib.c", &source("return x + 1;", "int w = 7;", SHARED, "int first(void) {\n  return 0;\n}\n\n"))], "new function on top");
+    f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source(
+                "return x + 1;",
+                "int w = 7;",
+                SHARED,
+                "int first(void) {\n  return 0;\n}\n\n",
+            ),
+        )],
+        "new function on top",
+    );
     let v = drift_json(&f, &[], 0);
     assert_eq!(status(&v), "moved");
-    assert_eq!(v["overlays"][0]["hunks"][0]["actual"].as_u64().unwrap() - v["overlays"][0]["hunks"][0]["recorded"].as_u64().unwrap(), 4);
+    assert_eq!(
+        v["overlays"][0]["hunks"][0]["actual"].as_u64().unwrap()
+            - v["overlays"][0]["hunks"][0]["recorded"].as_u64().unwrap(),
+        4
+    );
 }
 
 #[test]
 fn context_drift_when_the_enclosing_function_changes() {
     let f = fixture(SHARED_PATCHED, "Overlay-Kind: upstreamable");
-    f.commit_upstream(&[("src/lib.c", &source("return x + 1;", "int w = 8;", SHARED, ""))], "tweak compute far from the hunk");
+    f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source("return x + 1;", "int w = 8;", SHARED, ""),
+        )],
+        "tweak compute far from the hunk",
+    );
     let v = drift_json(&f, &[], 1);
     assert_eq!(status(&v), "context-drift");
-    assert_eq!(v["overlays"][0]["changed_symbols"], serde_json::json!(["compute"]));
+    assert_eq!(
+        v["overlays"][0]["changed_symbols"],
+        serde_json::json!(["compute"])
+    );
     let change = &v["overlays"][0]["symbol_changes"][0];
     assert_eq!(change["watched_because"], "encloses hunk #1 of src/lib.c");
-    assert!(change["diff"].as_str().unwrap().contains("-  int w = 7;\n+  int w = 8;\n"), "{change}");
+    assert!(
+        change["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-  int w = 7;\n+  int w = 8;\n"),
+        "{change}"
+    );
 }
 
 #[test]
 fn context_drift_when_a_declared_dependency_changes() {
     let f = fixture(SHARED_PATCHED, DEP);
-    f.commit_upstream(&[("src/lib.c", &source("return x + 2;", "int w = 7;", SHARED, ""))], "helper changes");
+    f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source("return x + 2;", "int w = 7;", SHARED, ""),
+        )],
+        "helper changes",
+    );
     let out = f.xtask(&["drift"]).code(1);
     expect![[r#"
         drift: up $PIN12 -> 6ce8b66f75ae
@@ -90,23 +147,58 @@ fn context_drift_when_a_declared_dependency_changes() {
     "#]]
     .assert_eq(&out.stdout);
     // A comment-only or whitespace-only edit of the dependency is not drift.
-    f.commit_upstream(&[("src/lib.c", &source("return   x + 1; // same", "int w = 7;", SHARED, ""))], "reformat helper");
+    f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source("return   x + 1; // same", "int w = 7;", SHARED, ""),
+        )],
+        "reformat helper",
+    );
     assert_eq!(status(&drift_json(&f, &[], 0)), "clean");
 }
 
 #[test]
 fn upstreamed_fully_and_partially() {
     let f = fixture(SHARED_PATCHED, DEP);
-    f.commit_upstream(&[("src/lib.c", &source("return x + 1;", "int w = 7;", SHARED_PATCHED, ""))], "adopt the overlay");
+    f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source("return x + 1;", "int w = 7;", SHARED_PATCHED, ""),
+        )],
+        "adopt the overlay",
+    );
     let v = drift_json(&f, &[], 1);
     assert_eq!(status(&v), "upstreamed");
     assert_eq!(v["overlays"][0]["partially_upstreamed"], false);
 
     // Two hunks; upstream adopts only the first.
-    let f = Fixture::new(&[("a.txt", &(1..=40).map(|i| format!("l{i}\n")).collect::<String>())]);
-    let both = (1..=40).map(|i| if i == 5 || i == 30 { format!("L{i}\n") } else { format!("l{i}\n") }).collect::<String>();
-    f.add_overlay("Two changes", &[("a.txt", Some(&both))], "Overlay-Kind: upstreamable");
-    let one = (1..=40).map(|i| if i == 5 { format!("L{i}\n") } else { format!("l{i}\n") }).collect::<String>();
+    let f = Fixture::new(&[(
+        "a.txt",
+        &(1..=40).map(|i| format!("l{i}\n")).collect::<String>(),
+    )]);
+    let both = (1..=40)
+        .map(|i| {
+            if i == 5 || i == 30 {
+                format!("L{i}\n")
+            } else {
+                format!("l{i}\n")
+            }
+        })
+        .collect::<String>();
+    f.add_overlay(
+        "Two changes",
+        &[("a.txt", Some(&both))],
+        "Overlay-Kind: upstreamable",
+    );
+    let one = (1..=40)
+        .map(|i| {
+            if i == 5 {
+                format!("L{i}\n")
+            } else {
+                format!("l{i}\n")
+            }
+        })
+        .collect::<String>();
     f.commit_upstream(&[("a.txt", &one)], "take one");
     let v = drift_json(&f, &[], 1);
     assert_eq!(status(&v), "upstreamed");
@@ -119,38 +211,104 @@ fn upstreamed_fully_and_partially() {
 fn conflict_when_the_context_changes() {
     let f = fixture(SHARED_PATCHED, DEP);
     let changed = SHARED.replace("b += 30;", "b += 33;");
-    f.commit_upstream(&[("src/lib.c", &source("return x + 1;", "int w = 7;", &changed, ""))], "edit the block");
+    f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source("return x + 1;", "int w = 7;", &changed, ""),
+        )],
+        "edit the block",
+    );
     let v = drift_json(&f, &[], 1);
     assert_eq!(status(&v), "conflict");
-    assert!(v["overlays"][0]["hunks"][0]["reason"].as_str().unwrap().contains("context does not match"), "{v}");
+    assert!(
+        v["overlays"][0]["hunks"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("context does not match"),
+        "{v}"
+    );
 }
 
 #[test]
 fn context_found_only_in_another_function_is_a_conflict_not_a_move() {
     // At the pin shadow repeats compute's block verbatim; the overlay was written in compute.
-    let f = Fixture::new(&[("src/lib.c", &source_with_shadow("return x + 1;", "int w = 7;", SHARED, "", SHARED))]);
-    f.add_overlay("Tune compute", &[("src/lib.c", Some(&source_with_shadow("return x + 1;", "int w = 7;", SHARED_PATCHED, "", SHARED)))], DEP);
+    let f = Fixture::new(&[(
+        "src/lib.c",
+        &source_with_shadow("return x + 1;", "int w = 7;", SHARED, "", SHARED),
+    )]);
+    f.add_overlay(
+        "Tune compute",
+        &[(
+            "src/lib.c",
+            Some(&source_with_shadow(
+                "return x + 1;",
+                "int w = 7;",
+                SHARED_PATCHED,
+                "",
+                SHARED,
+            )),
+        )],
+        DEP,
+    );
     // Upstream edits compute's copy; the identical block in shadow still matches.
     let changed = SHARED.replace("b += 30;", "b += 33;");
-    f.commit_upstream(&[("src/lib.c", &source_with_shadow("return x + 1;", "int w = 7;", &changed, "", SHARED))], "edit compute's block");
+    f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source_with_shadow("return x + 1;", "int w = 7;", &changed, "", SHARED),
+        )],
+        "edit compute's block",
+    );
     let v = drift_json(&f, &[], 1);
     assert_eq!(status(&v), "conflict");
     let reason = v["overlays"][0]["hunks"][0]["reason"].as_str().unwrap();
-    assert!(reason.contains("inside shadow") && reason.contains("written inside compute"), "{reason}");
+    assert!(
+        reason.contains("inside shadow") && reason.contains("written inside compute"),
+        "{reason}"
+    );
 }
 
 #[test]
 fn priority_conflict_over_upstreamed_and_upstreamed_over_context_drift() {
     let lines = |f: &dyn Fn(usize) -> String| (1..=40).map(f).collect::<String>();
     let f = Fixture::new(&[("a.txt", &lines(&|i| format!("l{i}\n")))]);
-    f.add_overlay("Two changes", &[("a.txt", Some(&lines(&|i| if i == 5 || i == 30 { format!("L{i}\n") } else { format!("l{i}\n") })))], "Overlay-Kind: upstreamable");
+    f.add_overlay(
+        "Two changes",
+        &[(
+            "a.txt",
+            Some(&lines(&|i| {
+                if i == 5 || i == 30 {
+                    format!("L{i}\n")
+                } else {
+                    format!("l{i}\n")
+                }
+            })),
+        )],
+        "Overlay-Kind: upstreamable",
+    );
     // Hunk 1 adopted upstream, hunk 2's context destroyed.
-    f.commit_upstream(&[("a.txt", &lines(&|i| match i { 5 => "L5\n".into(), 29 => "x29\n".into(), _ => format!("l{i}\n") }))], "mixed");
+    f.commit_upstream(
+        &[(
+            "a.txt",
+            &lines(&|i| match i {
+                5 => "L5\n".into(),
+                29 => "x29\n".into(),
+                _ => format!("l{i}\n"),
+            }),
+        )],
+        "mixed",
+    );
     assert_eq!(status(&drift_json(&f, &[], 1)), "conflict");
 
     let f = fixture(SHARED_PATCHED, DEP);
     // Adopted, and the dependency changed too: upstreamed wins.
-    f.commit_upstream(&[("src/lib.c", &source("return x + 2;", "int w = 7;", SHARED_PATCHED, ""))], "adopt and change helper");
+    f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source("return x + 2;", "int w = 7;", SHARED_PATCHED, ""),
+        )],
+        "adopt and change helper",
+    );
     assert_eq!(status(&drift_json(&f, &[], 1)), "upstreamed");
 }
 
@@ -158,12 +316,37 @@ fn priority_conflict_over_upstreamed_and_upstreamed_over_context_drift() {
 fn blame_names_the_commit_that_caused_the_final_status() {
     let f = fixture(SHARED_PATCHED, DEP);
     f.commit_upstream(&[("README", "r2\n")], "unrelated one");
-    let moved = f.commit_upstream(&[("src/lib.c", &source("return x + 1;", "int w = 7;", SHARED, "int first(void) {\n  return 0;\n}\n\n"))], "move things");
-    let drifted = f.commit_upstream(&[("src/lib.c", &source("return x + 9;", "int w = 7;", SHARED, "int first(void) {\n  return 0;\n}\n\n"))], "helper changes");
+    let moved = f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source(
+                "return x + 1;",
+                "int w = 7;",
+                SHARED,
+                "int first(void) {\n  return 0;\n}\n\n",
+            ),
+        )],
+        "move things",
+    );
+    let drifted = f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source(
+                "return x + 9;",
+                "int w = 7;",
+                SHARED,
+                "int first(void) {\n  return 0;\n}\n\n",
+            ),
+        )],
+        "helper changes",
+    );
     f.commit_upstream(&[("README", "r3\n")], "unrelated two");
     let v = drift_json(&f, &["--per-commit"], 1);
     assert_eq!(v["commits"], 4);
-    assert_eq!(v["evaluated"], 2, "commits that touch no relevant blob are not evaluated");
+    assert_eq!(
+        v["evaluated"], 2,
+        "commits that touch no relevant blob are not evaluated"
+    );
     assert_eq!(v["overlays"][0]["blame"]["sha"], drifted.as_str());
     assert_eq!(v["overlays"][0]["blame"]["subject"], "helper changes");
     let v = drift_json(&f, &["--per-commit", "--to", &moved], 0);
@@ -175,8 +358,26 @@ fn blame_names_the_commit_that_caused_the_final_status() {
 fn the_series_is_evaluated_as_a_chain() {
     let f = fixture(SHARED_PATCHED, DEP);
     let second = SHARED_PATCHED.replace("b += 41;", "b += 42;");
-    f.add_overlay("On top", &[("src/lib.c", Some(&source("return x + 1;", "int w = 7;", &second, "")))], "Overlay-Kind: local-only");
-    f.commit_upstream(&[("src/lib.c", &source("return x + 1;", "int w = 7;", SHARED, "int first(void) {\n  return 0;\n}\n\n"))], "move");
+    f.add_overlay(
+        "On top",
+        &[(
+            "src/lib.c",
+            Some(&source("return x + 1;", "int w = 7;", &second, "")),
+        )],
+        "Overlay-Kind: local-only",
+    );
+    f.commit_upstream(
+        &[(
+            "src/lib.c",
+            &source(
+                "return x + 1;",
+                "int w = 7;",
+                SHARED,
+                "int first(void) {\n  return 0;\n}\n\n",
+            ),
+        )],
+        "move",
+    );
     let v = drift_json(&f, &[], 0);
     assert_eq!(v["overlays"][0]["status"], "moved");
     assert_eq!(v["overlays"][1]["status"], "moved");
@@ -184,9 +385,18 @@ fn the_series_is_evaluated_as_a_chain() {
 
 #[test]
 fn bad_revs_and_bad_dependencies() {
-    let f = fixture(SHARED_PATCHED, "Overlay-Kind: upstreamable\nDepends-On: src/lib.c::nonexistent");
+    let f = fixture(
+        SHARED_PATCHED,
+        "Overlay-Kind: upstreamable\nDepends-On: src/lib.c::nonexistent",
+    );
     let out = f.xtask(&["drift"]).code(2);
-    assert!(out.stderr.contains("Depends-On: src/lib.c::nonexistent: no such definition in upstream at the pin"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "Depends-On: src/lib.c::nonexistent: no such definition in upstream at the pin"
+        ),
+        "{}",
+        out.stderr
+    );
     let f = fixture(SHARED_PATCHED, DEP);
     let out = f.xtask(&["drift", "--to", "no-such-branch"]).code(2);
     assert!(out.stderr.contains("no-such-branch"), "{}", out.stderr);

@@ -162,30 +162,80 @@ fn real_mlx_drift_to_846d176() {
     let t = tmp.path();
     let url = "https://github.com/ml-explore/mlx";
     let clone = t.join("mlx");
-    git(t, t, &["clone", "-q", "--no-checkout", url, clone.to_str().unwrap()]);
+    git(
+        t,
+        t,
+        &["clone", "-q", "--no-checkout", url, clone.to_str().unwrap()],
+    );
     git(&clone, t, &["checkout", "-q", "--detach", PIN]);
     let edit = |path: &str, from: &str, to: &str| {
         let p = clone.join(path);
         let text = std::fs::read_to_string(&p).unwrap();
-        assert_eq!(text.matches(from).count(), 1, "{from:?} must be unique in {path}");
+        assert_eq!(
+            text.matches(from).count(),
+            1,
+            "{from:?} must be unique in {path}"
+        );
         std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
     };
-    edit("mlx/backend/metal/quantized.cpp", "  kname.reserve(64);\n  bool aligned = N % 64 == 0;\n  bool batched = B > 1;\n  std::string type_string = get_type_string(x.dtype());\n  concatenate(\n      kname,\n      mode + (transpose ? \"_qmm_t_nax_\"", "  kname.reserve(96);\n  bool aligned = N % 64 == 0;\n  bool batched = B > 1;\n  std::string type_string = get_type_string(x.dtype());\n  concatenate(\n      kname,\n      mode + (transpose ? \"_qmm_t_nax_\"");
-    git(&clone, t, &["commit", "-q", "-am", "Reserve more for nax kernel names\n\nWhy: test.\n\nOverlay-Kind: local-only"]);
-    edit("mlx/backend/metal/kernels/quantized.h", "  constexpr int num_simdgroups = 2;\n  constexpr int results_per_simdgroup = 4;\n  constexpr int packs_per_thread = 1;\n", "  constexpr int num_simdgroups = 2;\n  constexpr int results_per_simdgroup = 4;\n  // One pack per lane: qmv_fast uses two.\n  constexpr int packs_per_thread = 1;\n");
-    git(&clone, t, &["commit", "-q", "-am", "Note qmv packing\n\nWhy: test.\n\nOverlay-Kind: upstreamable\nDepends-On: mlx/backend/metal/kernels/quantized.h::qdot"]);
+    edit(
+        "mlx/backend/metal/quantized.cpp",
+        "  kname.reserve(64);\n  bool aligned = N % 64 == 0;\n  bool batched = B > 1;\n  std::string type_string = get_type_string(x.dtype());\n  concatenate(\n      kname,\n      mode + (transpose ? \"_qmm_t_nax_\"",
+        "  kname.reserve(96);\n  bool aligned = N % 64 == 0;\n  bool batched = B > 1;\n  std::string type_string = get_type_string(x.dtype());\n  concatenate(\n      kname,\n      mode + (transpose ? \"_qmm_t_nax_\"",
+    );
+    git(
+        &clone,
+        t,
+        &[
+            "commit",
+            "-q",
+            "-am",
+            "Reserve more for nax kernel names\n\nWhy: test.\n\nOverlay-Kind: local-only",
+        ],
+    );
+    edit(
+        "mlx/backend/metal/kernels/quantized.h",
+        "  constexpr int num_simdgroups = 2;\n  constexpr int results_per_simdgroup = 4;\n  constexpr int packs_per_thread = 1;\n",
+        "  constexpr int num_simdgroups = 2;\n  constexpr int results_per_simdgroup = 4;\n  // One pack per lane: qmv_fast uses two.\n  constexpr int packs_per_thread = 1;\n",
+    );
+    git(
+        &clone,
+        t,
+        &[
+            "commit",
+            "-q",
+            "-am",
+            "Note qmv packing\n\nWhy: test.\n\nOverlay-Kind: upstreamable\nDepends-On: mlx/backend/metal/kernels/quantized.h::qdot",
+        ],
+    );
 
     let root = t.join("project");
     let overlays = root.join("overlays/mlx");
     std::fs::create_dir_all(&overlays).unwrap();
     std::fs::copy(workspace().join("pins.toml"), root.join("pins.toml")).unwrap();
-    let names = git(&clone, t, &["format-patch", "-2", "-o", overlays.to_str().unwrap()]);
-    let names: Vec<&str> = names.lines().map(|l| Path::new(l).file_name().unwrap().to_str().unwrap()).collect();
+    let names = git(
+        &clone,
+        t,
+        &["format-patch", "-2", "-o", overlays.to_str().unwrap()],
+    );
+    let names: Vec<&str> = names
+        .lines()
+        .map(|l| Path::new(l).file_name().unwrap().to_str().unwrap())
+        .collect();
     std::fs::write(overlays.join("series"), names.join("\n") + "\n").unwrap();
 
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_xtask")).arg("--root").arg(&root).args(args).output().unwrap();
-        (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .arg("--root")
+            .arg(&root)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
     };
     let (code, out, err) = run(&["drift", "--to", PIN]);
     assert_eq!(code, 0, "drift at the pin is clean: {out}{err}");
