@@ -557,7 +557,13 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
                 c.path, c.symbol, c.watched_because
             );
             for l in c.diff.lines() {
-                let _ = writeln!(h, "        {l}");
+                // No whitespace-only lines: they do not survive copy and paste (or rustfmt).
+                match l.trim_end() {
+                    "" => h.push('\n'),
+                    l => {
+                        let _ = writeln!(h, "        {l}");
+                    }
+                }
             }
         }
         for hk in &d.hunks {
@@ -706,4 +712,303 @@ pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitC
         &mut |dir| materialize(&ctx, dir, false).map(|_| ()),
         ctx.json,
     )
+}
+
+#[derive(clap::Args)]
+pub struct BumpArgs {
+    /// The new upstream commit-ish (resolved to a full commit id for pins.toml)
+    pub rev: String,
+    /// Report what would happen; write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Retire overlays that upstream already contains
+    #[arg(long)]
+    pub drop_upstreamed: bool,
+    /// Carry on after resolving a conflict in the bump tree
+    #[arg(long = "continue", conflicts_with_all = ["abort", "dry_run"])]
+    pub cont: bool,
+    /// Abandon a bump in progress (removes the bump tree)
+    #[arg(long, conflicts_with = "dry_run")]
+    pub abort: bool,
+    /// Where conflicts are written for resolution [default: target/bump/<upstream>]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+fn guard_paths(ctx: &Ctx, series: &Series) -> Vec<PathBuf> {
+    let mut v = vec![
+        ctx.project.pins.path.clone(),
+        series.dir.join(overlay::series::SERIES_FILE),
+    ];
+    v.extend(series.overlays.iter().map(|o| o.path.clone()));
+    v
+}
+
+fn guards(paths: &[PathBuf]) -> std::collections::BTreeMap<String, String> {
+    paths
+        .iter()
+        .map(|p| {
+            let id = std::fs::read(p)
+                .ok()
+                .map(|b| overlay::tree::blob_id(&b).to_string())
+                .unwrap_or_default();
+            (p.to_string_lossy().to_string(), id)
+        })
+        .collect()
+}
+
+pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
+    use overlay::bump::{Action, BUMP_STATE, BumpState};
+    let ctx = Ctx::load(g)?;
+    let up = ctx.upstream().clone();
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| ctx.project.root.join("target").join("bump").join(&up.name));
+    let state_path = dir.join(BUMP_STATE);
+    let state: Option<BumpState> = match std::fs::read_to_string(&state_path) {
+        Ok(t) => Some(serde_json::from_str(&t).with_context(|| {
+            format!(
+                "{}: corrupt bump state; `bump-pin --abort` discards it",
+                state_path.display()
+            )
+        })?),
+        Err(_) => None,
+    };
+    if a.abort {
+        let Some(_) = state else {
+            bail!("no bump in progress in {}", dir.display())
+        };
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        println!(
+            "bump abandoned; {} removed, nothing else changed",
+            dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    match (&state, a.cont) {
+        (Some(s), false) => bail!(
+            "a bump to {} is in progress in {}: resolve it and run `bump-pin {} --continue`, or `bump-pin {} --abort`",
+            short(&s.to),
+            dir.display(),
+            a.rev,
+            a.rev
+        ),
+        (None, true) => bail!("no bump in progress in {} to continue", dir.display()),
+        _ => {}
+    }
+    let series = ctx.series()?;
+    let repo = ctx.open_upstream()?;
+    let to = resolve_rev(&ctx, &repo, &a.rev)?;
+    let repo = ctx.open_upstream()?;
+    let from = git2::Oid::from_str(&up.rev)?;
+    if let Some(s) = &state
+        && s.to != to.to_string()
+    {
+        bail!(
+            "the bump in progress goes to {}, not {}",
+            short(&s.to),
+            short(&to.to_string())
+        );
+    }
+    if to == from && state.is_none() {
+        println!(
+            "{} is already pinned at {}; nothing to do",
+            up.name,
+            short(&up.rev)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let old_base = repo.tree_at(from)?;
+    let new_base = repo.tree_at(to)?;
+    // Statuses for the review list (context drift is carried across but named).
+    let report = overlay::drift::drift(repo.repo(), &repo, &up.name, from, to, &series, false)?;
+    let resolved_tree;
+    let resolved = match &state {
+        Some(s) => {
+            let now = guards(&guard_paths(&ctx, &series));
+            if now != s.guards {
+                bail!(
+                    "pins.toml, the series or an overlay changed since the bump started; `bump-pin --abort` and start again"
+                );
+            }
+            resolved_tree = overlay::bump::tree_from_dir(&dir)?;
+            Some((s.resolving.as_str(), &resolved_tree))
+        }
+        None => None,
+    };
+    let done: Vec<(String, Option<String>)> =
+        state.as_ref().map(|s| s.done.clone()).unwrap_or_default();
+    if let (Some((_, tree)), Some(s)) = (resolved, &state) {
+        // Conflict markers left in the files the merge wrote are not a resolution.
+        let mut before = new_base.clone();
+        for (name, raw) in &s.done {
+            if let Some(raw) = raw {
+                let ov = series
+                    .overlays
+                    .iter()
+                    .find(|o| &o.name == name)
+                    .context("overlay vanished from the series")?;
+                before
+                    .apply_overlay(&overlay::patch::parse_overlay(name, &ov.path, raw)?, &repo)?;
+            }
+        }
+        let markers = overlay::bump::conflict_markers(tree, &before, &repo)?;
+        if !markers.is_empty() {
+            bail!(
+                "conflict markers remain in {}: {}",
+                dir.display(),
+                markers.join(", ")
+            );
+        }
+    }
+    let labels = ("old pin", "overlay", "new upstream");
+    let outcome = overlay::bump::bump(
+        &old_base,
+        &new_base,
+        &series,
+        &repo,
+        a.drop_upstreamed,
+        &done,
+        resolved,
+        labels,
+    )?;
+
+    let mut h = String::new();
+    let _ = writeln!(
+        h,
+        "bump-pin: {} {} -> {}{}",
+        up.name,
+        short(&up.rev),
+        short(&to.to_string()),
+        if a.dry_run { " (dry run)" } else { "" }
+    );
+    for (o, d) in outcome.overlays.iter().zip(&report.overlays) {
+        let what = match o.action {
+            Action::Kept => "kept".to_string(),
+            Action::Rewritten => "rewritten".to_string(),
+            Action::Dropped => "dropped (upstreamed)".to_string(),
+            Action::Upstreamed => "upstreamed: pass --drop-upstreamed to retire it".to_string(),
+            Action::Conflict => format!("CONFLICT in {}", o.conflicts.join(", ")),
+            Action::Resolved => "resolved by hand".to_string(),
+            Action::Pending => "not reached".to_string(),
+        };
+        let _ = writeln!(h, "  {:<13} {}: {what}", d.drift.status.as_str(), o.name);
+        if d.drift.status == overlay::drift::Status::ContextDrift {
+            let _ = writeln!(
+                h,
+                "      review: upstream changed {}",
+                d.drift.changed_symbols.join(", ")
+            );
+        }
+    }
+    let json = serde_json::json!({ "upstream": up.name, "from": up.rev, "to": to.to_string(), "dry_run": a.dry_run,
+        "overlays": outcome.overlays, "drift": report.overlays });
+
+    if let Some(tree) = &outcome.conflict_tree {
+        let resolving = outcome
+            .overlays
+            .iter()
+            .find(|o| o.action == Action::Conflict)
+            .map(|o| o.name.clone())
+            .unwrap_or_default();
+        if !a.dry_run {
+            // The merge with markers goes into the bump tree; pins.toml and overlays/ stay untouched.
+            let force = state.is_some();
+            overlay::materialize::write_tree(
+                &dir,
+                tree,
+                &repo,
+                Origin {
+                    upstream: &up.name,
+                    rev: &to.to_string(),
+                    series_hash: "bump-in-progress",
+                },
+                force,
+            )?;
+            let new_state = BumpState {
+                upstream: up.name.clone(),
+                from: up.rev.clone(),
+                to: to.to_string(),
+                drop_upstreamed: a.drop_upstreamed,
+                done: outcome
+                    .overlays
+                    .iter()
+                    .take_while(|o| o.action != Action::Conflict)
+                    .map(|o| (o.name.clone(), o.raw.clone()))
+                    .collect(),
+                resolving,
+                guards: state
+                    .as_ref()
+                    .map(|s| s.guards.clone())
+                    .unwrap_or_else(|| guards(&guard_paths(&ctx, &series))),
+            };
+            std::fs::write(&state_path, serde_json::to_string_pretty(&new_state)?)
+                .with_context(|| format!("writing {}", state_path.display()))?;
+            let _ = writeln!(
+                h,
+                "pins.toml and overlays/ are unchanged. To finish the bump:"
+            );
+            let _ = writeln!(h, "  1. resolve the conflict markers in {}", dir.display());
+            let _ = writeln!(
+                h,
+                "  2. cargo xtask bump-pin {} --continue{}",
+                a.rev,
+                a.dir
+                    .as_ref()
+                    .map(|d| format!(" --dir {}", d.display()))
+                    .unwrap_or_default()
+            );
+            let _ = writeln!(h, "  (or cargo xtask bump-pin {} --abort)", a.rev);
+        }
+        emit(ctx.json, json, h);
+        return Ok(ExitCode::from(1));
+    }
+    if !outcome.is_clean() {
+        emit(ctx.json, json, h);
+        return Ok(ExitCode::from(1));
+    }
+    if a.dry_run {
+        emit(ctx.json, json, h);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let pins_text = std::fs::read_to_string(&ctx.project.pins.path)?;
+    let new_pins = overlay::bump::set_pin(
+        &pins_text,
+        &ctx.project.pins.path,
+        &up.name,
+        &to.to_string(),
+    )?;
+    let mut writes: Vec<(PathBuf, Option<String>)> = Vec::new();
+    for (o, ov) in outcome.overlays.iter().zip(&series.overlays) {
+        match (&o.action, &o.raw) {
+            (Action::Dropped, _) => writes.push((ov.path.clone(), None)),
+            (_, Some(raw)) if *raw != ov.raw => writes.push((ov.path.clone(), Some(raw.clone()))),
+            _ => {}
+        }
+    }
+    if outcome.series_raw != series.raw {
+        writes.push((
+            series.dir.join(overlay::series::SERIES_FILE),
+            Some(outcome.series_raw.clone()),
+        ));
+    }
+    writes.push((ctx.project.pins.path.clone(), Some(new_pins)));
+    let start_guards = state
+        .as_ref()
+        .map(|s| s.guards.clone())
+        .unwrap_or_else(|| guards(&guard_paths(&ctx, &series)));
+    overlay::bump::write_all(&writes, &start_guards)?;
+    if state.is_some() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let _ = writeln!(
+        h,
+        "pinned {} at {}; {} file(s) written",
+        up.name,
+        to,
+        writes.len()
+    );
+    emit(ctx.json, json, h);
+    Ok(ExitCode::SUCCESS)
 }

@@ -49,6 +49,8 @@ enum Cmd {
     Refresh(commands::RefreshArgs),
     /// Start a new overlay from the edits in a materialized tree that no overlay owns
     NewOverlay(commands::NewOverlayArgs),
+    /// Move the pin to another upstream commit, carrying every overlay with a 3-way merge (all or nothing)
+    BumpPin(commands::BumpArgs),
     /// Build the patched upstream (CMake + Ninja), cached by content outside the checkout
     BuildMlx(build_mlx::BuildMlxArgs),
     /// Run MLX's quantized mat-vec kernels on the CPU emulator and check identity claims
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Cmd::Refresh(a) => commands::refresh(&cli.global, a),
         Cmd::NewOverlay(a) => commands::new_overlay(&cli.global, a),
         Cmd::Drift(a) => commands::drift(&cli.global, a),
+        Cmd::BumpPin(a) => commands::bump_pin(&cli.global, a),
         Cmd::BuildMlx(a) => commands::build_mlx(&cli.global, a),
         Cmd::MetalSim(a) => metal_sim::run(a, &cli.global),
     };

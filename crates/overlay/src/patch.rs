@@ -886,7 +886,7 @@ pub fn render_diff(out: &mut String, files: &[RenderFile<'_>]) {
                 String::new()
             }
             (_, Some(n)) | (Some(n), None) => format!(" {n:o}"),
-            (None, None) => " 100644".to_string(),
+            (None, None) => format!(" {:o}", f.mode),
         };
         if fp.is_rename() {
             let _ = writeln!(out, "similarity index {}%", f.similarity.unwrap_or(0));
@@ -919,6 +919,8 @@ pub struct RenderFile<'a> {
     pub old_id: String,
     pub new_id: String,
     pub similarity: Option<u32>,
+    /// The file's mode, for the `index` line of a modification that keeps it.
+    pub mode: u32,
 }
 
 fn range(start: usize, len: usize) -> String {

@@ -34,6 +34,11 @@ pub fn render_patch_body(
             old_id: abbrev(before, f.old_path.as_deref()),
             new_id: abbrev(after, f.new_path.as_deref()),
             similarity: None,
+            mode: f
+                .new_path
+                .as_deref()
+                .and_then(|p| after.entries.get(p))
+                .map_or(crate::tree::MODE_FILE, |e| e.mode),
         })
         .collect();
     render_diff(&mut out, &render);

@@ -211,6 +211,11 @@ impl Fixture {
 
     /// The tree `git am` produces from the series on top of the pin.
     pub fn git_am_tree(&self) -> PathBuf {
+        self.git_am_tree_at(&self.pin)
+    }
+
+    /// The tree `git am` produces from the series on top of `rev`.
+    pub fn git_am_tree_at(&self, rev: &str) -> PathBuf {
         let dir = self.t().join(format!("am-{}", rand_suffix()));
         self.git(
             self.t(),
@@ -221,7 +226,7 @@ impl Fixture {
                 dir.to_str().unwrap(),
             ],
         );
-        self.git(&dir, &["checkout", "-q", "--detach", &self.pin]);
+        self.git(&dir, &["checkout", "-q", "--detach", rev]);
         let series = std::fs::read_to_string(self.root.join("overlays/up/series")).unwrap();
         for name in series
             .lines()

@@ -246,7 +246,7 @@ fn real_mlx_drift_to_846d176() {
           context-drift  0001-Reserve-more-for-nax-kernel-names.patch  since a082cb91d590 Use a 32-row block in qmm_t_nax when one block covers all of M (#4171)
               changed upstream: mlx/backend/metal/quantized.cpp::mlx::core::qmm_nax (encloses hunk #1 of mlx/backend/metal/quantized.cpp)
                 @@ -17,7 +17,8 @@ void qmm_nax(
-         
+        
                    int wm = 2;
                    int wn = 2;
                 -  int bm = 64;

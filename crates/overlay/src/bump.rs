@@ -1,0 +1,547 @@
+//! `bump-pin`: move the pin to another upstream commit, carrying every overlay across with a 3-way
+//! merge (libgit2's, which is git's), all or nothing.
+//!
+//! Overlay i is rebased like `git rebase` does it: merge(base = old chain before i, ours = old chain
+//! after i, theirs = new chain before i). Every merged overlay is re-diffed canonically against the
+//! new chain. A conflict is an outcome, not an error: the merge with conflict markers is written
+//! into a tree for the user to resolve, and `--continue` picks it up from there.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::apply::Text;
+use crate::diff;
+use crate::error::{Error, IoContext, Result};
+use crate::patch::{FilePatch, Overlay, parse_overlay};
+use crate::render::render_patch_body;
+use crate::series::Series;
+use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
+
+/// What happened to one overlay.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Same hunks against the new pin: the file keeps every byte.
+    Kept,
+    /// Merged and rewritten canonically against the new pin.
+    Rewritten,
+    /// Already upstream; removed from the series (`--drop-upstreamed`).
+    Dropped,
+    /// Already upstream, but `--drop-upstreamed` was not given.
+    Upstreamed,
+    /// The merge conflicts.
+    Conflict,
+    /// Resolved by hand in the bump tree (`--continue`).
+    Resolved,
+    /// Not reached because an earlier overlay conflicts.
+    Pending,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OverlayBump {
+    pub name: String,
+    pub action: Action,
+    /// Files with conflict markers (for `Conflict`).
+    pub conflicts: Vec<String>,
+    #[serde(skip)]
+    pub raw: Option<String>,
+}
+
+/// Progress saved in the bump tree between a conflict and `--continue`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct BumpState {
+    pub upstream: String,
+    pub from: String,
+    pub to: String,
+    pub drop_upstreamed: bool,
+    /// Overlay name -> new text (None: dropped), for the overlays already carried across.
+    pub done: Vec<(String, Option<String>)>,
+    /// The overlay whose merge conflicted and is being resolved in the tree.
+    pub resolving: String,
+    /// Blob ids of the project files at the start, so nothing edited meanwhile is overwritten.
+    pub guards: BTreeMap<String, String>,
+}
+
+pub const BUMP_STATE: &str = ".overlay-bump.json";
+
+#[derive(Debug)]
+pub struct Outcome {
+    pub overlays: Vec<OverlayBump>,
+    /// The tree where the first conflict awaits resolution (when there is one).
+    pub conflict_tree: Option<Tree>,
+    /// The new series text, when overlays were dropped.
+    pub series_raw: String,
+}
+
+impl Outcome {
+    pub fn is_clean(&self) -> bool {
+        self.conflict_tree.is_none()
+            && !self.overlays.iter().any(|o| o.action == Action::Upstreamed)
+    }
+}
+
+fn text(tree: &Tree, path: &str, src: &dyn BlobSource) -> Result<Option<Vec<u8>>> {
+    tree.bytes(path, src)
+}
+
+/// libgit2's 3-way file merge: Ok(merged) or Err(merged with conflict markers).
+pub fn merge3(
+    base: &[u8],
+    ours: &[u8],
+    theirs: &[u8],
+    path: &str,
+    labels: (&str, &str, &str),
+) -> Result<std::result::Result<Vec<u8>, Vec<u8>>> {
+    let mut a = git2::MergeFileInput::new();
+    a.content(base).path(path);
+    let mut o = git2::MergeFileInput::new();
+    o.content(ours).path(path);
+    let mut t = git2::MergeFileInput::new();
+    t.content(theirs).path(path);
+    let mut opts = git2::MergeFileOptions::new();
+    opts.ancestor_label(labels.0)
+        .our_label(labels.1)
+        .their_label(labels.2);
+    let r = git2::merge_file(&a, &o, &t, Some(&mut opts))
+        .map_err(|e| Error::git(format!("merging {path}"), e))?;
+    Ok(if r.is_automergeable() {
+        Ok(r.content().to_vec())
+    } else {
+        Err(r.content().to_vec())
+    })
+}
+
+fn set(tree: &mut Tree, path: &str, bytes: Option<Vec<u8>>, mode: u32) {
+    match bytes {
+        Some(b) => {
+            tree.entries.insert(
+                path.to_string(),
+                Entry {
+                    mode,
+                    content: Content::Bytes(Arc::from(b)),
+                },
+            );
+        }
+        None => {
+            tree.entries.remove(path);
+        }
+    }
+}
+
+/// Merges one overlay onto `new_before`. Returns the merged tree, or the tree with conflict markers
+/// and the conflicting paths.
+fn merge_overlay(
+    ov: &Overlay,
+    old_before: &Tree,
+    old_after: &Tree,
+    new_before: &Tree,
+    src: &dyn BlobSource,
+    labels: (&str, &str, &str),
+) -> Result<(Tree, Vec<String>)> {
+    let mut out = new_before.clone();
+    let mut conflicts = Vec::new();
+    for fp in &ov.files {
+        let base = match &fp.old_path {
+            Some(p) => text(old_before, p, src)?,
+            None => None,
+        };
+        let ours = match &fp.new_path {
+            Some(p) => text(old_after, p, src)?,
+            None => None,
+        };
+        let theirs_path = fp
+            .old_path
+            .as_deref()
+            .or(fp.new_path.as_deref())
+            .expect("a path");
+        let theirs = text(new_before, theirs_path, src)?;
+        let mode = fp
+            .new_mode
+            .or_else(|| new_before.entries.get(theirs_path).map(|e| e.mode))
+            .unwrap_or(MODE_FILE);
+        let target = fp.new_path.as_deref().unwrap_or(theirs_path);
+        match (base, ours, theirs) {
+            // Added by the overlay.
+            (None, Some(o), None) => set(&mut out, target, Some(o), mode),
+            (None, Some(o), Some(t)) if o == t => {}
+            (None, Some(o), Some(t)) => match merge3(b"", &o, &t, target, labels)? {
+                Ok(m) => set(&mut out, target, Some(m), mode),
+                Err(m) => {
+                    set(&mut out, target, Some(m), mode);
+                    conflicts.push(format!("{target} (added by both)"));
+                }
+            },
+            // Deleted by the overlay.
+            (Some(_), None, None) => {}
+            (Some(b), None, Some(t)) if b == t => set(&mut out, theirs_path, None, mode),
+            (Some(_), None, Some(_)) => conflicts.push(format!(
+                "{theirs_path} (deleted by the overlay, changed upstream)"
+            )),
+            // Modified (and maybe renamed) by the overlay.
+            (Some(_), Some(_), None) => conflicts.push(format!(
+                "{theirs_path} (changed by the overlay, deleted upstream)"
+            )),
+            (Some(b), Some(o), Some(t)) => {
+                if fp.is_rename() {
+                    set(&mut out, theirs_path, None, mode);
+                }
+                match merge3(&b, &o, &t, target, labels)? {
+                    Ok(m) => set(&mut out, target, Some(m), mode),
+                    Err(m) => {
+                        set(&mut out, target, Some(m), mode);
+                        conflicts.push(target.to_string());
+                    }
+                }
+            }
+            (None, None, _) => {}
+        }
+    }
+    Ok((out, conflicts))
+}
+
+/// The canonical file patches taking `before` to `after` for `paths`.
+pub fn canonical_files(
+    before: &Tree,
+    after: &Tree,
+    paths: &BTreeSet<String>,
+    src: &dyn BlobSource,
+) -> Result<Vec<FilePatch>> {
+    let mut files = Vec::new();
+    for p in paths {
+        let a = text(before, p, src)?;
+        let b = text(after, p, src)?;
+        if a == b && before.entries.get(p).map(|e| e.mode) == after.entries.get(p).map(|e| e.mode) {
+            continue;
+        }
+        let ta = Text::parse(&String::from_utf8_lossy(a.as_deref().unwrap_or_default()));
+        let tb = Text::parse(&String::from_utf8_lossy(b.as_deref().unwrap_or_default()));
+        let (om, nm) = (
+            before.entries.get(p).map(|e| e.mode),
+            after.entries.get(p).map(|e| e.mode),
+        );
+        files.push(FilePatch {
+            old_path: a.as_ref().map(|_| p.clone()),
+            new_path: b.as_ref().map(|_| p.clone()),
+            // Modes are written only where git writes them: created, deleted or changed.
+            old_mode: if (a.is_some() && b.is_some() && om != nm) || b.is_none() {
+                om
+            } else {
+                None
+            },
+            new_mode: if (a.is_some() && b.is_some() && om != nm) || a.is_none() {
+                nm
+            } else {
+                None
+            },
+            hunks: diff::text_hunks(&ta, &tb, diff::CONTEXT)?,
+            patch_line: 0,
+        });
+    }
+    Ok(files)
+}
+
+fn same_files(a: &[FilePatch], b: &[FilePatch]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            x.old_path == y.old_path
+                && x.new_path == y.new_path
+                && x.hunks.len() == y.hunks.len()
+                && x.hunks.iter().zip(&y.hunks).all(|(h, k)| h.same_as(k))
+        })
+}
+
+/// Renders `ov` with new file patches between `before` and `after` (keeps the bytes when unchanged).
+pub fn rewrite(
+    ov: &Overlay,
+    files: Vec<FilePatch>,
+    before: &Tree,
+    after: &Tree,
+    src: &dyn BlobSource,
+) -> Result<(String, bool)> {
+    let mut sorted_old = ov.files.clone();
+    sorted_old.sort_by(|x, y| x.path().cmp(y.path()));
+    if same_files(&sorted_old, &files) || same_files(&ov.files, &files) {
+        return Ok((ov.raw.clone(), false));
+    }
+    let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
+    let raw = format!(
+        "{}{}",
+        ov.prelude,
+        render_patch_body(&files, before, after, &signature, src)?
+    );
+    parse_overlay(&ov.name, &ov.path, &raw)?;
+    Ok((raw, true))
+}
+
+/// Carries `series` from `old_base` to `new_base`. `done` are overlays already carried (from a
+/// `--continue`), `resolved` the tree the user resolved for the next overlay, if any.
+#[allow(clippy::too_many_arguments)]
+pub fn bump(
+    old_base: &Tree,
+    new_base: &Tree,
+    series: &Series,
+    src: &dyn BlobSource,
+    drop_upstreamed: bool,
+    done: &[(String, Option<String>)],
+    resolved: Option<(&str, &Tree)>,
+    labels: (&str, &str, &str),
+) -> Result<Outcome> {
+    let mut old_chain = old_base.clone();
+    let mut new_chain = new_base.clone();
+    let mut out = Vec::new();
+    let mut conflict_tree = None;
+    for ov in &series.overlays {
+        let mut old_next = old_chain.clone();
+        old_next.apply_overlay(ov, src)?;
+        if conflict_tree.is_some() {
+            out.push(OverlayBump {
+                name: ov.name.clone(),
+                action: Action::Pending,
+                conflicts: vec![],
+                raw: None,
+            });
+            old_chain = old_next;
+            continue;
+        }
+        // Already carried in an earlier run of this bump.
+        if let Some((_, raw)) = done.iter().find(|(n, _)| n == &ov.name) {
+            match raw {
+                None => out.push(OverlayBump {
+                    name: ov.name.clone(),
+                    action: Action::Dropped,
+                    conflicts: vec![],
+                    raw: None,
+                }),
+                Some(raw) => {
+                    let carried = parse_overlay(&ov.name, &ov.path, raw)?;
+                    new_chain.apply_overlay(&carried, src)?;
+                    let action = if *raw == ov.raw {
+                        Action::Kept
+                    } else {
+                        Action::Rewritten
+                    };
+                    out.push(OverlayBump {
+                        name: ov.name.clone(),
+                        action,
+                        conflicts: vec![],
+                        raw: Some(raw.clone()),
+                    });
+                }
+            }
+            old_chain = old_next;
+            continue;
+        }
+        let paths: BTreeSet<String> = ov
+            .files
+            .iter()
+            .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
+            .flatten()
+            .collect();
+        if let Some((name, tree)) = resolved
+            && name == ov.name
+        {
+            // The user's resolution, whatever files it touched.
+            let all: BTreeSet<String> = tree
+                .entries
+                .keys()
+                .chain(new_chain.entries.keys())
+                .cloned()
+                .collect();
+            let changed: BTreeSet<String> = all
+                .into_iter()
+                .filter(|p| {
+                    tree.blob_id(p) != new_chain.blob_id(p)
+                        || tree.entries.get(p).map(|e| e.mode)
+                            != new_chain.entries.get(p).map(|e| e.mode)
+                })
+                .collect();
+            let files = canonical_files(&new_chain, tree, &changed, src)?;
+            if files.is_empty() {
+                return Err(Error::input(&ov.path, None, "the resolved tree carries none of this overlay's changes").with_help("if upstream now has them all, use --drop-upstreamed; else resolve the conflict in the tree"));
+            }
+            let (raw, _) = rewrite(ov, files, &new_chain, tree, src)?;
+            new_chain = tree.clone();
+            out.push(OverlayBump {
+                name: ov.name.clone(),
+                action: Action::Resolved,
+                conflicts: vec![],
+                raw: Some(raw),
+            });
+            old_chain = old_next;
+            continue;
+        }
+        let (merged, conflicts) =
+            merge_overlay(ov, &old_chain, &old_next, &new_chain, src, labels)?;
+        if !conflicts.is_empty() {
+            out.push(OverlayBump {
+                name: ov.name.clone(),
+                action: Action::Conflict,
+                conflicts,
+                raw: None,
+            });
+            conflict_tree = Some(merged);
+            old_chain = old_next;
+            continue;
+        }
+        let files = canonical_files(&new_chain, &merged, &paths, src)?;
+        if files.is_empty() {
+            let action = if drop_upstreamed {
+                Action::Dropped
+            } else {
+                Action::Upstreamed
+            };
+            out.push(OverlayBump {
+                name: ov.name.clone(),
+                action,
+                conflicts: vec![],
+                raw: None,
+            });
+            old_chain = old_next;
+            continue;
+        }
+        let (raw, changed) = rewrite(ov, files, &new_chain, &merged, src)?;
+        new_chain = merged;
+        out.push(OverlayBump {
+            name: ov.name.clone(),
+            action: if changed {
+                Action::Rewritten
+            } else {
+                Action::Kept
+            },
+            conflicts: vec![],
+            raw: Some(raw),
+        });
+        old_chain = old_next;
+    }
+    // The series loses dropped overlays' lines; comments and the rest keep their bytes.
+    let dropped: BTreeSet<&str> = out
+        .iter()
+        .filter(|o| o.action == Action::Dropped)
+        .map(|o| o.name.as_str())
+        .collect();
+    let series_raw = if dropped.is_empty() {
+        series.raw.clone()
+    } else {
+        series
+            .raw
+            .split_inclusive('\n')
+            .filter(|l| !dropped.contains(l.split('#').next().unwrap_or("").trim()))
+            .collect()
+    };
+    Ok(Outcome {
+        overlays: out,
+        conflict_tree,
+        series_raw,
+    })
+}
+
+/// Replaces `rev` of `[upstream.<name>]` in pins.toml, keeping everything else byte for byte.
+pub fn set_pin(pins_text: &str, pins_path: &Path, name: &str, rev: &str) -> Result<String> {
+    let mut doc: toml_edit::DocumentMut = pins_text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| Error::input(pins_path, None, e.to_string()))?;
+    let item = doc
+        .get_mut("upstream")
+        .and_then(|u| u.get_mut(name))
+        .and_then(|t| t.get_mut("rev"))
+        .ok_or_else(|| {
+            Error::input(pins_path, None, format!("no upstream.{name}.rev to update"))
+        })?;
+    let decor = item.as_value().map(|v| v.decor().clone());
+    let mut v = toml_edit::Value::from(rev);
+    if let Some(d) = decor {
+        *v.decor_mut() = d;
+    }
+    *item = toml_edit::Item::Value(v);
+    Ok(doc.to_string())
+}
+
+/// Writes files all at once: every temp first, then the renames, `last` at the very end. Refuses if
+/// any target changed since it was read (`expected` blob ids; None = must not exist).
+pub fn write_all(
+    files: &[(PathBuf, Option<String>)],
+    guards: &BTreeMap<String, String>,
+) -> Result<()> {
+    for (path, want) in guards {
+        let now = std::fs::read(path)
+            .ok()
+            .map(|b| crate::tree::blob_id(&b).to_string())
+            .unwrap_or_default();
+        if &now != want {
+            return Err(Error::input(
+                path,
+                None,
+                "changed on disk since the bump started; nothing was written",
+            )
+            .with_help("review the change, then run bump-pin again"));
+        }
+    }
+    let mut temps = Vec::new();
+    for (path, content) in files {
+        if let Some(c) = content {
+            let tmp = path.with_extension("bump-tmp");
+            std::fs::write(&tmp, c).at(&tmp)?;
+            temps.push((Some(tmp), path));
+        } else {
+            temps.push((None, path));
+        }
+    }
+    for (tmp, path) in temps {
+        match tmp {
+            Some(t) => std::fs::rename(&t, path).at(path)?,
+            None => {
+                if path.exists() {
+                    std::fs::remove_file(path).at(path)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A tree read from a directory (what the user resolved), without the state files.
+pub fn tree_from_dir(dir: &Path) -> Result<Tree> {
+    let mut t = Tree::default();
+    for (p, (_, exec)) in crate::materialize::scan_dir(dir)? {
+        if p == BUMP_STATE {
+            continue;
+        }
+        let path = dir.join(&p);
+        let bytes = std::fs::read(&path).at(&path)?;
+        let mode = if exec {
+            crate::tree::MODE_EXEC
+        } else {
+            MODE_FILE
+        };
+        t.entries.insert(
+            p,
+            Entry {
+                mode,
+                content: Content::Bytes(Arc::from(bytes)),
+            },
+        );
+    }
+    Ok(t)
+}
+
+/// Lines that still look like conflict markers, as "path:line", in files that differ from `base`.
+pub fn conflict_markers(tree: &Tree, base: &Tree, src: &dyn BlobSource) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for p in tree.entries.keys() {
+        if tree.blob_id(p) == base.blob_id(p) {
+            continue;
+        }
+        let bytes = tree.bytes(p, src)?.unwrap_or_default();
+        for (i, l) in String::from_utf8_lossy(&bytes).lines().enumerate() {
+            if l.starts_with("<<<<<<< ")
+                || l.starts_with(">>>>>>> ")
+                || l == "======="
+                || l.starts_with("||||||| ")
+            {
+                out.push(format!("{p}:{}", i + 1));
+            }
+        }
+    }
+    Ok(out)
+}

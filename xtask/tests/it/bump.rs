@@ -1,0 +1,230 @@
+//! bump-pin: success, dry run, conflict then --continue, upstreamed overlays, abort.
+
+use crate::fixture::{Fixture, assert_same_tree};
+
+fn lines(f: impl Fn(usize) -> String) -> String {
+    (1..=30).map(f).collect()
+}
+
+fn plain(i: usize) -> String {
+    format!("line {i}\n")
+}
+
+fn fixture() -> Fixture {
+    let f = Fixture::new(&[("a.txt", &lines(plain)), ("b.txt", "b\n")]);
+    f.add_overlay(
+        "Change line 10",
+        &[(
+            "a.txt",
+            Some(&lines(|i| {
+                if i == 10 {
+                    "line TEN\n".into()
+                } else {
+                    plain(i)
+                }
+            })),
+        )],
+        "Overlay-Kind: upstreamable",
+    );
+    f.add_overlay(
+        "Change b",
+        &[("b.txt", Some("B\n"))],
+        "Overlay-Kind: local-only",
+    );
+    f
+}
+
+fn pins_rev(f: &Fixture) -> String {
+    let t = f.read(f.root.join("pins.toml"));
+    t.lines()
+        .find_map(|l| l.strip_prefix("rev = \""))
+        .unwrap()
+        .trim_end_matches('"')
+        .to_string()
+}
+
+#[test]
+fn a_clean_bump_rewrites_moved_overlays_and_the_pin() {
+    let f = fixture();
+    let new = f.commit_upstream(&[("a.txt", &format!("new top\n{}", lines(plain)))], "grow");
+    let before = f.project_snapshot();
+    let out = f.xtask(&["bump-pin", "main", "--dry-run"]).ok();
+    assert!(
+        out.stdout.contains("(dry run)") && out.stdout.contains("rewritten"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(before, f.project_snapshot(), "a dry run writes nothing");
+
+    let out = f.xtask(&["bump-pin", "main"]).ok();
+    assert!(
+        out.stdout
+            .contains("moved         0001-Change-line-10.patch: rewritten"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("clean         0002-Change-b.patch: kept"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(pins_rev(&f), new);
+    let p2 = std::path::Path::new("overlays/up/0002-Change-b.patch");
+    assert_eq!(
+        before[p2],
+        f.project_snapshot()[p2],
+        "an unchanged overlay keeps its bytes"
+    );
+    let first = f.read(f.root.join("overlays/up/0001-Change-line-10.patch"));
+    assert!(
+        first.contains("@@ -8,7 +8,7 @@") && first.contains("Overlay-Kind: upstreamable"),
+        "{first}"
+    );
+    f.xtask(&["check"]).ok();
+    // The carried series is exactly what git am gives at the new pin.
+    let dir = f.t().join("tree");
+    f.xtask(&["apply", "--dir", dir.to_str().unwrap()]).ok();
+    assert_same_tree(&dir, &f.git_am_tree_at(&new));
+    // Bumping to where we are is a no-op.
+    let out = f.xtask(&["bump-pin", "main"]).ok();
+    assert!(out.stdout.contains("nothing to do"), "{}", out.stdout);
+}
+
+#[test]
+fn a_conflict_writes_nothing_then_continue_finishes() {
+    let f = fixture();
+    let new = f.commit_upstream(
+        &[(
+            "a.txt",
+            &lines(|i| {
+                if i == 10 {
+                    "line 10 upstream\n".into()
+                } else {
+                    plain(i)
+                }
+            }),
+        )],
+        "conflicting edit",
+    );
+    let before = f.project_snapshot();
+    let out = f.xtask(&["bump-pin", &new]).code(1);
+    assert!(
+        out.stdout.contains("CONFLICT in a.txt") && out.stdout.contains("--continue"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("0002-Change-b.patch: not reached"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        before,
+        f.project_snapshot(),
+        "pins.toml and overlays/ untouched"
+    );
+    let tree = f.root.join("target/bump/up");
+    let conflicted = f.read(tree.join("a.txt"));
+    assert!(
+        conflicted.contains("<<<<<<< overlay") && conflicted.contains(">>>>>>> new upstream"),
+        "{conflicted}"
+    );
+
+    let out = f.xtask(&["bump-pin", &new, "--continue"]).code(2);
+    assert!(
+        out.stderr.contains("conflict markers remain in") && out.stderr.contains("a.txt:10"),
+        "{}",
+        out.stderr
+    );
+    let out = f.xtask(&["bump-pin", &new]).code(2);
+    assert!(out.stderr.contains("is in progress"), "{}", out.stderr);
+
+    std::fs::write(
+        tree.join("a.txt"),
+        lines(|i| {
+            if i == 10 {
+                "line TEN upstream\n".into()
+            } else {
+                plain(i)
+            }
+        }),
+    )
+    .unwrap();
+    let out = f.xtask(&["bump-pin", &new, "--continue"]).ok();
+    assert!(
+        out.stdout
+            .contains("0001-Change-line-10.patch: resolved by hand"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(pins_rev(&f), new);
+    assert!(
+        !tree.exists(),
+        "the bump tree is removed once the bump is done"
+    );
+    let first = f.read(f.root.join("overlays/up/0001-Change-line-10.patch"));
+    assert!(
+        first.contains("-line 10 upstream\n+line TEN upstream\n"),
+        "{first}"
+    );
+    f.xtask(&["check"]).ok();
+}
+
+#[test]
+fn abort_discards_the_bump() {
+    let f = fixture();
+    let new = f.commit_upstream(
+        &[(
+            "a.txt",
+            &lines(|i| {
+                if i == 10 {
+                    "line 10 upstream\n".into()
+                } else {
+                    plain(i)
+                }
+            }),
+        )],
+        "conflicting edit",
+    );
+    f.xtask(&["bump-pin", &new]).code(1);
+    f.xtask(&["bump-pin", &new, "--abort"]).ok();
+    assert!(!f.root.join("target/bump/up").exists());
+    f.xtask(&["bump-pin", &new, "--abort"]).code(2);
+}
+
+#[test]
+fn upstreamed_overlays_are_dropped_only_when_asked() {
+    let f = fixture();
+    let new = f.commit_upstream(&[("b.txt", "B\n")], "adopt the b change");
+    let before = f.project_snapshot();
+    let out = f.xtask(&["bump-pin", &new]).code(1);
+    assert!(
+        out.stdout
+            .contains("0002-Change-b.patch: upstreamed: pass --drop-upstreamed"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(before, f.project_snapshot());
+    let out = f.xtask(&["bump-pin", &new, "--drop-upstreamed"]).ok();
+    assert!(
+        out.stdout.contains("0002-Change-b.patch: dropped"),
+        "{}",
+        out.stdout
+    );
+    assert!(!f.root.join("overlays/up/0002-Change-b.patch").exists());
+    assert!(!f.read(f.root.join("overlays/up/series")).contains("0002"));
+    assert_eq!(pins_rev(&f), new);
+    f.xtask(&["check"]).ok();
+}
+
+#[test]
+fn pins_toml_keeps_its_formatting() {
+    let f = fixture();
+    let p = f.root.join("pins.toml");
+    let text = format!("# our pins\n{}", f.read(&p).replace("rev = ", "rev   =   "));
+    std::fs::write(&p, &text).unwrap();
+    let new = f.commit_upstream(&[("README", "x\n")], "unrelated");
+    f.xtask(&["bump-pin", &new]).ok();
+    assert_eq!(f.read(&p), text.replace(&f.pin, &new));
+}
