@@ -1,6 +1,7 @@
 //! `cargo xtask`: thin glue over the `overlay` engine (argument parsing, progress, printing).
 //! Exit codes: 0 clean, 1 findings, 2 error.
 
+mod bench;
 mod build_mlx;
 mod commands;
 mod metal_sim;
@@ -51,6 +52,9 @@ enum Cmd {
     NewOverlay(commands::NewOverlayArgs),
     /// Move the pin to another upstream commit, carrying every overlay with a 3-way merge (all or nothing)
     BumpPin(commands::BumpArgs),
+    /// Benchmarks (each prints a ratio against a baseline measured in the same run)
+    #[command(subcommand)]
+    Bench(bench::Bench),
     /// Build the patched upstream (CMake + Ninja), cached by content outside the checkout
     BuildMlx(build_mlx::BuildMlxArgs),
     /// Run MLX's quantized mat-vec kernels on the CPU emulator and check identity claims
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
         Cmd::NewOverlay(a) => commands::new_overlay(&cli.global, a),
         Cmd::Drift(a) => commands::drift(&cli.global, a),
         Cmd::BumpPin(a) => commands::bump_pin(&cli.global, a),
+        Cmd::Bench(b) => bench::run(&cli.global, b),
         Cmd::BuildMlx(a) => commands::build_mlx(&cli.global, a),
         Cmd::MetalSim(a) => metal_sim::run(a, &cli.global),
     };
