@@ -24,6 +24,24 @@ struct Stream {};
 
 inline std::string get_type_string(const std::string& t) { return t; }
 
+// Dtypes compare as their names (array::dtype() is the name here).
+inline const std::string float32 = "float32";
+inline const std::string float16 = "float16";
+inline const std::string bfloat16 = "bfloat16";
+
+// MLX's environment knobs, read from the real environment so the runner can
+// choose a policy per process.
+namespace env {
+inline std::string get_var(const char* name, const char* default_value) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string(default_value);
+}
+inline int get_var(const char* name, int default_value) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : default_value;
+}
+} // namespace env
+
 template <class... A>
 void concatenate(std::string& out, const A&... a) {
   std::ostringstream s;

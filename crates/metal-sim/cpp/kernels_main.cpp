@@ -74,36 +74,8 @@ std::string launch_wide(const Ctx& c) {
   });
 }
 
-// The streamed kernels do not exist yet; their parameter list is assumed to
-// be qmv_fast_impl's, optionally with the vector count M after out_vec_size
-// (as qmv_wide_impl has it). A different signature fails to compile, loudly.
-#define MSIM_STREAMED_LAUNCHER(launcher, impl)                                      \
-  template <class T, int gs, int bits, int V>                                       \
-  std::string launcher(const Ctx& c) {                                              \
-    const T* s = static_cast<const T*>(c.s);                                        \
-    const T* b = static_cast<const T*>(c.b);                                        \
-    const T* x = static_cast<const T*>(c.x);                                        \
-    T* y = static_cast<T*>(c.y);                                                    \
-    int K = c.K, N = c.N, M = c.M;                                                  \
-    return msim::launch(c.dims, [&](const msim::Ids& id) {                          \
-      if constexpr (requires {                                                      \
-                      impl<T, gs, bits, V>(c.w, s, b, x, y, K, N, M, id.tg,         \
-                                           id.simd_gid, id.simd_lid);               \
-                    }) {                                                            \
-        impl<T, gs, bits, V>(c.w, s, b, x, y, K, N, M, id.tg, id.simd_gid,          \
-                             id.simd_lid);                                          \
-      } else {                                                                      \
-        impl<T, gs, bits, V>(c.w, s, b, x, y, K, N, id.tg, id.simd_gid,             \
-                             id.simd_lid);                                          \
-      }                                                                             \
-    });                                                                             \
-  }
-#ifdef MSIM_HAVE_qmv_fast_streamed_impl
-MSIM_STREAMED_LAUNCHER(launch_fast_streamed, qmv_fast_streamed_impl)
-#endif
-#ifdef MSIM_HAVE_qmv_streamed_impl
-MSIM_STREAMED_LAUNCHER(launch_qmv_streamed, qmv_streamed_impl)
-#endif
+// Launchers of the streamed [[kernel]] entries are generated with the unit
+// (compile.rs: streamed_launcher), after this file.
 
 extern const Entry kEntries[];
 extern const size_t kNumEntries;

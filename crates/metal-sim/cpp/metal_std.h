@@ -2,6 +2,7 @@
 // BEFORE metal_shim.h defines `thread`, `device`, ... away: defining `thread`
 // first would break std::thread and friends.
 #pragma once
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>

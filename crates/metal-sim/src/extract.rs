@@ -35,16 +35,15 @@ impl TreeFiles {
     }
 
     pub fn from_dir(label: &str, dir: &std::path::Path) -> Result<TreeFiles> {
-        let mut files = BTreeMap::new();
-        for p in Self::wanted() {
+        Self::read(label, &mut |p| {
             let path = dir.join(p);
-            if path.is_file() {
-                let text = std::fs::read_to_string(&path)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                files.insert(p.to_string(), text);
+            if !path.is_file() {
+                return Ok(None);
             }
-        }
-        Self::checked(label, files)
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Ok(Some(text))
+        })
     }
 
     pub fn from_tree(
@@ -52,16 +51,44 @@ impl TreeFiles {
         tree: &overlay::tree::Tree,
         src: &dyn overlay::tree::BlobSource,
     ) -> Result<TreeFiles> {
+        Self::read(label, &mut |p| {
+            tree.bytes(p, src)
+                .with_context(|| format!("reading {p}"))?
+                .map(|b| String::from_utf8(b).with_context(|| format!("{p} is not UTF-8")))
+                .transpose()
+        })
+    }
+
+    /// The fixed files, then the Metal-backend headers the host source
+    /// includes (an overlay may declare types there that its dispatch uses).
+    fn read(label: &str, get: &mut dyn FnMut(&str) -> Result<Option<String>>) -> Result<TreeFiles> {
         let mut files = BTreeMap::new();
         for p in Self::wanted() {
-            if let Some(bytes) = tree.bytes(p, src).with_context(|| format!("reading {p}"))? {
-                files.insert(
-                    p.to_string(),
-                    String::from_utf8(bytes).with_context(|| format!("{p} is not UTF-8"))?,
-                );
+            if let Some(text) = get(p)? {
+                files.insert(p.to_string(), text);
+            }
+        }
+        let includes = files.get(HOST_SOURCE).map(|t| metal_includes(t));
+        for p in includes.unwrap_or_default() {
+            if !files.contains_key(&p)
+                && let Some(text) = get(&p)?
+            {
+                files.insert(p, text);
             }
         }
         Self::checked(label, files)
+    }
+
+    /// Headers under `mlx/backend/metal/` included by the host source, where
+    /// [`extract`] looks up enum types.
+    pub fn host_type_headers(&self) -> Vec<String> {
+        self.files
+            .get(HOST_SOURCE)
+            .map(|t| metal_includes(t))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| self.files.contains_key(p))
+            .collect()
     }
 
     fn checked(label: &str, files: BTreeMap<String, String>) -> Result<TreeFiles> {
@@ -84,6 +111,17 @@ impl TreeFiles {
     }
 }
 
+/// `#include "mlx/backend/metal/*.h"` lines of `src`, in order.
+fn metal_includes(src: &str) -> Vec<String> {
+    src.lines()
+        .filter_map(|l| {
+            let l = l.trim_start().strip_prefix("#include")?.trim();
+            let p = l.strip_prefix('"')?.strip_suffix('"')?;
+            (p.starts_with("mlx/backend/metal/") && p.ends_with(".h")).then(|| p.to_string())
+        })
+        .collect()
+}
+
 /// One extracted piece: its file, first line and text.
 #[derive(Clone, Debug)]
 struct Piece {
@@ -92,6 +130,9 @@ struct Piece {
     path: String,
     line: usize,
     text: String,
+    /// Enclosing namespaces below the unit's own (`metal` for
+    /// `mlx::core::metal::f` in a unit inside `mlx::core`).
+    namespace: String,
 }
 
 /// The result of an extraction.
@@ -150,6 +191,14 @@ pub fn identifiers(src: &str) -> Vec<&str> {
     out
 }
 
+/// One definition: byte range, first line, qualified name.
+struct Def {
+    start: usize,
+    end: usize,
+    line: usize,
+    qualified: String,
+}
+
 struct FileIndex<'a> {
     path: &'a str,
     text: &'a str,
@@ -157,26 +206,34 @@ struct FileIndex<'a> {
 }
 
 impl FileIndex<'_> {
-    /// Top-level functions and macros named `name` (members of classes are
-    /// not candidates: they are reached through their class).
-    fn definitions(&self, name: &str) -> Vec<(usize, usize, usize)> {
+    /// Top-level definitions of `kinds` named `name` (members of classes are
+    /// not candidates: they are reached through their class), with their
+    /// qualified names.
+    fn definitions_of(&self, name: &str, kinds: &[SymbolKind]) -> Vec<Def> {
         let syms = self.index.symbols();
         syms.iter()
-            .filter(|s| {
-                s.name == name && matches!(s.kind, SymbolKind::Function | SymbolKind::Macro)
-            })
+            .filter(|s| s.name == name && kinds.contains(&s.kind))
             .filter(|s| {
                 !syms.iter().any(|o| {
                     o.span.start <= s.span.start && s.span.end <= o.span.end && o.span != s.span
                 })
             })
-            .map(|s| (s.span.start, s.span.end, s.start_line))
+            .map(|s| Def {
+                start: s.span.start,
+                end: s.span.end,
+                line: s.start_line,
+                qualified: s.qualified.clone(),
+            })
             .collect()
+    }
+
+    fn definitions(&self, name: &str) -> Vec<Def> {
+        self.definitions_of(name, &[SymbolKind::Function, SymbolKind::Macro])
     }
 
     /// File-scope single-line declarations `... NAME = ...;` outside every
     /// definition, e.g. `MLX_MTL_CONST int SIMD_SIZE = 32;`.
-    fn constants(&self, name: &str) -> Vec<(usize, usize, usize)> {
+    fn constants(&self, name: &str) -> Vec<Def> {
         let mut out = Vec::new();
         let mut offset = 0;
         for (n, line) in self.text.split_inclusive('\n').enumerate() {
@@ -201,11 +258,25 @@ impl FileIndex<'_> {
                 .iter()
                 .any(|s| s.span.start <= start && start < s.span.end);
             if !inside {
-                out.push((start, start + line.len(), n + 1));
+                out.push(Def {
+                    start,
+                    end: start + line.len(),
+                    line: n + 1,
+                    qualified: name.to_string(),
+                });
             }
         }
         out
     }
+}
+
+/// Where [`extract`] looks: functions, macros and constants in `search` (in
+/// priority order), enum types in `types`; the generated unit wraps the code
+/// in `namespace`, so definitions there are emitted without it.
+pub struct Scope<'a> {
+    pub search: &'a [&'a str],
+    pub types: &'a [String],
+    pub namespace: &'a str,
 }
 
 /// Extracts `roots` (required) and `optional` (taken when present) with their
@@ -218,9 +289,35 @@ pub fn extract(
     optional: &[&str],
     exclude: &[&str],
 ) -> Result<Extracted> {
+    extract_in(
+        files,
+        &Scope {
+            search,
+            types: &[],
+            namespace: "",
+        },
+        roots,
+        optional,
+        exclude,
+    )
+}
+
+/// [`extract`] with enum types and namespaces (see [`Scope`]).
+pub fn extract_in(
+    files: &TreeFiles,
+    scope: &Scope,
+    roots: &[&str],
+    optional: &[&str],
+    exclude: &[&str],
+) -> Result<Extracted> {
+    let search = scope.search;
     let mut idx = Vec::new();
-    for p in search {
-        if let Some(text) = files.files.get(*p) {
+    for p in search
+        .iter()
+        .copied()
+        .chain(scope.types.iter().map(String::as_str))
+    {
+        if let Some(text) = files.files.get(p) {
             idx.push(FileIndex {
                 path: p,
                 text,
@@ -228,6 +325,7 @@ pub fn extract(
             });
         }
     }
+    let n_search = idx.iter().filter(|f| search.contains(&f.path)).count();
     let mut pieces: Vec<Piece> = Vec::new();
     let mut seen: BTreeSet<String> = exclude.iter().map(|s| s.to_string()).collect();
     let mut queue: Vec<(String, bool)> = roots.iter().map(|r| (r.to_string(), true)).collect();
@@ -246,27 +344,31 @@ pub fn extract(
         }
         let mut hit = None;
         for (rank, f) in idx.iter().enumerate() {
-            let mut defs = f.definitions(&name);
-            if defs.is_empty() {
+            let mut defs = if rank < n_search {
+                f.definitions(&name)
+            } else {
+                f.definitions_of(&name, &[SymbolKind::Enum])
+            };
+            if defs.is_empty() && rank < n_search {
                 defs = f.constants(&name);
             }
             match defs.len() {
                 0 => continue,
                 1 => {
-                    hit = Some((rank, defs[0]));
+                    hit = Some((rank, defs.remove(0)));
                     break;
                 }
                 n => bail!(
                     "{}: `{name}` has {n} definitions (lines {}); the emulator will not guess which one MLX uses",
                     f.path,
                     defs.iter()
-                        .map(|d| d.2.to_string())
+                        .map(|d| d.line.to_string())
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
             }
         }
-        let Some((rank, (start, end, line))) = hit else {
+        let Some((rank, def)) = hit else {
             if required {
                 bail!(
                     "`{name}` is not defined in {} of the {} tree",
@@ -277,7 +379,13 @@ pub fn extract(
             continue;
         };
         let f = &idx[rank];
-        let text = f.text[start..end].to_string();
+        let (start, line) = (def.start, def.line);
+        let mut text = f.text[def.start..def.end].to_string();
+        if !text.trim_end().ends_with(';') && rank >= n_search {
+            // An enum's span stops at its closing brace.
+            text.push(';');
+        }
+        let namespace = relative_namespace(&def.qualified, &name, scope.namespace);
         for id in identifiers(&text) {
             if !seen.contains(id) {
                 queue.push((id.to_string(), false));
@@ -290,6 +398,7 @@ pub fn extract(
             path: f.path.to_string(),
             line,
             text,
+            namespace,
         });
     }
     // Later files are lower-level helpers (utils.h before quantized.cpp needs
@@ -297,13 +406,45 @@ pub fn extract(
     pieces.sort_by(|a, b| b.file_rank.cmp(&a.file_rank).then(a.start.cmp(&b.start)));
     let mut code = String::new();
     for p in &pieces {
-        code.push_str(&format!("#line {} \"{}\"\n{}\n", p.line, p.path, p.text));
+        let (open, close) = if p.namespace.is_empty() {
+            (String::new(), String::new())
+        } else {
+            (
+                format!("namespace {} {{\n", p.namespace),
+                format!("}} // namespace {}\n", p.namespace),
+            )
+        };
+        code.push_str(&format!(
+            "{open}#line {} \"{}\"\n{}\n{close}",
+            p.line, p.path, p.text
+        ));
     }
     Ok(Extracted {
         code,
         names,
         optional_found,
     })
+}
+
+/// The namespaces of `qualified` (a definition named `name`) below `base`:
+/// `mlx::core::metal::f` in `mlx::core` is `metal`. Class qualifiers of
+/// out-of-class member definitions never reach here (members are not
+/// extracted), so every component is a namespace.
+fn relative_namespace(qualified: &str, name: &str, base: &str) -> String {
+    let ns = qualified
+        .strip_suffix(name)
+        .map(|q| q.trim_end_matches("::"))
+        .unwrap_or("");
+    let rel = if base.is_empty() {
+        ns
+    } else if ns == base {
+        ""
+    } else {
+        ns.strip_prefix(base)
+            .and_then(|r| r.strip_prefix("::"))
+            .unwrap_or(ns)
+    };
+    rel.to_string()
 }
 
 /// Replaces every `from` by `to` inside the definition `name` of `path`; the

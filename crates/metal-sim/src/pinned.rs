@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::extract::TreeFiles;
 
@@ -18,10 +18,28 @@ pub struct Pinned {
 /// Loads the project at `root` (the folder of pins.toml) and reads the files
 /// the emulator needs from both trees.
 pub fn load(root: &Path, upstream: Option<&str>) -> Result<Pinned> {
+    load_with(root, upstream, &[])
+}
+
+/// [`load`] with `extra` overlay files of the overlay folder applied after
+/// the series (those the series already lists are not applied twice), e.g.
+/// to check overlays before they are added to the series.
+pub fn load_with(root: &Path, upstream: Option<&str>, extra: &[&str]) -> Result<Pinned> {
     use overlay::project::{Project, apply_series};
     let project = Project::load(root)?;
     let up = project.upstream(upstream)?;
-    let series = project.series(up)?;
+    let mut series = project.series(up)?;
+    for name in extra {
+        if series.overlays.iter().any(|o| o.name == *name) {
+            continue;
+        }
+        let path = series.dir.join(name);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        series
+            .overlays
+            .push(overlay::patch::parse_overlay(name, &path, &text)?);
+    }
     let repo = project.open_upstream(up, &overlay::upstream::default_cache_root(), &mut |_| {})?;
     let applied = apply_series(&repo, &up.rev, &series)?;
     Ok(Pinned {

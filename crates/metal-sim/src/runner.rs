@@ -175,6 +175,13 @@ fn instance(case: &Case, l: &Launch) -> Result<Instance> {
     let extra = match family {
         Family::Quad => vec![l.targs[2]],
         Family::Wide => vec![l.targs[2], l.targs[3]],
+        Family::FastStreamed | Family::QmvStreamed => {
+            // [gs, bits, V, batched]; the harness launches unbatched only.
+            if l.targs.len() != 4 || l.targs[3] != 0 {
+                bail!("{}: streamed template arguments {:?}", case.id(), l.targs);
+            }
+            vec![l.targs[2]]
+        }
         Family::Fast | Family::Qmv => {
             // The narrow (2 results per simdgroup) variant is nvfp4-only.
             if l.targs.get(4) != Some(&4) {
@@ -186,7 +193,6 @@ fn instance(case: &Case, l: &Launch) -> Result<Instance> {
             }
             vec![]
         }
-        _ => vec![],
     };
     Ok(Instance {
         family,
@@ -435,6 +441,67 @@ pub fn run(patched: &TreeFiles, pristine: Option<&TreeFiles>, opts: &Options) ->
     let l_wide = &rec_patched[m1.len()..m1.len() + multi.len()];
     let l_old = &rec_patched[m1.len() + multi.len()..];
 
+    // Policy dispatch (gen 15) for the streamed claims: every M=1 shape that
+    // is not qmv_quad's, at several M, under the three policies of the
+    // patched tree; plus cases outside the accept-list, which must keep
+    // upstream's launch. Trees without the policy ignore the variable.
+    let t = Instant::now();
+    let stream_ms: Vec<i64> = if opts.quick {
+        vec![3, 7]
+    } else {
+        vec![2, 3, 5, 7, 11]
+    };
+    let mut scases = Vec::new();
+    for c in m1.iter().filter(|c| c.shape.k != 64 && c.shape.k != 128) {
+        for &m in &stream_ms {
+            let mut cm = c.clone();
+            cm.shape.m = m;
+            scases.push(cm);
+        }
+    }
+    let mut outside = Vec::new();
+    if let Some(c) = m1.iter().find(|c| c.shape.name == "aligned") {
+        for (gs, bits, m, k, why) in [
+            (16, c.bits, 3, c.shape.k, "gs16"),
+            (c.gs, 1, 3, c.shape.k, "bits1"),
+            (c.gs, c.bits, 40, c.shape.k, "m_over_limit"),
+            (c.gs, 4, 3, 128, "quad_k128"),
+        ] {
+            let mut o = c.clone();
+            o.gs = gs;
+            o.bits = bits;
+            o.shape.m = m;
+            o.shape.k = k;
+            o.shape.name = why;
+            outside.push(o);
+        }
+    }
+    let policy_lines: Vec<String> = scases
+        .iter()
+        .chain(&outside)
+        .map(|c| dispatch_line(c, "dispatch_qmv", ARCH_WIDE))
+        .collect();
+    let mut by_policy = BTreeMap::new();
+    for policy in ["upstream", "narrow", "streamed"] {
+        let rec = compile::run_lines_env(
+            &d_patched.path,
+            &policy_lines,
+            &[(compile::POLICY_ENV, policy)],
+        )?
+        .iter()
+        .map(launch_of)
+        .collect::<Result<Vec<_>>>()?;
+        by_policy.insert(policy, rec);
+    }
+    timings.push(("policy dispatch".to_string(), t.elapsed().as_secs_f64()));
+    let ns = scases.len();
+    let s_up = &by_policy["upstream"][..ns];
+    let s_narrow = &by_policy["narrow"][..ns];
+    let s_str = &by_policy["streamed"][..ns];
+    let streamed_seen = s_str
+        .iter()
+        .any(|l| Family::from_func(&l.func).is_some_and(|f| f.base() != f));
+
     let mut claims = Vec::new();
 
     // Claim 4: the dispatch binary (MLX's code) against the rule as the
@@ -515,7 +582,6 @@ pub fn run(patched: &TreeFiles, pristine: Option<&TreeFiles>, opts: &Options) ->
         "x[i + 2] + x[i + 1]",
     )?;
     let code_perturbed = compile::kernel_code(&perturbed_files)?;
-    let streamed: Vec<String> = code_patched.optional_found.clone();
 
     let orders: Vec<(char, &str)> = if opts.quick {
         vec![ORDERS[0], ORDERS[1]]
@@ -553,7 +619,7 @@ pub fn run(patched: &TreeFiles, pristine: Option<&TreeFiles>, opts: &Options) ->
                         l.grid,
                         l.group,
                         o,
-                        !streamed.is_empty(),
+                        streamed_seen,
                         false,
                     ));
                 }
@@ -596,49 +662,34 @@ pub fn run(patched: &TreeFiles, pristine: Option<&TreeFiles>, opts: &Options) ->
                         runs.push(mk("coro", c, inst, l.grid, l.group, 'b', true, false));
                     }
                 }
-                // Claim 5: streamed variants against the M=1 kernel per vector.
-                for name in &streamed {
-                    let (fam, base) = if name == "qmv_fast_streamed_impl" {
-                        (Family::FastStreamed, "qmv_fast")
-                    } else {
-                        (Family::QmvStreamed, "qmv")
-                    };
-                    for (c, l) in m1.iter().zip(l_m1).filter(|(_, l)| l.func == base) {
-                        for v in [2i64, 4] {
-                            for m in [v, 2 * v + 1] {
-                                let mut cm = c.clone();
-                                cm.shape.m = m;
-                                cm.shape.name = "streamed";
-                                let inst = instance(c, l)?;
-                                for &(o, _) in &orders {
-                                    let g1 = [m, l.grid[1], l.grid[2]];
-                                    runs.push(mk(
-                                        &format!("s1v{v}"),
-                                        &cm,
-                                        inst.clone(),
-                                        g1,
-                                        l.group,
-                                        o,
-                                        true,
-                                        false,
-                                    ));
-                                    let mut si = inst.clone();
-                                    si.family = fam;
-                                    si.extra = vec![v];
-                                    let gv = [(m + v - 1) / v, l.grid[1], l.grid[2]];
-                                    runs.push(mk(
-                                        &format!("sVv{v}"),
-                                        &cm,
-                                        si,
-                                        gv,
-                                        l.group,
-                                        o,
-                                        true,
-                                        false,
-                                    ));
-                                }
-                            }
+                // Claim 5: the streamed launch the policy dispatch recorded
+                // against the narrow one (the M=1 kernel, grid.x = M).
+                if streamed_seen {
+                    for ((c, s), n) in scases.iter().zip(s_str).zip(s_narrow) {
+                        let fam = Family::from_func(&s.func);
+                        if fam.is_none_or(|f| f.base() == f) {
+                            continue;
                         }
+                        runs.push(mk(
+                            "sV",
+                            c,
+                            instance(c, s)?,
+                            s.grid,
+                            s.group,
+                            'b',
+                            true,
+                            false,
+                        ));
+                        runs.push(mk(
+                            "s1",
+                            c,
+                            instance(c, n)?,
+                            n.grid,
+                            n.group,
+                            'b',
+                            true,
+                            false,
+                        ));
                     }
                 }
             }
@@ -905,73 +956,152 @@ pub fn run(patched: &TreeFiles, pristine: Option<&TreeFiles>, opts: &Options) ->
         ));
     }
 
-    // Claim 5: streamed kernels.
-    if streamed.is_empty() {
-        claims.push(Claim {
-            id: "5".into(),
-            title:
-                "streamed kernel: per-vector outputs and simd_sum operands equal the M=1 kernel's"
-                    .into(),
-            status: Status::NotEvaluated,
-            detail: "streamed kernel not present in this tree: identity claim not evaluated".into(),
-        });
+    // Claims 5 and 7: streamed kernels and the policy dispatch.
+    let title5 = "streamed kernel (as dispatched): every vector's output and simd_sum operands equal the M=1 kernel's";
+    let title7 = "policy dispatch: streamed = twin of the M=1 kernel on the accept-list, upstream's launch elsewhere; narrow = M=1 kernel with grid.x = M";
+    if !streamed_seen {
+        let detail = "streamed kernel not present in this tree (the streamed policy never dispatches it): identity claim not evaluated";
+        for (id, title) in [("5", title5), ("7", title7)] {
+            claims.push(Claim {
+                id: id.into(),
+                title: title.into(),
+                status: Status::NotEvaluated,
+                detail: detail.into(),
+            });
+        }
     } else {
         let mut n = 0;
         let mut bad = Vec::new();
+        let mut covered: BTreeSet<String> = BTreeSet::new();
         for (ci, contraction) in [Contraction::Off, Contraction::On].iter().enumerate() {
             let p = &outs[ci];
-            for (id, s) in p.iter().filter(|(id, _)| id.starts_with("sV")) {
-                // sVv{V}|case|order|family  <->  s1v{V}|case|order|base family
-                let parts: Vec<&str> = id.splitn(4, '|').collect();
-                let v = &parts[0][2..];
-                let Some((_, one)) = p
-                    .iter()
-                    .find(|(k, _)| k.starts_with(&format!("s1{v}|{}|{}|", parts[1], parts[2])))
-                else {
-                    bad.push(format!("{id}: no M=1 run"));
+            for ((c, s), l) in scases.iter().zip(s_str).zip(s_narrow) {
+                let sid = format!("sV|{}|b|{}", c.id(), s.func);
+                let Some(sv) = p.get(&sid) else {
+                    continue;
+                };
+                let Some(one) = p.get(&format!("s1|{}|b|{}", c.id(), l.func)) else {
+                    bad.push(format!("{sid}: no M=1 run"));
                     continue;
                 };
                 n += 1;
-                let ty = parts[1].split('/').next().unwrap_or("");
-                let (m, nn) = {
-                    let c = parts[1].rsplit('/').next().unwrap_or("");
-                    let m: i64 = c
-                        .trim_start_matches('M')
-                        .split('N')
-                        .next()
-                        .unwrap_or("0")
-                        .parse()
-                        .unwrap_or(0);
-                    let nn: i64 = c
-                        .split('N')
-                        .nth(1)
-                        .and_then(|x| x.split('K').next())
-                        .unwrap_or("0")
-                        .parse()
-                        .unwrap_or(0);
-                    (m, nn)
-                };
-                for vec in 0..m {
-                    if row(&s.y, ty, nn, vec) != row(&one.y, ty, nn, vec)
-                        || row(&s.y, ty, nn, vec).is_empty()
-                    {
-                        bad.push(format!("{contraction:?} {id}: vector {vec} output differs"));
+                let v = s.targs.get(2).copied().unwrap_or(0);
+                covered.insert(format!("{} V{v}", s.func));
+                if s.grid[0] * v > c.shape.m {
+                    covered.insert("partial last tile".into());
+                }
+                for vec in 0..c.shape.m {
+                    let (a, b) = (
+                        row(&sv.y, c.ty, c.shape.n, vec),
+                        row(&one.y, c.ty, c.shape.n, vec),
+                    );
+                    if a != b || a.is_empty() {
+                        bad.push(format!(
+                            "{contraction:?} {sid}: vector {vec} output differs"
+                        ));
                         break;
                     }
                 }
-                if s.sums != one.sums || s.sums.is_empty() {
-                    bad.push(format!("{contraction:?} {id}: simd_sum operands differ"));
+                if sv.sums != one.sums || sv.sums.is_empty() {
+                    bad.push(format!("{contraction:?} {sid}: simd_sum operands differ"));
                 }
+            }
+        }
+        // Full mode must reach both families, every V and a partial tile.
+        let mut missing = Vec::new();
+        if !opts.quick {
+            for f in ["qmv_fast_streamed", "qmv_streamed"] {
+                for v in 2..=5 {
+                    if !covered.contains(&format!("{f} V{v}")) {
+                        missing.push(format!("{f} V{v}"));
+                    }
+                }
+            }
+            if !covered.contains("partial last tile") {
+                missing.push("partial last tile".into());
             }
         }
         claims.push(claim(
             "5",
-            "streamed kernel: per-vector outputs and simd_sum operands equal the M=1 kernel's",
-            bad.is_empty() && n > 0,
+            title5,
+            bad.is_empty() && missing.is_empty() && n > 0,
             format!(
-                "{} present; {n} streamed runs ({} orders x contraction off/on); {} failures{}",
-                streamed.join(", "),
-                orders.len(),
+                "{n} streamed runs (contraction off/on; simd_sum operands compared, so any reduction order); covered: {}; {} failures{}{}",
+                covered.iter().cloned().collect::<Vec<_>>().join(", "),
+                bad.len(),
+                bad.first().map(|b| format!(", first {b}")).unwrap_or_default(),
+                if missing.is_empty() { String::new() } else { format!("; not covered: {missing:?}") }
+            ),
+        ));
+
+        // Claim 7: what each policy launches.
+        let mut bad = Vec::new();
+        let m1_of = |c: &Case| -> Option<&Launch> {
+            m1.iter()
+                .zip(l_m1)
+                .find(|(m, _)| {
+                    m.ty == c.ty && m.gs == c.gs && m.bits == c.bits && m.shape.name == c.shape.name
+                })
+                .map(|(_, l)| l)
+        };
+        for (i, c) in scases.iter().enumerate() {
+            let (u, nw, s) = (&s_up[i], &s_narrow[i], &s_str[i]);
+            let Some(one) = m1_of(c) else {
+                bad.push(format!("{}: no M=1 dispatch", c.id()));
+                continue;
+            };
+            let fam = Family::from_func(&s.func);
+            let base_ok = fam.is_some_and(|f| f != f.base() && f.base().name() == one.func);
+            // V is qmv_wide's tile for the same M (upstream's gen-15 launch).
+            let v = s.targs.get(2).copied().unwrap_or(0);
+            let wide_v = (u.func == "qmv_wide").then(|| u.targs.get(2).copied().unwrap_or(-1));
+            if !base_ok
+                || wide_v != Some(v)
+                || s.grid[0] != (c.shape.m + v - 1) / v
+                || s.grid[1] != one.grid[1]
+                || s.group != one.group
+            {
+                bad.push(format!(
+                    "{} streamed: {} {:?} grid {:?} (M=1: {}, qmv_wide V {wide_v:?})",
+                    c.id(),
+                    s.func,
+                    s.targs,
+                    s.grid,
+                    one.func
+                ));
+            }
+            if nw.func != one.func || nw.grid != [c.shape.m, one.grid[1], one.grid[2]] {
+                bad.push(format!("{} narrow: {} grid {:?}", c.id(), nw.func, nw.grid));
+            }
+        }
+        for (k, c) in outside.iter().enumerate() {
+            let (u, s) = (
+                &by_policy["upstream"][ns + k],
+                &by_policy["streamed"][ns + k],
+            );
+            if s != u {
+                bad.push(format!(
+                    "{} ({}): streamed policy launched {} instead of upstream's {}",
+                    c.id(),
+                    c.shape.name,
+                    s.func,
+                    u.func
+                ));
+            }
+        }
+        claims.push(claim(
+            "7",
+            title7,
+            bad.is_empty(),
+            format!(
+                "{} accepted cases x 3 policies, {} outside the accept-list ({}); {} mismatches{}",
+                scases.len(),
+                outside.len(),
+                outside
+                    .iter()
+                    .map(|c| c.shape.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 bad.len(),
                 bad.first()
                     .map(|b| format!(", first {b}"))
