@@ -325,8 +325,13 @@ fn build(g: &Global, a: &BuildBenchArgs) -> Result<ExitCode> {
             .context("quantized.cpp")?,
     )?;
     // Fresh code each run (ccache ignores comments), so the translation unit really recompiles.
-    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() % 1_000_000_007;
-    let after = format!("{before}namespace {{\n[[maybe_unused]] constexpr long bench_touch = {nonce};\n}}\n");
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos()
+        % 1_000_000_007;
+    let after = format!(
+        "{before}namespace {{\n[[maybe_unused]] constexpr long bench_touch = {nonce};\n}}\n"
+    );
     let fp = overlay::patch::FilePatch {
         old_path: Some(path.into()),
         new_path: Some(path.into()),

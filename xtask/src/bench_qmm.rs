@@ -74,10 +74,7 @@ fn example_args(args: &QmmArgs, json: bool, root: &Path) -> Vec<String> {
         args.warmup.to_string(),
     ]);
     if !args.no_svg {
-        let svg = args
-            .svg
-            .clone()
-            .unwrap_or_else(|| root.join(DEFAULT_SVG));
+        let svg = args.svg.clone().unwrap_or_else(|| root.join(DEFAULT_SVG));
         v.push("--svg".into());
         v.push(svg.display().to_string());
     }

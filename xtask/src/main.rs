@@ -52,6 +52,8 @@ enum Cmd {
     NewOverlay(commands::NewOverlayArgs),
     /// Move the pin to another upstream commit, carrying every overlay with a 3-way merge (all or nothing)
     BumpPin(commands::BumpArgs),
+    /// Turn upstreamable overlays into a clean git format-patch series (and PR.md) for upstream
+    ExportUpstream(commands::ExportArgs),
     /// Benchmarks (each prints a ratio against a baseline measured in the same run)
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Cmd::Drift(a) => commands::drift(&cli.global, a),
         Cmd::BumpPin(a) => commands::bump_pin(&cli.global, a),
         Cmd::Bench(b) => bench::run(&cli.global, b),
+        Cmd::ExportUpstream(a) => commands::export_upstream(&cli.global, a),
         Cmd::BuildMlx(a) => commands::build_mlx(&cli.global, a),
         Cmd::MetalSim(a) => metal_sim::run(a, &cli.global),
     };

@@ -8,6 +8,7 @@ pub mod check;
 pub mod diff;
 pub mod drift;
 pub mod error;
+pub mod export;
 pub mod manifest;
 pub mod materialize;
 pub mod patch;

@@ -4,6 +4,7 @@
 mod apply;
 mod bump;
 mod drift;
+mod export;
 mod fixture;
 mod refresh;
 mod render;

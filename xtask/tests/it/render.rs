@@ -72,7 +72,11 @@ fn rendering_matches_git_format_patch() {
     );
     f.format_patch_head();
     // A modification of an executable file: git writes its mode on the index line.
-    f.add_overlay("Edit the executable", &[("src/a.c", Some("one\n2\n3\n"))], "Overlay-Kind: local-only");
+    f.add_overlay(
+        "Edit the executable",
+        &[("src/a.c", Some("one\n2\n3\n"))],
+        "Overlay-Kind: local-only",
+    );
 
     let series = Series::load(&f.root.join("overlays/up")).unwrap();
     let repo = UpstreamRepo::open(

@@ -1,0 +1,281 @@
+//! `export-upstream`: turn upstreamable overlays into a clean `git format-patch` series for the
+//! upstream project, re-based (3-way merge, as `bump-pin` does) onto any upstream commit, with the
+//! fork's trailers removed. Local-only overlays never leave the fork.
+
+use std::collections::BTreeSet;
+
+use crate::bump::{canonical_files, merge3};
+use crate::error::{Error, Result};
+use crate::patch::{Overlay, OverlayKind};
+use crate::render::render_patch_body;
+use crate::series::Series;
+use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
+
+/// Trailers that describe the overlay to the fork, not the change to upstream.
+const FORK_TRAILERS: [&str; 3] = ["overlay-kind", "upstream-status", "depends-on"];
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Exported {
+    /// The overlay it comes from.
+    pub overlay: String,
+    /// File name in the exported series (`0001-<slug>.patch`).
+    pub file_name: String,
+    #[serde(skip)]
+    pub raw: String,
+}
+
+/// Why an overlay could not be exported.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Blocked {
+    pub overlay: String,
+    pub file: String,
+    /// 1-based hunk of the overlay in that file, when the conflict maps to one.
+    pub hunk: Option<usize>,
+    /// Local-only (or unselected) overlays earlier in the series that touch the same file.
+    pub needs: Vec<String>,
+}
+
+#[derive(Debug)]
+pub enum Outcome {
+    Exported(Vec<Exported>),
+    Blocked(Blocked),
+}
+
+/// Which overlays to export: all upstreamable ones, or the named ones (naming a local-only one is an
+/// error). Indexes into the series, in series order.
+pub fn select(series: &Series, names: &[String]) -> Result<Vec<usize>> {
+    if names.is_empty() {
+        return Ok(series
+            .overlays
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.trailers.kind == OverlayKind::Upstreamable)
+            .map(|(i, _)| i)
+            .collect());
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let Some(i) = series.overlays.iter().position(|o| &o.name == n) else {
+            return Err(Error::input(
+                series.dir.join(crate::series::SERIES_FILE),
+                None,
+                format!("--overlay {n}: no such overlay in the series"),
+            ));
+        };
+        if series.overlays[i].trailers.kind == OverlayKind::LocalOnly {
+            return Err(Error::input(&series.overlays[i].path, None, format!("{n} is local-only: it never leaves the fork"))
+                .with_help("export only upstreamable overlays; change its Overlay-Kind trailer if it really belongs upstream"));
+        }
+        out.push(i);
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// The message without the fork's trailers, plus `Signed-off-by` when given.
+pub fn clean_message(body: &str, signoff: Option<&str>) -> String {
+    let mut lines: Vec<&str> = body
+        .lines()
+        .filter(|l| {
+            !l.split_once(':').is_some_and(|(k, _)| {
+                FORK_TRAILERS.contains(&k.trim().to_ascii_lowercase().as_str())
+            })
+        })
+        .collect();
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    let mut s = lines.join("\n");
+    if let Some(id) = signoff {
+        let sob = format!("Signed-off-by: {id}");
+        if !lines.contains(&sob.as_str()) {
+            let last_is_trailer = lines
+                .last()
+                .is_some_and(|l| l.split_once(": ").is_some_and(|(k, _)| !k.contains(' ')));
+            s.push_str(if last_is_trailer { "\n" } else { "\n\n" });
+            s.push_str(&sob);
+        }
+    }
+    s
+}
+
+fn slug(subject: &str) -> String {
+    let mut s = String::new();
+    for c in subject.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+            s.push(c);
+        } else if !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    let s = s.trim_matches(['-', '.']).to_string();
+    s.chars()
+        .take(52)
+        .collect::<String>()
+        .trim_end_matches(['-', '.'])
+        .to_string()
+}
+
+/// Re-bases the `selected` overlays of `series` (written against `pin`) onto `onto`.
+pub fn export(
+    pin: &Tree,
+    onto: &Tree,
+    series: &Series,
+    selected: &[usize],
+    src: &dyn BlobSource,
+    signoff: Option<&str>,
+) -> Result<Outcome> {
+    let mut old_chain = pin.clone();
+    let mut new_chain = onto.clone();
+    let mut out = Vec::new();
+    let total = selected.len();
+    for (i, ov) in series.overlays.iter().enumerate() {
+        let mut old_next = old_chain.clone();
+        old_next.apply_overlay(ov, src)?;
+        if !selected.contains(&i) {
+            old_chain = old_next;
+            continue;
+        }
+        let mut merged = new_chain.clone();
+        for fp in &ov.files {
+            let p = fp.path();
+            let base = fp
+                .old_path
+                .as_deref()
+                .map(|p| old_chain.bytes(p, src))
+                .transpose()?
+                .flatten();
+            let ours = fp
+                .new_path
+                .as_deref()
+                .map(|p| old_next.bytes(p, src))
+                .transpose()?
+                .flatten();
+            let theirs = new_chain.bytes(fp.old_path.as_deref().unwrap_or(p), src)?;
+            let result = match (&base, &ours, &theirs) {
+                (None, Some(o), None) => Some(Ok(o.clone())),
+                (Some(b), None, Some(t)) if b == t => None,
+                (Some(b), Some(o), Some(t)) => {
+                    Some(merge3(b, o, t, p, ("fork", "overlay", "upstream"))?)
+                }
+                _ => Some(Err(Vec::new())),
+            };
+            match result {
+                None => {
+                    merged.entries.remove(p);
+                }
+                Some(Ok(bytes)) => {
+                    let mode = fp
+                        .new_mode
+                        .or_else(|| new_chain.entries.get(p).map(|e| e.mode))
+                        .unwrap_or(MODE_FILE);
+                    if let Some(old) = &fp.old_path
+                        && fp.is_rename()
+                    {
+                        merged.entries.remove(old);
+                    }
+                    merged.entries.insert(
+                        fp.new_path.clone().unwrap_or_else(|| p.to_string()),
+                        Entry {
+                            mode,
+                            content: Content::Bytes(bytes.into()),
+                        },
+                    );
+                }
+                Some(Err(_)) => {
+                    // Which earlier overlays, not exported, changed this file? The hunk needs them.
+                    let needs = series.overlays[..i]
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, o)| {
+                            !selected.contains(j)
+                                && o.files
+                                    .iter()
+                                    .any(|f| f.path() == p || f.old_path.as_deref() == Some(p))
+                        })
+                        .map(|(_, o)| o.name.clone())
+                        .collect();
+                    let hunk = first_unplaceable(ov, fp, &new_chain, src)?;
+                    return Ok(Outcome::Blocked(Blocked {
+                        overlay: ov.name.clone(),
+                        file: p.to_string(),
+                        hunk,
+                        needs,
+                    }));
+                }
+            }
+        }
+        let paths: BTreeSet<String> = ov
+            .files
+            .iter()
+            .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
+            .flatten()
+            .collect();
+        let files = canonical_files(&new_chain, &merged, &paths, src)?;
+        if files.is_empty() {
+            return Err(Error::input(
+                &ov.path,
+                None,
+                "upstream already contains this overlay at the target commit; nothing to export",
+            )
+            .with_help(
+                "leave it out with --overlay, or retire it with `bump-pin --drop-upstreamed`",
+            ));
+        }
+        let n = out.len() + 1;
+        let subject = if total > 1 {
+            format!("[PATCH {n}/{total}] {}", ov.subject)
+        } else {
+            format!("[PATCH] {}", ov.subject)
+        };
+        let message = clean_message(&ov.body, signoff);
+        let mut prelude = format!(
+            "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: {}\n",
+            ov.author
+        );
+        if !ov.date.is_empty() {
+            prelude.push_str(&format!("Date: {}\n", ov.date));
+        }
+        prelude.push_str(&format!("Subject: {subject}\n\n"));
+        if !message.trim().is_empty() {
+            prelude.push_str(message.trim_start_matches('\n'));
+            prelude.push('\n');
+        }
+        prelude.push_str("---\n");
+        let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
+        let raw = format!(
+            "{prelude}{}",
+            render_patch_body(&files, &new_chain, &merged, &signature, src)?
+        );
+        out.push(Exported {
+            overlay: ov.name.clone(),
+            file_name: format!("{n:04}-{}.patch", slug(&ov.subject)),
+            raw,
+        });
+        new_chain = merged;
+        old_chain = old_next;
+    }
+    Ok(Outcome::Exported(out))
+}
+
+fn first_unplaceable(
+    ov: &Overlay,
+    fp: &crate::patch::FilePatch,
+    tree: &Tree,
+    src: &dyn BlobSource,
+) -> Result<Option<usize>> {
+    let Some(p) = fp.old_path.as_deref() else {
+        return Ok(None);
+    };
+    let Some(bytes) = tree.bytes(p, src)? else {
+        return Ok(None);
+    };
+    let text = crate::apply::Text::parse(&String::from_utf8_lossy(&bytes));
+    let _ = ov;
+    Ok(fp
+        .hunks
+        .iter()
+        .position(|h| crate::apply::locate(&text, h, 0, 0).is_err())
+        .map(|i| i + 1))
+}
