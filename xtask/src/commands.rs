@@ -1060,7 +1060,7 @@ fn measured_from_docs(root: &Path, body: &str) -> String {
     let mut seen = std::collections::BTreeSet::new();
     for word in body.split(|c: char| c.is_whitespace() || "`()[],;".contains(c)) {
         let w = word.trim_end_matches(['.', ':']);
-        if !(w.starts_with("docs/") && w.ends_with(".md")) || !seen.insert(w.to_string()) {
+        if !(w.starts_with("docs/") && w.ends_with(".md") && seen.insert(w.to_string())) {
             continue;
         }
         let Ok(text) = std::fs::read_to_string(root.join(w)) else {
