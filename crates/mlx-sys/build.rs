@@ -49,6 +49,12 @@ fn main() {
     let mlx_lib = lib_dir.join(if cfg!(windows) { "mlx.lib" } else { "libmlx.a" });
     println!("cargo:rerun-if-changed={}", mlx_lib.display());
 
+    // The fork's CPU policy switch (a local overlay) is optional, so that a series without
+    // it still links; the bridge then reports it unavailable.
+    let policy_header = include_dir.join("mlx/backend/cpu/quantized_policy.h");
+    println!("cargo:rerun-if-changed={}", policy_header.display());
+    let has_policy = policy_header.is_file();
+
     let mut build = cxx_build::bridge("src/ffi.rs");
     build
         .file("src/mlx_sys.cc")
@@ -60,6 +66,7 @@ fn main() {
             None => build.define(d, None),
         };
     }
+    build.define("MLX_SYS_QMM_POLICY", if has_policy { "1" } else { "0" });
     // MLX headers are not warning-clean under -Wextra; keep our own output readable.
     build.flag_if_supported("-Wno-unused-parameter");
     build.compile("mlx_sys_bridge");

@@ -13,6 +13,7 @@
 namespace mlx_sys {
 
 struct Quantized;
+struct QmmPathCounts;
 
 // Owns one mlx::core::array. The destructor takes the global MLX lock because dropping the
 // last reference to a graph node touches state shared with a concurrent eval().
@@ -56,5 +57,12 @@ std::unique_ptr<MlxArray> quantized_matmul(
     bool transpose,
     int32_t group_size,
     int32_t bits);
+
+// The CPU policy switch of the fork's local overlay (mlx/backend/cpu/quantized_policy.h).
+// Without it in the built MLX, available() is false and the others throw.
+bool qmm_policy_available();
+void set_qmm_t_streamed(bool enabled);
+bool qmm_t_streamed();
+QmmPathCounts qmm_t_path_counts();
 
 } // namespace mlx_sys

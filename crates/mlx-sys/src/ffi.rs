@@ -10,6 +10,12 @@ pub(crate) mod bridge {
         biases: UniquePtr<MlxArray>,
     }
 
+    /// Kernel calls per path of the CPU transposed quantized matmul (overlay policy switch).
+    struct QmmPathCounts {
+        streamed: u64,
+        row_by_row: u64,
+    }
+
     unsafe extern "C++" {
         include!("mlx-sys/include/mlx_sys.h");
 
@@ -33,6 +39,10 @@ pub(crate) mod bridge {
             group_size: i32,
             bits: i32,
         ) -> Result<UniquePtr<MlxArray>>;
+        fn qmm_policy_available() -> bool;
+        fn set_qmm_t_streamed(enabled: bool) -> Result<()>;
+        fn qmm_t_streamed() -> Result<bool>;
+        fn qmm_t_path_counts() -> Result<QmmPathCounts>;
         #[allow(clippy::too_many_arguments)]
         fn quantized_matmul(
             x: &MlxArray,

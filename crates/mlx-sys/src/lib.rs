@@ -249,3 +249,39 @@ pub fn quantized_matmul(
 pub fn matmul(a: &Array, b: &Array) -> Result<Array> {
     Ok(Array::wrap(bridge::matmul(a.raw(), b.raw())?))
 }
+
+/// Which kernel the CPU backend's affine `quantized_matmul` with transposed weights runs for
+/// 2..=16 rows: the fork's row-streamed kernels or MLX's row-by-row loops. A fork-local
+/// switch (overlay `0002-cpu-qmm-t-policy-switch`), process-wide, read when a kernel runs.
+pub mod qmm_policy {
+    use super::{Result, bridge};
+
+    /// Kernel calls (one per batch element) that took each path since the process started.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct PathCounts {
+        pub streamed: u64,
+        pub row_by_row: u64,
+    }
+
+    /// Whether the linked MLX carries the switch; the other functions fail without it.
+    pub fn available() -> bool {
+        bridge::qmm_policy_available()
+    }
+
+    /// Streams rows through each decoded weight when `true` (the overlay's default).
+    pub fn set_streamed(enabled: bool) -> Result<()> {
+        Ok(bridge::set_qmm_t_streamed(enabled)?)
+    }
+
+    pub fn streamed() -> Result<bool> {
+        Ok(bridge::qmm_t_streamed()?)
+    }
+
+    pub fn path_counts() -> Result<PathCounts> {
+        let c = bridge::qmm_t_path_counts()?;
+        Ok(PathCounts {
+            streamed: c.streamed,
+            row_by_row: c.row_by_row,
+        })
+    }
+}

@@ -8,6 +8,9 @@
 #include <string>
 
 #include "mlx/mlx.h"
+#if MLX_SYS_QMM_POLICY
+#include "mlx/backend/cpu/quantized_policy.h"
+#endif
 
 namespace mx = mlx::core;
 
@@ -305,5 +308,44 @@ std::unique_ptr<MlxArray> quantized_matmul(
   return wrap(mx::quantized_matmul(
       xa, w, scales.get(), biases.get(), transpose, group_size, bits, "affine", l.stream));
 }
+
+bool qmm_policy_available() {
+  return MLX_SYS_QMM_POLICY;
+}
+
+#if MLX_SYS_QMM_POLICY
+// Under the lock: kernels only run inside a locked eval(), so a switch never lands mid-call.
+void set_qmm_t_streamed(bool enabled) {
+  Locked l;
+  mx::cpu::set_qmm_t_streamed(enabled);
+}
+
+bool qmm_t_streamed() {
+  Locked l;
+  return mx::cpu::qmm_t_streamed();
+}
+
+QmmPathCounts qmm_t_path_counts() {
+  Locked l;
+  auto c = mx::cpu::qmm_t_path_counts();
+  return QmmPathCounts{c.streamed, c.row_by_row};
+}
+#else
+[[noreturn]] static void no_policy(const char* tag) {
+  invalid(tag, "the MLX build lacks the CPU qmm policy overlay (mlx/backend/cpu/quantized_policy.h)");
+}
+
+void set_qmm_t_streamed(bool) {
+  no_policy("set_qmm_t_streamed");
+}
+
+bool qmm_t_streamed() {
+  no_policy("qmm_t_streamed");
+}
+
+QmmPathCounts qmm_t_path_counts() {
+  no_policy("qmm_t_path_counts");
+}
+#endif
 
 } // namespace mlx_sys
