@@ -61,6 +61,49 @@ fn edit_in(text: &str, symbol: &str, note: &str) -> Result<String> {
     Ok(format!("{}  // {note}\n{}", &text[..body], &text[body..]))
 }
 
+/// A git format-patch overlay changing `path` in `tree` to `after`, and the tree after it.
+fn author(
+    tree: &Tree,
+    path: &str,
+    after: String,
+    subject: &str,
+    why: &str,
+    trailers: &[(String, String)],
+    src: &dyn BlobSource,
+) -> Result<(String, Tree)> {
+    let before = String::from_utf8(
+        tree.bytes(path, src)?
+            .with_context(|| format!("{path} missing"))?,
+    )?;
+    let fp = overlay::patch::FilePatch {
+        old_path: Some(path.to_string()),
+        new_path: Some(path.to_string()),
+        old_mode: None,
+        new_mode: None,
+        hunks: overlay::diff::text_hunks(
+            &Text::parse(&before),
+            &Text::parse(&after),
+            overlay::diff::CONTEXT,
+        )?,
+        patch_line: 0,
+    };
+    let mut next = tree.clone();
+    let entry = overlay::tree::Entry {
+        mode: overlay::tree::MODE_FILE,
+        content: overlay::tree::Content::Bytes(after.into_bytes().into()),
+    };
+    next.entries.insert(path.to_string(), entry);
+    let prelude = overlay::render::new_prelude(
+        "Bench <bench@example.com>",
+        "Thu, 1 Jan 2026 00:00:00 +0000",
+        subject,
+        why,
+        trailers,
+    );
+    let body = overlay::render::render_patch_body(&[fp], tree, &next, "bench", src)?;
+    Ok((format!("{prelude}{body}"), next))
+}
+
 /// A three-overlay series authored against `base` on the files a quantized-kernel fork touches,
 /// each declaring a dependency, written as git format-patch files under `root`.
 fn bench_series(root: &Path, base: &Tree, src: &dyn BlobSource) -> Result<()> {
@@ -91,40 +134,22 @@ fn bench_series(root: &Path, base: &Tree, src: &dyn BlobSource) -> Result<()> {
                 .with_context(|| format!("{path} missing"))?,
         )?;
         let after = edit_in(&before, symbol, &format!("bench overlay {}", i + 1))?;
-        let fp = overlay::patch::FilePatch {
-            old_path: Some(path.to_string()),
-            new_path: Some(path.to_string()),
-            old_mode: None,
-            new_mode: None,
-            hunks: overlay::diff::text_hunks(
-                &Text::parse(&before),
-                &Text::parse(&after),
-                overlay::diff::CONTEXT,
-            )?,
-            patch_line: 0,
-        };
-        let mut next = tree.clone();
-        next.entries.insert(
-            path.to_string(),
-            overlay::tree::Entry {
-                mode: overlay::tree::MODE_FILE,
-                content: overlay::tree::Content::Bytes(after.into_bytes().into()),
-            },
-        );
         let trailers = vec![
             ("Overlay-Kind".to_string(), "local-only".to_string()),
             ("Depends-On".to_string(), dep.to_string()),
         ];
-        let prelude = overlay::render::new_prelude(
-            "Bench <bench@example.com>",
-            "Thu, 1 Jan 2026 00:00:00 +0000",
-            &format!("Bench overlay {} in {symbol}", i + 1),
+        let subject = format!("Bench overlay {} in {symbol}", i + 1);
+        let (raw, next) = author(
+            &tree,
+            path,
+            after,
+            &subject,
             "Why: drift-scan benchmark.",
             &trailers,
-        );
-        let body = overlay::render::render_patch_body(&[fp], &tree, &next, "bench", src)?;
+            src,
+        )?;
         let name = format!("{:04}-bench-{symbol}.patch", i + 1);
-        std::fs::write(dir.join(&name), format!("{prelude}{body}"))?;
+        std::fs::write(dir.join(&name), raw)?;
         writeln!(series, "{name}")?;
         tree = next;
     }
@@ -332,38 +357,16 @@ fn build(g: &Global, a: &BuildBenchArgs) -> Result<ExitCode> {
     let after = format!(
         "{before}namespace {{\n[[maybe_unused]] constexpr long bench_touch = {nonce};\n}}\n"
     );
-    let fp = overlay::patch::FilePatch {
-        old_path: Some(path.into()),
-        new_path: Some(path.into()),
-        old_mode: None,
-        new_mode: None,
-        hunks: overlay::diff::text_hunks(
-            &Text::parse(&before),
-            &Text::parse(&after),
-            overlay::diff::CONTEXT,
-        )?,
-        patch_line: 0,
-    };
-    let mut next = applied.result.clone();
-    next.entries.insert(
-        path.into(),
-        overlay::tree::Entry {
-            mode: overlay::tree::MODE_FILE,
-            content: overlay::tree::Content::Bytes(after.into_bytes().into()),
-        },
-    );
-    let prelude = overlay::render::new_prelude(
-        "Bench <bench@example.com>",
-        "Thu, 1 Jan 2026 00:00:00 +0000",
+    let (raw, _) = author(
+        &applied.result,
+        path,
+        after,
         "Bench: touch one file",
         "Why: build benchmark.",
         &[("Overlay-Kind".into(), "local-only".into())],
-    );
-    let body = overlay::render::render_patch_body(&[fp], &applied.result, &next, "bench", &repo)?;
-    std::fs::write(
-        odir.join("9999-bench-touch.patch"),
-        format!("{prelude}{body}"),
+        &repo,
     )?;
+    std::fs::write(odir.join("9999-bench-touch.patch"), raw)?;
     std::fs::write(
         odir.join("series"),
         format!("{}9999-bench-touch.patch\n", series.raw),
