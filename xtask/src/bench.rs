@@ -19,6 +19,8 @@ use crate::commands::{Ctx, resolve_rev};
 pub enum Bench {
     /// drift --per-commit over real MLX history against a naive extract + `git apply` loop
     DriftScan(DriftScanArgs),
+    /// The CPU quantized matmul: upstream vs streamed policy, M = 1..16, bit identity per row
+    Qmm(crate::bench_qmm::QmmArgs),
     /// build-mlx: no-op time and the time after touching one overlay (and a cold build with --cold)
     Build(BuildBenchArgs),
 }
@@ -47,6 +49,7 @@ pub fn run(g: &Global, b: &Bench) -> Result<ExitCode> {
     match b {
         Bench::DriftScan(a) => drift_scan(g, a),
         Bench::Build(a) => build(g, a),
+        Bench::Qmm(a) => crate::bench_qmm::run(a, g.json),
     }
 }
 
