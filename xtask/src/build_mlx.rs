@@ -13,11 +13,13 @@
 //! ```
 //!
 //! Cache layout: `<cache_root>/builds/<dir_key>/{src,build,install,deps}` plus `stamp.json`
-//! and a `.lock` file next to the directory. `dir_key` hashes everything that decides what the
-//! compiled objects look like except the overlay series (upstream, pin, backend, profile, CMake
-//! options, compiler identity): editing one overlay then reuses the same Ninja tree and only the
-//! touched translation units recompile. The stamp holds the full key (dir key material + series
-//! hash + FetchContent overrides); when it matches and the library is installed, `run` is a no-op.
+//! and a `.lock` file next to the directory, and `<cache_root>/builds/installs/<key>/`.
+//! `dir_key` hashes everything that decides what the compiled objects look like except the
+//! overlay series (upstream, pin, backend, profile, CMake options, compiler identity): editing one
+//! overlay then reuses the same Ninja tree and only the touched translation units recompile. The
+//! full key adds the series hash and FetchContent overrides; each successful build is published,
+//! immutable, under `installs/<key>`, and `run` is a no-op when that exists. The stamp records
+//! what the Ninja tree holds now (for people looking at the cache).
 //!
 //! Exit codes: 0 success, 2 for missing dependencies, configure/build/install failures and bad
 //! input. Unexpected I/O failures come back as `Err`.
@@ -220,7 +222,7 @@ impl DirKeyMaterial {
     }
 }
 
-/// The stamp: written after a successful install, compared before anything else.
+/// The stamp: what the Ninja tree was last built from, written after a successful install.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Stamp {
     dir: DirKeyMaterial,
@@ -375,10 +377,12 @@ fn run_inner(
 
     let stamp_path = root.join("stamp.json");
     let install = root.join("install");
-    if read_stamp(&stamp_path).as_ref() == Some(&stamp)
-        && let Some(lib_dir) = find_lib_dir(&install)
-    {
-        let info = build_info(&stamp, &key, &dir_key, &install, &lib_dir)?;
+    // Installed results are immutable and addressed by the full key: checkouts with different
+    // series share one Ninja tree (incremental rebuilds) but never each other's libraries, and
+    // switching back to a series built before is a no-op.
+    let keyed = builds.join("installs").join(&key);
+    if let Some(lib_dir) = find_lib_dir(&keyed) {
+        let info = build_info(&stamp, &key, &dir_key, &keyed, &lib_dir)?;
         let info_path = write_build_info(&source.workspace_target, &info)?;
         report(json, "up-to-date", &info, &info_path, started.elapsed());
         return Ok(());
@@ -389,7 +393,7 @@ fn run_inner(
         return Err(user_err(missing_deps_message(&platform, backend, &missing)));
     }
 
-    // The stamp goes first: a build interrupted past this point must not look finished.
+    // The stamp goes first: an interrupted build must not claim what the Ninja tree holds.
     match std::fs::remove_file(&stamp_path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -425,19 +429,75 @@ fn run_inner(
     ninja_build(&build, jobs)?;
     cmake_install(&build)?;
 
-    let lib_dir = find_lib_dir(&install).ok_or_else(|| {
-        user_err(format!(
+    if find_lib_dir(&install).is_none() {
+        return Err(user_err(format!(
             "install finished but no libmlx under {}",
             install.display()
-        ))
-    })?;
-    let info = build_info(&stamp, &key, &dir_key, &install, &lib_dir)?;
+        )));
+    }
+    publish_install(&install, &keyed)?;
+    prune_installs(&builds.join("installs"), &key, KEEP_INSTALLS)?;
+    let lib_dir = find_lib_dir(&keyed).context("the published install has no libmlx")?;
+    let info = build_info(&stamp, &key, &dir_key, &keyed, &lib_dir)?;
     write_atomic(
         &stamp_path,
         serde_json::to_string_pretty(&stamp)?.as_bytes(),
     )?;
     let info_path = write_build_info(&source.workspace_target, &info)?;
     report(json, "built", &info, &info_path, started.elapsed());
+    Ok(())
+}
+
+/// How many keyed installs to keep; older ones are removed (a checkout still pointing at one
+/// rebuilds it on its next build-mlx).
+const KEEP_INSTALLS: usize = 6;
+
+/// Copies the staging install to `installs/<key>` whole: a temp dir, then one rename.
+fn publish_install(from: &Path, to: &Path) -> Result<()> {
+    fn copy(from: &Path, to: &Path) -> Result<()> {
+        std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+        for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+            let e = e?;
+            let (src, dst) = (e.path(), to.join(e.file_name()));
+            let ft = e.file_type()?;
+            if ft.is_dir() {
+                copy(&src, &dst)?;
+            } else if ft.is_symlink() {
+                let target = std::fs::read_link(&src)?;
+                #[cfg(unix)]
+                std::os::unix::fs::symlink(target, &dst)?;
+                #[cfg(not(unix))]
+                std::fs::copy(&src, &dst)
+                    .map(|_| ())
+                    .map_err(|e| anyhow::anyhow!("{e}: {}", target.display()))?;
+            } else {
+                std::fs::copy(&src, &dst).with_context(|| format!("copying {}", src.display()))?;
+            }
+        }
+        Ok(())
+    }
+    let tmp = to.with_extension(format!("tmp{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    copy(from, &tmp)?;
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::rename(&tmp, to).with_context(|| format!("publishing {}", to.display()))
+}
+
+/// Keeps the `keep` most recently published installs (and always `current`).
+fn prune_installs(dir: &Path, current: &str, keep: usize) -> Result<()> {
+    let mut all: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)?
+        .flatten()
+        .filter(|e| {
+            e.file_name().to_string_lossy() != current
+                && !e.file_name().to_string_lossy().contains(".tmp")
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    all.sort();
+    let excess = (all.len() + 1).saturating_sub(keep);
+    for (_, p) in all.into_iter().take(excess) {
+        let _ = std::fs::remove_dir_all(p);
+    }
     Ok(())
 }
 
@@ -481,10 +541,6 @@ fn static_lib_file(name: &str) -> String {
     } else {
         format!("lib{name}.a")
     }
-}
-
-fn read_stamp(path: &Path) -> Option<Stamp> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
 /// GNUInstallDirs picks `lib` or `lib64` depending on the distribution.
