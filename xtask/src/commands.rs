@@ -1211,7 +1211,8 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
             install_deps: false,
         };
         let source = crate::build_mlx::SourceInfo {
-            upstream: format!("{}-export", up.name),
+            // Same Ninja tree as the fork's own build when onto is the pin: only what differs recompiles.
+            upstream: up.name.clone(),
             pin: onto.to_string(),
             series_hash: head.clone(),
             fetchcontent: up.fetchcontent.clone(),

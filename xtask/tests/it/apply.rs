@@ -274,3 +274,58 @@ fn a_directory_not_written_by_apply_is_refused() {
     );
     assert_eq!(f.read(dir.join("notes.txt")), "precious");
 }
+
+#[test]
+fn insteadof_rewriting_is_honoured_and_keys_the_cache() {
+    let f = base();
+    f.add_overlay(
+        "Change b",
+        &[("src/b.c", Some("int b(void) {\n  return 2;\n}\n"))],
+        TRAILERS,
+    );
+    // pins.toml keeps a URL this machine cannot reach; git's insteadOf points it at the fixture.
+    let pins = f.read(f.root.join("pins.toml")).replace(
+        &format!("url = \"{}\"", f.upstream.display()),
+        "url = \"https://example.invalid/up.git\"",
+    );
+    std::fs::write(f.root.join("pins.toml"), pins).unwrap();
+    let out = f
+        .xtask(&[
+            "apply",
+            "--dir",
+            f.t().join("unreachable").to_str().unwrap(),
+        ])
+        .code(2);
+    assert!(
+        out.stderr.contains("https://example.invalid/up.git") && out.stderr.contains("insteadOf"),
+        "{}",
+        out.stderr
+    );
+    let rule = format!(
+        "[url \"{}\"]\n\tinsteadOf = https://example.invalid/up.git\n",
+        f.upstream.display()
+    );
+    for cfg in ["gitconfig", ".gitconfig"] {
+        let p = f.t().join(cfg);
+        let old = std::fs::read_to_string(&p).unwrap_or_default();
+        std::fs::write(&p, format!("{old}{rule}")).unwrap();
+    }
+    let dir = f.t().join("tree");
+    f.xtask(&["apply", "--dir", dir.to_str().unwrap()]).ok();
+    assert_same_tree(&dir, &f.git_am_tree());
+    // Keyed by the rewritten URL: the failed attempt's cache entry is not the one used now, and a
+    // second apply reuses the entry without fetching.
+    let entries = std::fs::read_dir(f.cache.join("upstreams"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "git")
+        })
+        .count();
+    assert_eq!(entries, 2, "one cache per effective URL");
+    f.xtask(&["apply", "--dir", f.t().join("tree2").to_str().unwrap()])
+        .ok();
+}

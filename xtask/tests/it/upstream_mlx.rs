@@ -260,3 +260,112 @@ fn real_mlx_drift_to_846d176() {
         2 overlay(s): 1 clean, 1 context-drift
     "#]].assert_eq(&out);
 }
+
+/// The workspace's own series against real history: drift at 846d176 (snapshot) and an export of
+/// its upstreamable overlays onto the pin and onto 846d176, each verified with `git am` by the command.
+#[test]
+fn workspace_series_drift_and_export_on_real_mlx() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (code, out, err) = run(&["drift", "--to", "846d176", "--per-commit", "--json"]);
+    assert!(code == 0 || code == 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let statuses: Vec<(String, String)> = v["overlays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["name"].as_str().unwrap().to_string(),
+                o["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let series = std::fs::read_to_string(workspace().join("overlays/mlx/series")).unwrap();
+    let listed: Vec<&str> = series
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        statuses.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(),
+        listed
+    );
+    for (name, status) in &statuses {
+        assert!(
+            status == "clean" || status == "moved",
+            "{name} is {status} at 846d176: {out}"
+        );
+    }
+    // Files only local-only overlays touch must never appear in an export.
+    let files_of = |kind: &str| -> std::collections::BTreeSet<String> {
+        listed
+            .iter()
+            .map(|n| std::fs::read_to_string(workspace().join("overlays/mlx").join(n)).unwrap())
+            .filter(|t| t.contains(&format!("Overlay-Kind: {kind}")))
+            .flat_map(|t| {
+                t.lines()
+                    .filter_map(|l| l.strip_prefix("diff --git a/"))
+                    .map(|l| l.split(' ').next().unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let local_only_files: Vec<String> = files_of("local-only")
+        .difference(&files_of("upstreamable"))
+        .cloned()
+        .collect();
+    assert!(!local_only_files.is_empty());
+    let tmp = tempfile::tempdir().unwrap();
+    for onto in [PIN, "846d176"] {
+        let dir = tmp.path().join(onto);
+        let (code, out, err) = run(&[
+            "export-upstream",
+            "--onto",
+            onto,
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.contains("verified: the series `git am`s onto"), "{out}");
+        let mut exported = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap();
+            if p.extension().is_some_and(|x| x == "patch") {
+                exported += 1;
+                assert!(
+                    !text.contains("Overlay-Kind") && !text.contains("Depends-On"),
+                    "{}",
+                    p.display()
+                );
+                for f in &local_only_files {
+                    assert!(
+                        !text.contains(&format!("diff --git a/{f} ")),
+                        "{f} belongs to a local-only overlay: {}",
+                        p.display()
+                    );
+                }
+            }
+        }
+        let upstreamable = listed
+            .iter()
+            .filter(|n| {
+                std::fs::read_to_string(workspace().join("overlays/mlx").join(n))
+                    .unwrap()
+                    .contains("Overlay-Kind: upstreamable")
+            })
+            .count();
+        assert_eq!(exported, upstreamable);
+        assert!(dir.join("PR.md").exists());
+    }
+}
