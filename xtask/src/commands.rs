@@ -1219,23 +1219,21 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
             cache_root: default_cache_root(),
             workspace_target: scratch.path().join("target"),
         };
+        let am = git2::Repository::open(&clone)?;
+        let tree = overlay::upstream::tree_of_commit(&am, git2::Oid::from_str(&head)?)?;
         let code = crate::build_mlx::run(
             &args,
             &source,
             &mut |dir| {
-                // The exported tree exactly as git am left it.
-                let _ = std::fs::remove_dir_all(dir);
-                run_git(
-                    scratch.path(),
-                    &[
-                        "clone",
-                        "--quiet",
-                        "--shared",
-                        &clone.to_string_lossy(),
-                        &dir.to_string_lossy(),
-                    ],
-                )?;
-                run_git(dir, &["checkout", "--quiet", "--detach", &head])?;
+                // The tree exactly as git am left it, written incrementally (unchanged files keep
+                // their mtimes, so only what the export changes recompiles).
+                let rev = onto.to_string();
+                let origin = Origin {
+                    upstream: &up.name,
+                    rev: &rev,
+                    series_hash: &head,
+                };
+                overlay::materialize::write_tree(dir, &tree, &am, origin, true)?;
                 Ok(())
             },
             false,

@@ -265,28 +265,41 @@ impl UpstreamRepo {
 
     /// The whole tree at a commit, as blob references.
     pub fn tree_at(&self, commit: git2::Oid) -> Result<Tree> {
-        let c = self
-            .repo
-            .find_commit(commit)
-            .map_err(|e| Error::git(format!("reading commit {commit}"), e))?;
-        let tree = c
-            .tree()
-            .map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
-        let mut out = Tree::default();
-        tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
-            if e.kind() == Some(git2::ObjectType::Blob) {
-                let path = format!("{dir}{}", e.name().unwrap_or(""));
-                out.entries.insert(
-                    path,
-                    Entry {
-                        mode: e.filemode() as u32,
-                        content: Content::Blob(e.id()),
-                    },
-                );
-            }
-            git2::TreeWalkResult::Ok
-        })
-        .map_err(|e| Error::git("walking the upstream tree", e))?;
-        Ok(out)
+        tree_of_commit(&self.repo, commit)
+    }
+}
+
+/// The whole tree of `commit` in any repository, as blob references.
+pub fn tree_of_commit(repo: &git2::Repository, commit: git2::Oid) -> Result<Tree> {
+    let c = repo
+        .find_commit(commit)
+        .map_err(|e| Error::git(format!("reading commit {commit}"), e))?;
+    let tree = c
+        .tree()
+        .map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
+    let mut out = Tree::default();
+    tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+        if e.kind() == Some(git2::ObjectType::Blob) {
+            let path = format!("{dir}{}", e.name().unwrap_or(""));
+            out.entries.insert(
+                path,
+                Entry {
+                    mode: e.filemode() as u32,
+                    content: Content::Blob(e.id()),
+                },
+            );
+        }
+        git2::TreeWalkResult::Ok
+    })
+    .map_err(|e| Error::git("walking the tree", e))?;
+    Ok(out)
+}
+
+impl BlobSource for git2::Repository {
+    fn blob(&self, id: git2::Oid) -> Result<Vec<u8>> {
+        let blob = self
+            .find_blob(id)
+            .map_err(|e| Error::git(format!("reading blob {id}"), e))?;
+        Ok(blob.content().to_vec())
     }
 }
