@@ -691,6 +691,14 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
         }
         fp.hunks.push(parse_hunk(c)?);
     }
+    // A hunk body line right after a complete hunk: its header undercounts.
+    if let (Some(h), Some(l)) = (fp.hunks.last(), c.peek())
+        && (l.starts_with('+') || l.starts_with(' ') || (l.starts_with('-') && l != "-- "))
+    {
+        return Err(c
+            .err(h.patch_line, format!("hunk header says -{},{} +{},{} but line {} continues the hunk", h.old_start, h.old_len, h.new_start, h.new_len, c.line_no()))
+            .with_help("the patch was edited by hand; regenerate it with `cargo xtask refresh` or `git format-patch`"));
+    }
     if fp.hunks.is_empty() && minus.is_some() {
         return Err(c.err(patch_line, "a file diff with ---/+++ lines but no hunk"));
     }
@@ -1178,4 +1186,76 @@ pub(crate) fn parse_file_diffs(path: &Path, text: &str) -> Result<Vec<FilePatch>
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "From 0 Mon Sep 17 00:00:00 2001\nFrom: A <a@b>\nDate: x\nSubject: [PATCH 2/3] Fix it\n\nWhy.\n\nOverlay-Kind: upstreamable\nDepends-On: src/a.c::f\n---\n";
+    const DIFF: &str =
+        "diff --git a/f b/f\nindex 1..2 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
+
+    fn parse(text: &str) -> Result<Overlay> {
+        parse_overlay("t.patch", Path::new("t.patch"), text)
+    }
+
+    #[track_caller]
+    fn refused(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_header_trailers_and_strips_the_patch_prefix() {
+        let o = parse(&format!("{HEAD}{DIFF}-- \n2.47.3\n\n")).unwrap();
+        assert_eq!(o.subject, "Fix it");
+        assert_eq!(o.trailers.kind, OverlayKind::Upstreamable);
+        assert_eq!(
+            o.trailers.depends_on,
+            vec![Dependency {
+                path: "src/a.c".into(),
+                symbol: "f".into()
+            }]
+        );
+        assert_eq!(o.signature.as_deref(), Some("2.47.3"));
+        assert_eq!(o.prelude, HEAD);
+    }
+
+    #[test]
+    fn refusals_name_the_line() {
+        assert!(
+            refused(&format!("Subject: x\n{DIFF}"))
+                .starts_with("t.patch:1: not a git format-patch file")
+        );
+        assert!(
+            refused(&HEAD.replace("Date: x\n", "Date: x\nContent-Transfer-Encoding: base64\n"))
+                .contains("transfer encoding \"base64\"")
+        );
+        assert!(refused(HEAD).contains("the patch contains no diff"));
+        assert!(refused(&format!("{HEAD}{DIFF}{DIFF}")).contains("f is patched twice"));
+        let copy = "diff --git a/f b/g\nsimilarity index 90%\ncopy from f\ncopy to g\n";
+        assert!(
+            refused(&format!("{HEAD}{copy}"))
+                .starts_with("t.patch:13: copy patches are not supported")
+        );
+        let renamed_names = DIFF.replace("+++ b/f", "+++ b/other");
+        assert!(refused(&format!("{HEAD}{renamed_names}")).contains("inconsistent new file name"));
+        let lone = DIFF.replace("+b\n", "+b\n\\ No newline at end of file\n+c\n");
+        assert!(
+            refused(&format!("{HEAD}{lone}")).starts_with(
+                "t.patch:15: hunk header says -1,1 +1,1 but line 19 continues the hunk"
+            )
+        );
+    }
+
+    #[test]
+    fn render_round_trips_hunks() {
+        let o = parse(&format!("{HEAD}diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@ fn x\n a\n-b\n\\ No newline at end of file\n+c\n")).unwrap();
+        let mut s = String::new();
+        render_hunk(&mut s, &o.files[0].hunks[0]);
+        assert_eq!(
+            s,
+            "@@ -1,2 +1,2 @@ fn x\n a\n-b\n\\ No newline at end of file\n+c\n"
+        );
+    }
 }
