@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::extract::{self, Extracted, TreeFiles};
 
 /// Our shim and driver sources, written next to each generated unit.
-const SOURCES: &[(&str, &str)] = &[
+pub const SOURCES: &[(&str, &str)] = &[
     ("metal_std.h", include_str!("../cpp/metal_std.h")),
     ("metal_shim.h", include_str!("../cpp/metal_shim.h")),
     ("simt.h", include_str!("../cpp/simt.h")),
@@ -298,6 +298,31 @@ impl Compiler {
 
     pub fn version(&self) -> &str {
         self.version.lines().next().unwrap_or("")
+    }
+
+    /// The compiler command, for checks that run it with their own flags.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(&self.cxx);
+        c.stdin(Stdio::null());
+        c
+    }
+
+    /// A cache directory named by `parts`, the compiler and its version.
+    pub fn cache_dir(&self, parts: &[&[u8]]) -> PathBuf {
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update((p.len() as u64).to_le_bytes());
+            h.update(p);
+        }
+        h.update(self.cxx.as_bytes());
+        h.update(self.version.as_bytes());
+        let key: String = h
+            .finalize()
+            .iter()
+            .take(12)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        self.cache.join(key)
     }
 
     /// Compiles `unit`; the cache key covers the unit, our sources, the flags

@@ -23,13 +23,17 @@ pub struct TreeFiles {
 
 pub const KERNEL_HEADER: &str = "mlx/backend/metal/kernels/quantized.h";
 pub const HOST_SOURCE: &str = "mlx/backend/metal/quantized.cpp";
+/// The kernel library source: the instantiation lines of the kernels.
+pub const METAL_SOURCE: &str = "mlx/backend/metal/kernels/quantized.metal";
+/// Where `instantiate_kernel` is defined.
+pub const METAL_DEFINES: &str = "mlx/backend/metal/kernels/defines.h";
 /// Where host helpers used by the dispatch code live, searched in order.
 pub const HOST_SEARCH: &[&str] = &[HOST_SOURCE, "mlx/backend/common/quantized.h", "mlx/utils.h"];
 
 impl TreeFiles {
     /// Every path the emulator may read.
     pub fn wanted() -> Vec<&'static str> {
-        let mut v = vec![KERNEL_HEADER];
+        let mut v = vec![KERNEL_HEADER, METAL_SOURCE, METAL_DEFINES];
         v.extend_from_slice(HOST_SEARCH);
         v
     }
@@ -68,11 +72,18 @@ impl TreeFiles {
                 files.insert(p.to_string(), text);
             }
         }
-        let includes = files.get(HOST_SOURCE).map(|t| metal_includes(t));
-        for p in includes.unwrap_or_default() {
-            if !files.contains_key(&p)
-                && let Some(text) = get(&p)?
-            {
+        // Every MLX header the host source reaches: the syntax check compiles
+        // the whole file against the tree's own headers.
+        let mut queue: Vec<String> = files
+            .get(HOST_SOURCE)
+            .map(|t| mlx_includes(t))
+            .unwrap_or_default();
+        while let Some(p) = queue.pop() {
+            if files.contains_key(&p) {
+                continue;
+            }
+            if let Some(text) = get(&p)? {
+                queue.extend(mlx_includes(&text));
                 files.insert(p, text);
             }
         }
@@ -111,14 +122,23 @@ impl TreeFiles {
     }
 }
 
-/// `#include "mlx/backend/metal/*.h"` lines of `src`, in order.
-fn metal_includes(src: &str) -> Vec<String> {
+/// `#include "mlx/..."` lines of `src`, in order (MLX includes its own
+/// headers by their path from the tree root).
+fn mlx_includes(src: &str) -> Vec<String> {
     src.lines()
         .filter_map(|l| {
             let l = l.trim_start().strip_prefix("#include")?.trim();
-            let p = l.strip_prefix('"')?.strip_suffix('"')?;
-            (p.starts_with("mlx/backend/metal/") && p.ends_with(".h")).then(|| p.to_string())
+            let p = l.strip_prefix('"')?.split('"').next()?;
+            p.starts_with("mlx/").then(|| p.to_string())
         })
+        .collect()
+}
+
+/// `#include "mlx/backend/metal/*.h"` lines of `src`, in order.
+fn metal_includes(src: &str) -> Vec<String> {
+    mlx_includes(src)
+        .into_iter()
+        .filter(|p| p.starts_with("mlx/backend/metal/") && p.ends_with(".h"))
         .collect()
 }
 

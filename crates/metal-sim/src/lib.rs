@@ -8,6 +8,7 @@ pub mod compile;
 pub mod extract;
 pub mod pinned;
 pub mod runner;
+pub mod syntax;
 
 pub use extract::TreeFiles;
 pub use runner::{Claim, Options, Report, Status, compare_hashes, run};
