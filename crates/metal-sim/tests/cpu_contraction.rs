@@ -31,7 +31,7 @@ const ROOTS: &[&str] = &[
 /// multi-line variable template); their text is copied from the tree between these markers.
 const HELPERS: &[(&str, &str)] = &[(
     "// Whether `scale * w + bias` may be computed once",
-    "// C consecutive outputs of R rows of _qmm_t for bits 2, 4 and 8.",
+    "// C consecutive outputs of R rows of _qmm_t for bits 2, 4 and 8",
 )];
 
 fn root() -> PathBuf {
@@ -154,7 +154,7 @@ static float unit() { return (next_u32() >> 8) / float(1 << 24) * 2.0f - 1.0f; }
 
 template <int bits, int gs, bool simd_kernel>
 void run_case(const char* name) {
-  const int N = 37, K = 3 * gs, MAXM = 16;
+  const int N = 37, K = 20 * gs, MAXM = 16;  // several K blocks of the vector path
   std::vector<uint32_t> w(N * K * bits / 32);
   for (auto& v : w) v = next_u32();
   std::vector<float> scales(N * K / gs), biases(N * K / gs), x(MAXM * K);

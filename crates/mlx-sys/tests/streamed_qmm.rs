@@ -113,8 +113,10 @@ fn streamed_rows_are_bit_identical_to_m1_for_every_bits_group_and_dtype() {
     let _g = lock();
     require_policy();
     qmm_policy::set_streamed(true).unwrap();
-    // N odd (the kernel pairs output columns), K of one group and of several groups, every M
-    // from 2 to one past the limit (padded row tiles of 4, 8, 12 and 16 all occur).
+    // N odd (the kernel takes output columns 2, 4 or 8 at a time), K of one group and of
+    // several groups, and for f32 (the vector path) a K of 40 groups, which spans several of
+    // its K blocks for every tile height; every M from 2 to one past the limit (padded row
+    // tiles of 4, 8, 12 and 16 all occur).
     let n = 67usize;
     let mut rng = Rng::new(11);
     let mut checked = 0usize;
@@ -123,7 +125,11 @@ fn streamed_rows_are_bit_identical_to_m1_for_every_bits_group_and_dtype() {
     for dtype in DTYPES {
         for bits in BITS {
             for group in GROUPS {
-                for k in [group as usize, 5 * group as usize] {
+                let mut ks = vec![group as usize, 5 * group as usize];
+                if matches!(dtype, Dtype::Float32) {
+                    ks.push(40 * group as usize);
+                }
+                for k in ks {
                     let case = Case::new(&mut rng, n, k, bits, group, dtype);
                     let xs = rng.vec((STREAM_MAX_ROWS + 1) * k);
                     let alone: Vec<Vec<u32>> = (0..=STREAM_MAX_ROWS)
@@ -150,7 +156,7 @@ fn streamed_rows_are_bit_identical_to_m1_for_every_bits_group_and_dtype() {
             }
         }
     }
-    assert_eq!(checked, 3 * 6 * 3 * 2 * STREAM_MAX_ROWS);
+    assert_eq!(checked, (3 * 2 + 1) * 6 * 3 * STREAM_MAX_ROWS);
     // Every batched call with M <= 16 went through the streamed kernels.
     let after = qmm_policy::path_counts().unwrap();
     assert_eq!(after.streamed - before.streamed, streamed_calls);
