@@ -71,6 +71,22 @@ fn main() {
     build.flag_if_supported("-Wno-unused-parameter");
     build.compile("mlx_sys_bridge");
 
+    // The Metal policy switch (overlay 0005) only exists in Metal builds of MLX.
+    if std::env::var_os("CARGO_FEATURE_METAL").is_some() {
+        for f in [
+            "src/metal_policy.rs",
+            "src/metal_policy.cc",
+            "src/metal_policy.h",
+        ] {
+            println!("cargo:rerun-if-changed={f}");
+        }
+        cxx_build::bridge("src/metal_policy.rs")
+            .file("src/metal_policy.cc")
+            .include(&include_dir)
+            .std(cxx_std)
+            .compile("mlx_sys_metal_policy");
+    }
+
     // After the bridge so the linker sees MLX after the objects that use it.
     for dir in &link_search {
         println!("cargo:rustc-link-search=native={dir}");

@@ -366,19 +366,27 @@ impl Compiler {
                 seconds: t0.elapsed().as_secs_f64(),
             });
         }
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        // Each attempt works in its own directory (threads of one test binary, or several
+        // processes, may compile the same key at once) and publishes with one rename.
+        static ATTEMPT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = ATTEMPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let work = self
+            .cache
+            .join(format!("{key}.tmp{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
         for (name, text) in SOURCES {
-            std::fs::write(dir.join(name), text)?;
+            std::fs::write(work.join(name), text)?;
         }
-        std::fs::write(dir.join("unit.cpp"), unit)?;
-        let tmp = dir.join(format!("sim.tmp{}", std::process::id()));
+        std::fs::write(work.join("unit.cpp"), unit)?;
+        let tmp = work.join("sim");
         let out = Command::new(&self.cxx)
             .args(&flags)
             .arg("-I")
-            .arg(&dir)
+            .arg(&work)
             .arg("-o")
             .arg(&tmp)
-            .arg(dir.join("unit.cpp"))
+            .arg(work.join("unit.cpp"))
             .arg("-pthread")
             .stdin(Stdio::null())
             .output()
@@ -386,13 +394,25 @@ impl Compiler {
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
             let head: String = err.lines().take(40).collect::<Vec<_>>().join("\n");
+            // The work directory stays for inspection; the next attempt uses a fresh one.
             bail!(
                 "compiling {} failed:\n{head}",
-                dir.join("unit.cpp").display()
+                work.join("unit.cpp").display()
             );
         }
-        // Atomic publish: a concurrent run sees either no binary or a whole one.
-        std::fs::rename(&tmp, &bin)?;
+        // Atomic publish: a concurrent run sees either no binary or a whole one; if another
+        // attempt won, its identical result stays.
+        if std::fs::rename(&work, &dir).is_err() {
+            if !bin.is_file() {
+                // A leftover without a binary (an interrupted older run): replace it.
+                let _ = std::fs::remove_dir_all(&dir);
+                let _ = std::fs::rename(&work, &dir);
+            }
+            let _ = std::fs::remove_dir_all(&work);
+        }
+        if !bin.is_file() {
+            bail!("{}: the compiled binary vanished", bin.display());
+        }
         Ok(Binary {
             path: bin,
             cached: false,

@@ -18,6 +18,8 @@
 //! because an exception thrown by a kernel inside `eval` would abort the process.
 
 mod ffi;
+#[cfg(feature = "metal")]
+pub mod metal_policy;
 
 use cxx::UniquePtr;
 use ffi::bridge;
