@@ -31,6 +31,37 @@ fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// A project under `t` whose series is the last `n` commits of `clone`, as git format-patch writes them.
+fn project_from_commits(t: &Path, clone: &Path, n: usize) -> (PathBuf, Vec<String>) {
+    let root = t.join("project");
+    let overlays = root.join("overlays/mlx");
+    std::fs::create_dir_all(&overlays).unwrap();
+    std::fs::copy(workspace().join("pins.toml"), root.join("pins.toml")).unwrap();
+    let out = git(
+        clone,
+        t,
+        &[
+            "format-patch",
+            &format!("-{n}"),
+            "-o",
+            overlays.to_str().unwrap(),
+        ],
+    );
+    let names: Vec<String> = out
+        .lines()
+        .map(|l| {
+            Path::new(l)
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    std::fs::write(overlays.join("series"), names.join("\n") + "\n").unwrap();
+    (root, names)
+}
+
 /// Real MLX files, real overlays written by git format-patch: apply must equal `git am`.
 #[test]
 fn real_mlx_series_equals_git_am() {
@@ -84,20 +115,8 @@ fn real_mlx_series_equals_git_am() {
         ],
     );
 
-    let root = t.join("project");
+    let (root, names) = project_from_commits(t, &clone, 2);
     let overlays = root.join("overlays/mlx");
-    std::fs::create_dir_all(&overlays).unwrap();
-    std::fs::copy(workspace().join("pins.toml"), root.join("pins.toml")).unwrap();
-    let names = git(
-        &clone,
-        t,
-        &["format-patch", "-2", "-o", overlays.to_str().unwrap()],
-    );
-    let names: Vec<&str> = names
-        .lines()
-        .map(|l| Path::new(l).file_name().unwrap().to_str().unwrap())
-        .collect();
-    std::fs::write(overlays.join("series"), names.join("\n") + "\n").unwrap();
 
     let dir = t.join("tree");
     let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
@@ -209,20 +228,7 @@ fn real_mlx_drift_to_846d176() {
         ],
     );
 
-    let root = t.join("project");
-    let overlays = root.join("overlays/mlx");
-    std::fs::create_dir_all(&overlays).unwrap();
-    std::fs::copy(workspace().join("pins.toml"), root.join("pins.toml")).unwrap();
-    let names = git(
-        &clone,
-        t,
-        &["format-patch", "-2", "-o", overlays.to_str().unwrap()],
-    );
-    let names: Vec<&str> = names
-        .lines()
-        .map(|l| Path::new(l).file_name().unwrap().to_str().unwrap())
-        .collect();
-    std::fs::write(overlays.join("series"), names.join("\n") + "\n").unwrap();
+    let (root, _) = project_from_commits(t, &clone, 2);
 
     let run = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
