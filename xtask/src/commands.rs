@@ -354,7 +354,7 @@ fn author_date() -> Result<String> {
     Ok(overlay::render::rfc2822(secs, 0))
 }
 
-fn run_refresh(ctx: &Ctx, dir: &Path, into: Option<overlay::refresh::Into>) -> Result<ExitCode> {
+fn run_refresh(ctx: &Ctx, dir: &Path, into: Option<overlay::refresh::Target>) -> Result<ExitCode> {
     let up = ctx.upstream();
     let series = ctx.series()?;
     let state = State::load(dir)?.with_context(|| {
@@ -406,7 +406,7 @@ pub fn refresh(g: &Global, a: &RefreshArgs) -> Result<ExitCode> {
     run_refresh(
         &ctx,
         &dir,
-        a.into.clone().map(overlay::refresh::Into::Existing),
+        a.into.clone().map(overlay::refresh::Target::Existing),
     )
 }
 
@@ -447,7 +447,7 @@ pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
     run_refresh(
         &ctx,
         &dir,
-        Some(overlay::refresh::Into::New {
+        Some(overlay::refresh::Target::New {
             file_name,
             prelude,
             signature,

@@ -20,7 +20,7 @@ use crate::series::Series;
 use crate::tree::{BlobSource, MODE_EXEC, MODE_FILE, Tree};
 
 /// Where edits that touch only upstream lines go.
-pub enum Into {
+pub enum Target {
     Existing(String),
     New {
         file_name: String,
@@ -106,7 +106,7 @@ pub fn plan(
     src: &dyn BlobSource,
     dir: &Path,
     state: &State,
-    into: Option<Into>,
+    into: Option<Target>,
 ) -> Result<Plan> {
     if state.series_hash != series.content_hash() {
         return Err(Error::input(dir, None, "this tree was materialized from a different series (the overlays changed since)")
@@ -121,7 +121,7 @@ pub fn plan(
     }
     let into_idx = match &into {
         None => None,
-        Some(Into::Existing(name)) => Some(
+        Some(Target::Existing(name)) => Some(
             series
                 .overlays
                 .iter()
@@ -135,7 +135,7 @@ pub fn plan(
                     )
                 })?,
         ),
-        Some(Into::New { .. }) => Some(n + 1),
+        Some(Target::New { .. }) => Some(n + 1),
     };
     let e = edits(dir, state)?;
     let mut plan = Plan::default();
@@ -143,14 +143,14 @@ pub fn plan(
         plan.unchanged = series.overlays.iter().map(|o| o.name.clone()).collect();
         return Ok(plan);
     }
-    let total = if matches!(into, Some(Into::New { .. })) {
+    let total = if matches!(into, Some(Target::New { .. })) {
         n + 1
     } else {
         n
     };
     let name_of = |i: usize| -> String {
         match (&into, i) {
-            (Some(Into::New { file_name, .. }), i) if i == n + 1 => file_name.clone(),
+            (Some(Target::New { file_name, .. }), i) if i == n + 1 => file_name.clone(),
             (_, i) => series.overlays[i - 1].name.clone(),
         }
     };
@@ -474,7 +474,7 @@ pub fn plan(
             let mut model = match old {
                 Some(o) => o.clone(),
                 None => {
-                    let Some(Into::New { prelude, .. }) = &into else {
+                    let Some(Target::New { prelude, .. }) = &into else {
                         unreachable!("only a new overlay has no old")
                     };
                     parse_overlay(
@@ -491,7 +491,7 @@ pub fn plan(
             after.apply_overlay(&model, src)?;
             let signature = match (&into, old) {
                 (_, Some(o)) => o.signature.clone().unwrap_or_else(|| "overlay".into()),
-                (Some(Into::New { signature, .. }), None) => signature.clone(),
+                (Some(Target::New { signature, .. }), None) => signature.clone(),
                 (_, None) => unreachable!("only a new overlay has no old"),
             };
             let raw = format!(
@@ -541,7 +541,7 @@ pub fn plan(
         .with_help("this is a bug in refresh; please report it with the edit that caused it"));
     }
     let mut new_series_raw = series.raw.clone();
-    if let Some(Into::New { file_name, .. }) = &into {
+    if let Some(Target::New { file_name, .. }) = &into {
         if !new_series_raw.is_empty() && !new_series_raw.ends_with('\n') {
             new_series_raw.push('\n');
         }
