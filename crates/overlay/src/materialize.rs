@@ -109,9 +109,13 @@ fn is_exec(_: &std::fs::Metadata) -> bool {
 
 /// Edits in `dir` relative to its state file.
 pub fn edits(dir: &Path, state: &State) -> Result<Edits> {
-    let disk = scan_dir(dir)?;
+    Ok(edits_in(&scan_dir(dir)?, state))
+}
+
+/// Edits in an already scanned directory.
+fn edits_in(disk: &BTreeMap<String, (git2::Oid, bool)>, state: &State) -> Edits {
     let mut e = Edits::default();
-    for (p, (id, _)) in &disk {
+    for (p, (id, _)) in disk {
         if !state.files.contains_key(p)
             && !state.pending.as_ref().is_some_and(|x| x.contains_key(p))
         {
@@ -125,7 +129,7 @@ pub fn edits(dir: &Path, state: &State) -> Result<Edits> {
             e.deleted.push(p.clone());
         }
     }
-    Ok(e)
+    e
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -272,14 +276,15 @@ pub fn write_tree(
             "choose a new or empty directory; apply never overwrites files it did not write",
         ));
     };
-    let e = edits(dir, &state)?;
+    // One scan serves both the edit check and the write plan: hashing the tree is the slow part.
+    let disk = scan_dir(dir)?;
+    let e = edits_in(&disk, &state);
     if !e.is_empty() {
         if !force {
             return Err(edits_error(dir, &e));
         }
         report.discarded = e.all().cloned().collect();
     }
-    let disk = scan_dir(dir)?;
     let mut to_write = Vec::new();
     for (p, id) in &desired {
         let mode = tree.entries[p].mode;
