@@ -210,7 +210,8 @@ proptest! {
         // Final newlines everywhere.
         let nl = |s: &str| if s.is_empty() || s.ends_with('\n') { s.to_string() } else { format!("{s}\n") };
         let (base, ours, theirs) = (nl(&base), nl(&ours), nl(&theirs));
-        // An empty merge result is a known bug (see `merge3_to_an_empty_file`).
+        // Known bugs: see `merge3_as_the_first_libgit2_call` and `merge3_to_an_empty_file`.
+        init_libgit2();
         prop_assume!(!ours.is_empty() && !theirs.is_empty());
         let labels = ("base", "ours", "theirs");
         let m = overlay::bump::merge3(base.as_bytes(), ours.as_bytes(), base.as_bytes(), "f", labels)
@@ -267,16 +268,33 @@ proptest! {
     }
 }
 
-/// Found by `merge_with_an_unchanged_side`: when the merged result is empty (an overlay empties a
-/// file upstream left alone, or every side is empty), `merge3` returns `Err(Git "no error")`, or
-/// aborts the process in debug builds: git2 0.21's `MergeFileResult::content` builds a slice from
-/// libgit2's null pointer (undefined behaviour in release builds).
+/// Initialises libgit2 the way any ordinary git2 call does (`git2::merge_file` does not; see
+/// `merge3_as_the_first_libgit2_call`).
+fn init_libgit2() {
+    let _ = overlay::tree::blob_id(b"");
+}
+
+/// Found by `merge_with_an_unchanged_side`: `merge3` as the first libgit2 call of a process fails,
+/// because `git2::merge_file` does not run git2's `init()` (libgit2 is never initialised). Reproduces
+/// only in a fresh process: `cargo test -p overlay --test properties -- --ignored --exact
+/// merge3_as_the_first_libgit2_call`.
 #[test]
-#[ignore = "bug: merge3 fails (\"no error\") or aborts on a null slice when the merged file is empty"]
+#[ignore = "bug: merge3 before any other git2 call fails with Err(Git \"no error\"): libgit2 not initialised"]
+fn merge3_as_the_first_libgit2_call() {
+    let labels = ("base", "ours", "theirs");
+    let m = overlay::bump::merge3(b"a\nb\n", b"a\nB\n", b"a\nb\n", "f", labels).unwrap();
+    assert_eq!(m, Ok(b"a\nB\n".to_vec()));
+}
+
+/// Found by `merge_with_an_unchanged_side`: when the merged result is empty (an overlay empties a
+/// file upstream left alone), `merge3` aborts the process in debug builds: git2 0.21's
+/// `MergeFileResult::content` builds a slice from libgit2's null pointer (`slice::from_raw_parts`
+/// precondition; undefined behaviour in release builds).
+#[test]
+#[ignore = "bug: merge3 aborts (null slice in git2 MergeFileResult::content) when the merged file is empty"]
 fn merge3_to_an_empty_file() {
+    init_libgit2();
     let labels = ("base", "ours", "theirs");
     let m = overlay::bump::merge3(b"a\n", b"", b"a\n", "f", labels).unwrap();
-    assert_eq!(m, Ok(Vec::new()));
-    let m = overlay::bump::merge3(b"", b"", b"", "f", labels).unwrap();
     assert_eq!(m, Ok(Vec::new()));
 }
