@@ -93,22 +93,39 @@ pub fn merge3(
     path: &str,
     labels: (&str, &str, &str),
 ) -> Result<std::result::Result<Vec<u8>, Vec<u8>>> {
+    // `git2::merge_file` neither initialises libgit2 (as a process's first git2 call it fails) nor
+    // survives an empty result (git2 0.21 builds a slice from libgit2's null pointer). So: initialise
+    // through an ordinary call, and keep every input (hence the result) non-empty with a guard line
+    // all three sides share at the top, removed again afterwards.
+    let _ = crate::tree::blob_id(b"");
+    const GUARD: &[u8] = b"@@ overlay merge guard @@\n";
+    let (base, ours, theirs) = (
+        [GUARD, base].concat(),
+        [GUARD, ours].concat(),
+        [GUARD, theirs].concat(),
+    );
     let mut a = git2::MergeFileInput::new();
-    a.content(base).path(path);
+    a.content(&base).path(path);
     let mut o = git2::MergeFileInput::new();
-    o.content(ours).path(path);
+    o.content(&ours).path(path);
     let mut t = git2::MergeFileInput::new();
-    t.content(theirs).path(path);
+    t.content(&theirs).path(path);
     let mut opts = git2::MergeFileOptions::new();
     opts.ancestor_label(labels.0)
         .our_label(labels.1)
         .their_label(labels.2);
     let r = git2::merge_file(&a, &o, &t, Some(&mut opts))
         .map_err(|e| Error::git(format!("merging {path}"), e))?;
+    let Some(content) = r.content().strip_prefix(GUARD) else {
+        return Err(
+            Error::input(path, None, "internal: the 3-way merge lost its guard line")
+                .with_help("please report it with the three inputs"),
+        );
+    };
     Ok(if r.is_automergeable() {
-        Ok(r.content().to_vec())
+        Ok(content.to_vec())
     } else {
-        Err(r.content().to_vec())
+        Err(content.to_vec())
     })
 }
 
