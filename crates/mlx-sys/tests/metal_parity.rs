@@ -9,6 +9,9 @@
 
 #![cfg(feature = "metal")]
 
+mod common;
+
+use common::bits_of;
 use mlx_sys::metal_policy::{QmvBatchPolicy, qmv_batch_policy, set_qmv_batch_policy};
 use mlx_sys::{Array, Dtype, quantize, quantized_matmul};
 
@@ -25,23 +28,6 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
             if s & 1 == 0 { mag } else { -mag }
         })
         .collect()
-}
-
-fn bits_of(a: &Array) -> Vec<u32> {
-    match a.dtype() {
-        Dtype::Float32 => a
-            .to_f32_vec()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect(),
-        _ => a
-            .to_u16_bits()
-            .unwrap()
-            .iter()
-            .map(|&v| u32::from(v))
-            .collect(),
-    }
 }
 
 /// Every row of the M-row product equals the 1-row product of that row, bit for bit.

@@ -1,26 +1,15 @@
 //! Checks the bridge against the MLX built from the pinned tree: quantization accuracy,
 //! quantized_matmul against an f64 reference, batch invariance, errors and threads.
 
+mod common;
+
+use common::Rng;
 use mlx_sys::{Array, Dtype, dequantize, matmul, quantize, quantized_matmul};
 
 const BITS: [i32; 6] = [2, 3, 4, 5, 6, 8];
 const GROUPS: [i32; 3] = [32, 64, 128];
 
-/// xorshift64*: deterministic data without a rand dependency.
-struct Rng(u64);
-
 impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
     /// Uniform in [-1, 1).
     fn unit(&mut self) -> f32 {
         ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0

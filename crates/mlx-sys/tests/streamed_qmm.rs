@@ -4,6 +4,9 @@
 
 use std::sync::Mutex;
 
+mod common;
+
+use common::{Rng, bits_of};
 use mlx_sys::{Array, Dtype, qmm_policy, quantize, quantized_matmul};
 
 const BITS: [i32; 6] = [2, 3, 4, 5, 6, 8];
@@ -15,20 +18,7 @@ const STREAM_MAX_ROWS: usize = 16;
 /// The policy is process-wide: tests that set it or read its counters run one at a time.
 static POLICY: Mutex<()> = Mutex::new(());
 
-struct Rng(u64);
-
 impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
     fn vec(&mut self, n: usize) -> Vec<f32> {
         (0..n)
             .map(|_| ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0)
@@ -45,24 +35,6 @@ fn require_policy() {
         qmm_policy::available(),
         "the linked MLX lacks overlay 0002-cpu-qmm-t-policy-switch; rebuild with `cargo xtask build-mlx`"
     );
-}
-
-/// The raw bits of an evaluated result, whatever its float type.
-fn bits_of(a: &Array) -> Vec<u32> {
-    match a.dtype() {
-        Dtype::Float32 => a
-            .to_f32_vec()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect(),
-        _ => a
-            .to_u16_bits()
-            .unwrap()
-            .iter()
-            .map(|&v| u32::from(v))
-            .collect(),
-    }
 }
 
 struct Case {
