@@ -166,7 +166,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn drift_scan(g: &Global, a: &DriftScanArgs) -> Result<ExitCode> {
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, overlay::lock::Mode::Shared, "bench")?;
     let up = ctx.upstream().clone();
     let repo = ctx.open_upstream()?;
     let from = resolve_rev(&ctx, &repo, &a.from)?;
@@ -309,7 +309,7 @@ fn time_build(root: &Path, extra: &[&str]) -> Result<Duration> {
 }
 
 fn build(g: &Global, a: &BuildBenchArgs) -> Result<ExitCode> {
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, overlay::lock::Mode::Shared, "bench")?;
     let root = ctx.project.root.clone();
     let up = ctx.upstream().clone();
     let series = ctx.series()?;

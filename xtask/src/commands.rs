@@ -6,10 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use overlay::check::FindingKind;
+use overlay::lock::{Mode as LockMode, ProjectLock};
 use overlay::manifest::Upstream;
 use overlay::materialize::{Origin, State};
 use overlay::project::{Project, apply_series};
 use overlay::series::Series;
+use overlay::txn::Recovery;
 use overlay::upstream::{UpstreamRepo, default_cache_root};
 
 use crate::Global;
@@ -27,18 +29,57 @@ pub struct Ctx {
     pub project: Project,
     pub json: bool,
     upstream: Option<String>,
+    /// The project lock, held until the command ends (or [`Ctx::unlock`]).
+    lock: std::cell::RefCell<Option<ProjectLock>>,
 }
 
 impl Ctx {
-    pub fn load(g: &Global) -> Result<Ctx> {
+    /// Loads the project under its lock: `Shared` for commands that only read it, `Exclusive` for
+    /// those that write the project or a tree. Finishes a write a killed process left first.
+    pub fn load(g: &Global, mode: LockMode, command: &str) -> Result<Ctx> {
         let root = g.root.clone().unwrap_or_else(workspace_root);
+        // No lock (and no target/ created) where there is no project: let load explain.
+        let lock = if root.join(overlay::manifest::PINS_FILE).exists()
+            || overlay::txn::pending(&root)
+        {
+            let mut waited = false;
+            let lock = overlay::lock::lock_project(&root, mode, command, &mut |msg| {
+                if !waited {
+                    eprintln!("{msg}");
+                    waited = true;
+                }
+            })?;
+            match &lock.recovery {
+                Recovery::Nothing => {}
+                Recovery::RolledBack { command, pid } => eprintln!(
+                    "recovered: `{command}` (pid {pid}) was interrupted before its commit point; nothing it meant to write was kept"
+                ),
+                Recovery::RolledForward {
+                    command,
+                    pid,
+                    files,
+                } => eprintln!(
+                    "recovered: `{command}` (pid {pid}) was interrupted after its commit point; finished writing {} file(s)",
+                    files.len()
+                ),
+            }
+            Some(lock)
+        } else {
+            None
+        };
         let project = Project::load(&root)?;
         project.upstream(g.upstream.as_deref())?;
         Ok(Ctx {
             project,
             json: g.json,
             upstream: g.upstream.clone(),
+            lock: std::cell::RefCell::new(lock),
         })
+    }
+
+    /// Releases the project lock early (build-mlx, once the source tree is written).
+    pub fn unlock(&self) {
+        self.lock.borrow_mut().take();
     }
 
     pub fn upstream(&self) -> &Upstream {
@@ -92,7 +133,7 @@ fn emit(json: bool, value: serde_json::Value, human: String) {
 }
 
 pub fn status(g: &Global) -> Result<ExitCode> {
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, LockMode::Shared, "status")?;
     let up = ctx.upstream();
     let series = ctx.series()?;
     let overlays: Vec<serde_json::Value> = series
@@ -176,7 +217,7 @@ pub fn materialize(
 }
 
 pub fn apply(g: &Global, a: &ApplyArgs) -> Result<ExitCode> {
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, LockMode::Exclusive, "apply")?;
     let up = ctx.upstream();
     let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
     let (applied, report) = materialize(&ctx, &dir, a.force)?;
@@ -234,7 +275,7 @@ pub fn apply(g: &Global, a: &ApplyArgs) -> Result<ExitCode> {
 }
 
 pub fn check(g: &Global) -> Result<ExitCode> {
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, LockMode::Shared, "check")?;
     let up = ctx.upstream();
     let series = ctx.series()?;
     let repo = ctx.open_upstream()?;
@@ -376,7 +417,7 @@ fn run_refresh(ctx: &Ctx, dir: &Path, into: Option<overlay::refresh::Target>) ->
     let repo = ctx.open_upstream()?;
     let base = repo.tree_at(git2::Oid::from_str(&up.rev)?)?;
     let plan = overlay::refresh::plan(&base, &series, &repo, dir, &state, into)?;
-    overlay::refresh::commit(&plan, dir)?;
+    overlay::refresh::commit(&plan, dir, &ctx.project.root)?;
     let mut h = String::new();
     let _ = writeln!(h, "refresh: {}", dir.display());
     for a in &plan.assignments {
@@ -401,7 +442,7 @@ fn run_refresh(ctx: &Ctx, dir: &Path, into: Option<overlay::refresh::Target>) ->
 }
 
 pub fn refresh(g: &Global, a: &RefreshArgs) -> Result<ExitCode> {
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, LockMode::Exclusive, "refresh")?;
     let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
     run_refresh(
         &ctx,
@@ -411,7 +452,7 @@ pub fn refresh(g: &Global, a: &RefreshArgs) -> Result<ExitCode> {
 }
 
 pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, LockMode::Exclusive, "new-overlay")?;
     let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
     let file_name = if a.name.ends_with(".patch") {
         a.name.clone()
@@ -648,7 +689,7 @@ pub fn markdown_drift(r: &overlay::drift::Report) -> String {
 }
 
 pub fn drift(g: &Global, a: &DriftArgs) -> Result<ExitCode> {
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, LockMode::Shared, "drift")?;
     let up = ctx.upstream();
     let series = ctx.series()?;
     let repo = ctx.open_upstream()?;
@@ -694,7 +735,7 @@ pub fn drift(g: &Global, a: &DriftArgs) -> Result<ExitCode> {
 }
 
 pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitCode> {
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, LockMode::Shared, "build-mlx")?;
     let up = ctx.upstream();
     let series = ctx.series()?;
     let source = crate::build_mlx::SourceInfo {
@@ -703,13 +744,19 @@ pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitC
         series_hash: series.content_hash(),
         fetchcontent: up.fetchcontent.clone(),
         cache_root: default_cache_root(),
-        // mlx-sys's build.rs reads the build info from this workspace's target/, whatever --root is.
-        workspace_target: workspace_root().join("target"),
+        // The project's own target/ (mlx-sys's build.rs reads this workspace's); another project's
+        // build (--root) must not replace what this workspace's crates link.
+        workspace_target: ctx.project.root.join("target"),
     };
     crate::build_mlx::run(
         a,
         &source,
-        &mut |dir| materialize(&ctx, dir, false).map(|_| ()),
+        &mut |dir| {
+            let r = materialize(&ctx, dir, false).map(|_| ());
+            // The source is written; the long build must not keep writers of the project waiting.
+            ctx.unlock();
+            r
+        },
         ctx.json,
     )
 }
@@ -757,9 +804,49 @@ fn guards(paths: &[PathBuf]) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
+/// A bump tree without a bump state: what a killed `--continue`, `--abort` or conflict write leaves.
+fn leftover_bump_tree(dir: &Path) -> bool {
+    dir.exists()
+        && !dir.join(overlay::bump::BUMP_STATE).exists()
+        && State::load(dir)
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.series_hash == BUMP_IN_PROGRESS)
+}
+
+/// Removes a tree this tool wrote: renamed aside first, so a kill mid-way leaves no half tree
+/// under the real name (the aside copy is removed by the next bump-pin).
+fn remove_tree(dir: &Path) -> Result<()> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    if let Ok(rd) = std::fs::read_dir(parent) {
+        let prefix = format!(".{name}.overlay-trash-");
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            if let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok())
+                && !overlay::fsx::pid_alive(pid)
+            {
+                overlay::fsx::remove_dir_all(&e.path())?;
+            }
+        }
+    }
+    if !dir.exists() {
+        return Ok(());
+    }
+    let trash = parent.join(format!(".{name}.overlay-trash-{}", std::process::id()));
+    overlay::fsx::rename(dir, &trash)?;
+    overlay::fsx::remove_dir_all(&trash)?;
+    Ok(())
+}
+
+const BUMP_IN_PROGRESS: &str = "bump-in-progress";
+
 pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
     use overlay::bump::{Action, BUMP_STATE, BumpState};
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, LockMode::Exclusive, "bump-pin")?;
     let up = ctx.upstream().clone();
     let dir = a
         .dir
@@ -775,11 +862,15 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         })?),
         Err(_) => None,
     };
+    if state.is_none() && leftover_bump_tree(&dir) {
+        // A bump finished or abandoned, killed before its tree was removed: debris, not work.
+        remove_tree(&dir)?;
+    }
     if a.abort {
         let Some(_) = state else {
             bail!("no bump in progress in {}", dir.display())
         };
-        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        remove_tree(&dir)?;
         println!(
             "bump abandoned; {} removed, nothing else changed",
             dir.display()
@@ -922,7 +1013,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
                 Origin {
                     upstream: &up.name,
                     rev: &to.to_string(),
-                    series_hash: "bump-in-progress",
+                    series_hash: BUMP_IN_PROGRESS,
                 },
                 force,
             )?;
@@ -943,8 +1034,10 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
                     .map(|s| s.guards.clone())
                     .unwrap_or_else(|| guards(&guard_paths(&ctx, &series))),
             };
-            std::fs::write(&state_path, serde_json::to_string_pretty(&new_state)?)
-                .with_context(|| format!("writing {}", state_path.display()))?;
+            overlay::fsx::write_atomic(
+                &state_path,
+                serde_json::to_string_pretty(&new_state)?.as_bytes(),
+            )?;
             let _ = writeln!(
                 h,
                 "pins.toml and overlays/ are unchanged. To finish the bump:"
@@ -998,9 +1091,10 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         .as_ref()
         .map(|s| s.guards.clone())
         .unwrap_or_else(|| guards(&guard_paths(&ctx, &series)));
-    overlay::bump::write_all(&writes, &start_guards)?;
+    // The bump's state goes in the same transaction: once pins.toml moves, no bump is in progress.
+    overlay::bump::write_all(&ctx.project.root, &writes, &start_guards, &[state_path])?;
     if state.is_some() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        remove_tree(&dir)?;
     }
     let _ = writeln!(
         h,
@@ -1080,7 +1174,7 @@ fn measured_from_docs(root: &Path, body: &str) -> String {
 
 pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
     use overlay::export::{Outcome, export, select};
-    let ctx = Ctx::load(g)?;
+    let ctx = Ctx::load(g, LockMode::Shared, "export-upstream")?;
     let up = ctx.upstream().clone();
     let series = ctx.series()?;
     let selected = select(&series, &a.overlays)?;

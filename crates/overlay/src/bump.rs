@@ -474,11 +474,15 @@ pub fn set_pin(pins_text: &str, pins_path: &Path, name: &str, rev: &str) -> Resu
     Ok(doc.to_string())
 }
 
-/// Writes files all at once: every temp first, then the renames, `last` at the very end. Refuses if
-/// any target changed since it was read (`expected` blob ids; None = must not exist).
+/// Writes files as one transaction (journal in `root`, the project folder): pins.toml, the series
+/// and the overlays are all new or all old, even if the process is killed. Refuses if any target
+/// changed since it was read (`guards`: path -> blob id at the start; empty = did not exist).
+/// `also_remove` are files deleted in the same transaction (the bump's own state file).
 pub fn write_all(
+    root: &Path,
     files: &[(PathBuf, Option<String>)],
     guards: &BTreeMap<String, String>,
+    also_remove: &[PathBuf],
 ) -> Result<()> {
     for (path, want) in guards {
         let now = std::fs::read(path)
@@ -494,27 +498,20 @@ pub fn write_all(
             .with_help("review the change, then run bump-pin again"));
         }
     }
-    let mut temps = Vec::new();
+    let mut txn = crate::txn::Txn::new(root, "bump-pin");
     for (path, content) in files {
-        if let Some(c) = content {
-            let tmp = path.with_extension("bump-tmp");
-            std::fs::write(&tmp, c).at(&tmp)?;
-            temps.push((Some(tmp), path));
-        } else {
-            temps.push((None, path));
+        match content {
+            Some(c) => txn.write(path, c.as_bytes()),
+            None if path.exists() => txn.remove(path),
+            None => {}
         }
     }
-    for (tmp, path) in temps {
-        match tmp {
-            Some(t) => std::fs::rename(&t, path).at(path)?,
-            None => {
-                if path.exists() {
-                    std::fs::remove_file(path).at(path)?;
-                }
-            }
+    for p in also_remove {
+        if p.exists() {
+            txn.remove(p);
         }
     }
-    Ok(())
+    txn.commit()
 }
 
 /// A tree read from a directory (what the user resolved), without the state files.

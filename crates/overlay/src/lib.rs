@@ -9,6 +9,8 @@ pub mod diff;
 pub mod drift;
 pub mod error;
 pub mod export;
+pub mod fsx;
+pub mod lock;
 pub mod manifest;
 pub mod materialize;
 pub mod patch;
@@ -18,6 +20,7 @@ pub mod render;
 pub mod series;
 pub mod symbols;
 pub mod tree;
+pub mod txn;
 pub mod upstream;
 
 pub use error::{Error, Result};

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
+use crate::fsx;
 use crate::tree::{BlobSource, MODE_EXEC, MODE_LINK, Tree, blob_id};
 
 pub const STATE_FILE: &str = ".overlay-state.json";
@@ -77,6 +78,10 @@ pub fn scan_dir(dir: &Path) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
                 .to_string_lossy()
                 .replace('\\', "/");
             if rel == STATE_FILE || rel == ".git" {
+                continue;
+            }
+            if is_temp(&e.file_name().to_string_lossy()) {
+                // A killed write's leftover; the next write replaces it.
                 continue;
             }
             let ft = e.file_type().at(&p)?;
@@ -168,38 +173,57 @@ fn edits_error(dir: &Path, e: &Edits) -> Error {
 
 fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).at(parent)?;
+        fsx::create_dir_all(parent)?;
     }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.overlay-tmp"));
+    let tmp = fsx::sibling(path, "tmp");
+    if std::fs::symlink_metadata(&tmp).is_ok() {
+        fsx::remove_file(&tmp)?;
+    }
     if mode == MODE_LINK {
-        let _ = std::fs::remove_file(&tmp);
         #[cfg(unix)]
-        std::os::unix::fs::symlink(String::from_utf8_lossy(bytes).as_ref(), &tmp).at(&tmp)?;
+        fsx::symlink(String::from_utf8_lossy(bytes).as_ref(), &tmp)?;
         #[cfg(not(unix))]
-        std::fs::write(&tmp, bytes).at(&tmp)?;
+        fsx::write_unsynced(&tmp, bytes)?;
     } else {
-        std::fs::write(&tmp, bytes).at(&tmp)?;
+        // A tree can always be re-created from the pin and the series: no fsync per file.
+        fsx::write_unsynced(&tmp, bytes)?;
         #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let m = if mode == MODE_EXEC { 0o755 } else { 0o644 };
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(m)).at(&tmp)?;
-        }
+        fsx::set_mode(&tmp, if mode == MODE_EXEC { 0o755 } else { 0o644 })?;
     }
-    // A directory may sit where a file goes (an upstream change); make room only for our own file.
-    std::fs::rename(&tmp, path).at(path)
+    fsx::rename(&tmp, path)
 }
 
 fn write_state(dir: &Path, state: &State) -> Result<()> {
     let text = serde_json::to_string_pretty(state).expect("state serializes");
-    let p = dir.join(STATE_FILE);
-    let tmp = dir.join(format!("{STATE_FILE}.tmp"));
-    std::fs::write(&tmp, text).at(&tmp)?;
-    std::fs::rename(&tmp, &p).at(&p)
+    fsx::write_atomic(&dir.join(STATE_FILE), text.as_bytes())
+}
+
+/// Our own temporaries (`.name.overlay-tmp`), which a killed write may leave behind; never user files.
+fn is_temp(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".overlay-tmp")
+}
+
+/// The folder a fresh tree is staged in before it appears whole; `pid` tells a live writer's from
+/// a killed one's.
+fn stage_dir(parent: &Path, name: &str, pid: u32) -> PathBuf {
+    parent.join(format!(".{name}.overlay-stage-{pid}"))
+}
+
+/// Removes stages left by killed writers of `dir`.
+fn remove_dead_stages(parent: &Path, name: &str) -> Result<()> {
+    let prefix = format!(".{name}.overlay-stage-");
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().to_string();
+        if let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok())
+            && !fsx::pid_alive(pid)
+        {
+            fsx::remove_dir_all(&e.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes `tree` into `dir`. Refuses (nothing changed) when `dir` holds edits, unless `force`.
@@ -238,13 +262,16 @@ pub fn write_tree(
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).at(parent)?;
+        fsx::create_dir_all(parent)?;
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        let stage = parent.join(format!(".{name}.overlay-stage-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&stage);
+        remove_dead_stages(parent, &name)?;
+        let stage = stage_dir(parent, &name, std::process::id());
+        if stage.exists() {
+            fsx::remove_dir_all(&stage)?;
+        }
         let res = (|| {
             for (p, e) in &tree.entries {
                 write_file(
@@ -256,9 +283,9 @@ pub fn write_tree(
             }
             write_state(&stage, &new_state)?;
             if dir.exists() {
-                std::fs::remove_dir(dir).at(dir)?;
+                fsx::remove_dir(dir)?;
             }
-            std::fs::rename(&stage, dir).at(dir)
+            fsx::rename(&stage, dir)
         })();
         if res.is_err() {
             let _ = std::fs::remove_dir_all(&stage);
@@ -311,8 +338,8 @@ pub fn write_tree(
     write_state(dir, &journal)?;
     for p in &to_write {
         let path = dir.join(p);
-        if path.is_dir() {
-            std::fs::remove_dir_all(&path).at(&path)?;
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            fsx::remove_dir_all(&path)?;
         }
         write_file(
             &path,
@@ -323,12 +350,13 @@ pub fn write_tree(
     }
     for p in &to_remove {
         let path = dir.join(p);
-        std::fs::remove_file(&path).at(&path)?;
+        fsx::remove_file(&path)?;
         let mut d = path.parent();
         while let Some(x) = d {
-            if x == dir || std::fs::remove_dir(x).is_err() {
+            if x == dir || std::fs::read_dir(x).map_or(true, |mut i| i.next().is_some()) {
                 break;
             }
+            fsx::remove_dir(x)?;
             d = x.parent();
         }
         report.removed.push(p.clone());

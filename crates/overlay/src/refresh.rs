@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::apply::{Text, apply_hunks};
 use crate::diff;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::materialize::{State, edits};
 use crate::patch::{FilePatch, LineKind, Overlay, parse_overlay};
 use crate::render::render_patch_body;
@@ -108,6 +108,18 @@ pub fn plan(
     state: &State,
     into: Option<Target>,
 ) -> Result<Plan> {
+    if state.pending.is_some() {
+        // Half old, half new files: attributing them would turn the unfinished apply into overlays.
+        return Err(Error::input(
+            dir.join(crate::materialize::STATE_FILE),
+            None,
+            "the last apply into this tree was interrupted",
+        )
+        .with_help(format!(
+            "finish it first: `cargo xtask apply --dir {}`; if it lists edits you made since, copy them aside, add --force, and redo them",
+            dir.display()
+        )));
+    }
     if state.series_hash != series.content_hash() {
         return Err(Error::input(dir, None, "this tree was materialized from a different series (the overlays changed since)")
             .with_help("save your edits elsewhere, run `cargo xtask apply` again, then redo them; refresh cannot attribute edits across two versions of the series"));
@@ -571,9 +583,10 @@ pub fn plan(
     Ok(plan)
 }
 
-/// Writes a plan: every overlay file and the series, then the tree's state. Refuses if any of those
-/// files changed on disk since they were read (never overwrite a user's edit).
-pub fn commit(plan: &Plan, dir: &Path) -> Result<()> {
+/// Writes a plan as one transaction (journal in `root`, the project folder): every overlay file,
+/// the series and the tree's state become new together or not at all. Refuses if any of those files
+/// changed on disk since they were read (never overwrite a user's edit).
+pub fn commit(plan: &Plan, dir: &Path, root: &Path) -> Result<()> {
     for (path, _, expected) in &plan.writes {
         let now = std::fs::read_to_string(path).ok();
         if now != *expected {
@@ -585,21 +598,13 @@ pub fn commit(plan: &Plan, dir: &Path) -> Result<()> {
             .with_help("run refresh again"));
         }
     }
-    let mut temps = Vec::new();
+    let mut txn = crate::txn::Txn::new(root, "refresh");
     for (path, text, _) in &plan.writes {
-        let tmp = path.with_extension("overlay-tmp");
-        std::fs::write(&tmp, text).at(&tmp)?;
-        temps.push((tmp, path));
-    }
-    for (tmp, path) in temps {
-        std::fs::rename(&tmp, path).at(path)?;
+        txn.write(path, text.as_bytes());
     }
     if let Some(state) = &plan.new_state {
         let text = serde_json::to_string_pretty(state).expect("state serializes");
-        let p = dir.join(crate::materialize::STATE_FILE);
-        let tmp = p.with_extension("tmp");
-        std::fs::write(&tmp, text).at(&tmp)?;
-        std::fs::rename(&tmp, &p).at(&p)?;
+        txn.write(dir.join(crate::materialize::STATE_FILE), text);
     }
-    Ok(())
+    txn.commit()
 }
