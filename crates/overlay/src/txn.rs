@@ -231,7 +231,8 @@ pub fn recover(root: &Path) -> Result<Recovery> {
 
 /// Whether a write was interrupted in `root` (read-only commands refuse to read a half-written project).
 pub fn pending(root: &Path) -> bool {
-    root.join(JOURNAL).exists()
+    let journal = root.join(JOURNAL);
+    journal.exists() || fsx::sibling(&journal, "tmp").exists()
 }
 
 #[cfg(test)]

@@ -187,7 +187,13 @@ impl Fixture {
     }
 
     pub fn xtask(&self, args: &[&str]) -> Out {
+        self.xtask_env(args, &[])
+    }
+
+    /// `xtask` with extra environment variables (the fault-injection hook, say).
+    pub fn xtask_env(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        cmd.envs(env.iter().copied());
         cmd.arg("--root")
             .arg(&self.root)
             .args(args)

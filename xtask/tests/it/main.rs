@@ -6,6 +6,7 @@ mod bump;
 mod drift;
 mod export;
 mod fixture;
+mod interrupt;
 mod refresh;
 mod render;
 mod reports;
