@@ -192,14 +192,24 @@ impl Fixture {
 
     /// `xtask` with extra environment variables (the fault-injection hook, say).
     pub fn xtask_env(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        let mut cmd = self.command(args);
         cmd.envs(env.iter().copied());
+        let out = cmd.output().unwrap();
+        self.out(out)
+    }
+
+    /// The command `xtask` runs, to spawn several at once.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
         cmd.arg("--root")
             .arg(&self.root)
             .args(args)
             .env("OVERLAY_CACHE_DIR", &self.cache);
         git_env(&mut cmd, self.t());
-        let out = cmd.output().unwrap();
+        cmd
+    }
+
+    pub fn out(&self, out: std::process::Output) -> Out {
         Out {
             code: out.status.code().unwrap_or(-1),
             stdout: self.scrub(&String::from_utf8_lossy(&out.stdout)),

@@ -3,6 +3,7 @@
 
 mod apply;
 mod bump;
+mod concurrency;
 mod drift;
 mod export;
 mod fixture;
