@@ -226,6 +226,23 @@ fn remove_dead_stages(parent: &Path, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// A user may replace a directory of the tree by a symlink (to anywhere). Writing `p` through it
+/// would write outside the tree, so the link goes (it is an edit `--force` discards) and a real
+/// directory is made in its place.
+fn unlink_symlinked_parents(dir: &Path, p: &str) -> Result<()> {
+    let mut at = dir.to_path_buf();
+    let comps: Vec<&str> = p.split('/').collect();
+    for c in &comps[..comps.len().saturating_sub(1)] {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => fsx::remove_file(&at)?,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
 /// Writes `tree` into `dir`. Refuses (nothing changed) when `dir` holds edits, unless `force`.
 pub fn write_tree(
     dir: &Path,
@@ -337,6 +354,7 @@ pub fn write_tree(
     journal.pending = Some(desired.clone());
     write_state(dir, &journal)?;
     for p in &to_write {
+        unlink_symlinked_parents(dir, p)?;
         let path = dir.join(p);
         if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
             fsx::remove_dir_all(&path)?;
@@ -349,7 +367,14 @@ pub fn write_tree(
         report.written.push(p.clone());
     }
     for p in &to_remove {
+        unlink_symlinked_parents(dir, p)?;
         let path = dir.join(p);
+        match std::fs::symlink_metadata(&path) {
+            // Went with a symlinked parent, or a link already replaced by a real directory.
+            Err(_) => continue,
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => {}
+        }
         fsx::remove_file(&path)?;
         let mut d = path.parent();
         while let Some(x) = d {
@@ -375,4 +400,76 @@ pub fn changed_paths(
         .filter(|k| a.get(*k) != b.get(*k))
         .cloned()
         .collect()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use crate::tree::{Content, Entry, MODE_FILE};
+    use std::sync::Arc;
+
+    struct NoBlobs;
+    impl BlobSource for NoBlobs {
+        fn blob(&self, id: git2::Oid) -> Result<Vec<u8>> {
+            panic!("unexpected blob read {id}")
+        }
+    }
+
+    fn tree(files: &[(&str, &str)]) -> Tree {
+        let mut t = Tree::default();
+        for (p, c) in files {
+            t.entries.insert(
+                p.to_string(),
+                Entry {
+                    mode: MODE_FILE,
+                    content: Content::Bytes(Arc::from(c.as_bytes())),
+                },
+            );
+        }
+        t
+    }
+
+    const ORIGIN: Origin<'static> = Origin {
+        upstream: "up",
+        rev: "0000000000000000000000000000000000000000",
+        series_hash: "s",
+    };
+
+    #[test]
+    fn never_writes_or_deletes_through_a_symlinked_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("tree");
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("c.txt"), "precious\n").unwrap();
+        std::fs::write(outside.join("gone.txt"), "precious too\n").unwrap();
+        let t1 = tree(&[("sub/c.txt", "c\n"), ("sub/gone.txt", "g\n")]);
+        write_tree(&dir, &t1, &NoBlobs, ORIGIN, false).unwrap();
+        std::fs::remove_dir_all(dir.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("sub")).unwrap();
+        let t2 = tree(&[("sub/c.txt", "c2\n")]);
+        let e = write_tree(&dir, &t2, &NoBlobs, ORIGIN, false).unwrap_err();
+        assert!(e.to_string().contains("added:    sub"), "{e}");
+        let r = write_tree(&dir, &t2, &NoBlobs, ORIGIN, true).unwrap();
+        assert!(r.discarded.contains(&"sub".to_string()), "{r:?}");
+        assert_eq!(
+            std::fs::read_to_string(outside.join("c.txt")).unwrap(),
+            "precious\n"
+        );
+        assert!(outside.join("gone.txt").exists());
+        assert!(
+            !std::fs::symlink_metadata(dir.join("sub"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("sub/c.txt")).unwrap(),
+            "c2\n"
+        );
+        assert!(
+            edits(&dir, &State::load(&dir).unwrap().unwrap())
+                .unwrap()
+                .is_empty()
+        );
+    }
 }
