@@ -61,6 +61,13 @@ pub fn run(args: &MetalSimArgs, global: &Global) -> Result<ExitCode> {
             (patched, pristine)
         }
         None => {
+            // Read the project as the other readers do: never half-way through another command's write.
+            let _lock = overlay::lock::lock_project(
+                &root,
+                overlay::lock::Mode::Shared,
+                "metal-sim",
+                &mut |msg| eprintln!("{msg}"),
+            )?;
             let p = metal_sim::pinned::load(&root, global.upstream.as_deref())?;
             let pristine = match &args.pristine {
                 Some(d) => TreeFiles::from_dir("pristine", d)?,
