@@ -811,7 +811,7 @@ fn leftover_bump_tree(dir: &Path) -> bool {
         && State::load(dir)
             .ok()
             .flatten()
-            .is_some_and(|s| s.series_hash == BUMP_IN_PROGRESS)
+            .is_some_and(|s| s.series_hash.starts_with(BUMP_IN_PROGRESS))
 }
 
 /// Removes a tree this tool wrote: renamed aside first, so a kill mid-way leaves no half tree
@@ -843,6 +843,13 @@ fn remove_tree(dir: &Path) -> Result<()> {
 }
 
 const BUMP_IN_PROGRESS: &str = "bump-in-progress";
+
+/// Whether `dir` holds the whole conflict tree written for `resolving` (not one half-written).
+fn bump_tree_is_for(dir: &Path, resolving: &str) -> bool {
+    State::load(dir).ok().flatten().is_some_and(|s| {
+        s.pending.is_none() && s.series_hash == format!("{BUMP_IN_PROGRESS}:{resolving}")
+    })
+}
 
 pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
     use overlay::bump::{Action, BUMP_STATE, BumpState};
@@ -915,6 +922,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
     // Statuses for the review list (context drift is carried across but named).
     let report = overlay::drift::drift(repo.repo(), &repo, &up.name, from, to, &series, false)?;
     let resolved_tree;
+    let mut rewritten_note = false;
     let resolved = match &state {
         Some(s) => {
             let now = guards(&guard_paths(&ctx, &series));
@@ -923,14 +931,21 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
                     "pins.toml, the series or an overlay changed since the bump started; `bump-pin --abort` and start again"
                 );
             }
-            resolved_tree = overlay::bump::tree_from_dir(&dir)?;
-            Some((s.resolving.as_str(), &resolved_tree))
+            if bump_tree_is_for(&dir, &s.resolving) {
+                resolved_tree = overlay::bump::tree_from_dir(&dir)?;
+                Some((s.resolving.as_str(), &resolved_tree))
+            } else {
+                // The tree for this conflict was being written when a bump-pin was killed: it is
+                // not a resolution. Write it again from the saved progress.
+                rewritten_note = true;
+                None
+            }
         }
         None => None,
     };
     let done: Vec<(String, Option<String>)> =
         state.as_ref().map(|s| s.done.clone()).unwrap_or_default();
-    if let (Some((_, tree)), Some(s)) = (resolved, &state) {
+    if let (Some((_, tree)), Some(s)) = (&resolved, &state) {
         // Conflict markers left in the files the merge wrote are not a resolution.
         let mut before = new_base.clone();
         for (name, raw) in &s.done {
@@ -1005,18 +1020,6 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
             .unwrap_or_default();
         if !a.dry_run {
             // The merge with markers goes into the bump tree; pins.toml and overlays/ stay untouched.
-            let force = state.is_some();
-            overlay::materialize::write_tree(
-                &dir,
-                tree,
-                &repo,
-                Origin {
-                    upstream: &up.name,
-                    rev: &to.to_string(),
-                    series_hash: BUMP_IN_PROGRESS,
-                },
-                force,
-            )?;
             let new_state = BumpState {
                 upstream: up.name.clone(),
                 from: up.rev.clone(),
@@ -1028,16 +1031,51 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
                     .take_while(|o| o.action != Action::Conflict)
                     .map(|o| (o.name.clone(), o.raw.clone()))
                     .collect(),
-                resolving,
+                resolving: resolving.clone(),
                 guards: state
                     .as_ref()
                     .map(|s| s.guards.clone())
                     .unwrap_or_else(|| guards(&guard_paths(&ctx, &series))),
             };
-            overlay::fsx::write_atomic(
-                &state_path,
-                serde_json::to_string_pretty(&new_state)?.as_bytes(),
-            )?;
+            let tree_tag = format!("{BUMP_IN_PROGRESS}:{resolving}");
+            let write_tree = || {
+                overlay::materialize::write_tree(
+                    &dir,
+                    tree,
+                    &repo,
+                    Origin {
+                        upstream: &up.name,
+                        rev: &to.to_string(),
+                        series_hash: &tree_tag,
+                    },
+                    state.is_some(),
+                )
+            };
+            let write_state = || {
+                overlay::fsx::write_atomic(
+                    &state_path,
+                    serde_json::to_string_pretty(&new_state)
+                        .expect("serializes")
+                        .as_bytes(),
+                )
+            };
+            // Order matters if we are killed in between. A first conflict: the tree, then the state
+            // (a tree without state is debris the next bump-pin clears). A later one: the state first,
+            // so the resolutions made so far are saved before the tree is overwritten; the tree's tag
+            // tells a half-written tree from a resolution.
+            if state.is_none() {
+                write_tree()?;
+                write_state()?;
+            } else {
+                write_state()?;
+                write_tree()?;
+            }
+            if rewritten_note {
+                let _ = writeln!(
+                    h,
+                    "(the bump tree was rewritten: an earlier bump-pin was interrupted while writing it)"
+                );
+            }
             let _ = writeln!(
                 h,
                 "pins.toml and overlays/ are unchanged. To finish the bump:"

@@ -77,7 +77,8 @@ pub fn scan_dir(dir: &Path) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
                 .expect("under root")
                 .to_string_lossy()
                 .replace('\\', "/");
-            if rel == STATE_FILE || rel == ".git" {
+            // `.overlay-*` at the top is the tool's own (this state, a bump's state), never tree content.
+            if rel == ".git" || (rel.starts_with(".overlay-") && !rel.contains('/')) {
                 continue;
             }
             if is_temp(&e.file_name().to_string_lossy()) {

@@ -321,3 +321,61 @@ fn count_steps_code(f: &Fixture, args: &[&str], code: i32) -> usize {
     eprintln!("{args:?}: {n} write steps");
     n
 }
+
+#[test]
+fn a_second_conflict_after_continue_keeps_the_first_resolution_through_a_kill() {
+    let f = two_overlays();
+    let new_rev = f.commit_upstream(
+        &[
+            ("a.txt", &numbered(30, &[(10, "line 10 upstream")])),
+            ("b.txt", "b upstream\n"),
+        ],
+        "conflicts with both overlays",
+    );
+    let old = project(&f);
+    let bump_dir = f.root.join("target/bump/up");
+    let start = ["bump-pin", new_rev.as_str()];
+    let cont = ["bump-pin", new_rev.as_str(), "--continue"];
+    let out = f.xtask(&start).code(1);
+    assert!(out.stdout.contains("CONFLICT in a.txt"), "{}", out.stdout);
+    std::fs::write(
+        bump_dir.join("a.txt"),
+        numbered(30, &[(10, "line TEN upstream")]),
+    )
+    .unwrap();
+    let first_resolved = files_under(&bump_dir, &[]);
+
+    // The reference: --continue stops at the second conflict; resolve it; --continue finishes.
+    let finish = |f: &Fixture| {
+        std::fs::write(bump_dir.join("b.txt"), "B upstream\n").unwrap();
+        f.xtask(&cont).ok();
+    };
+    let out = f.xtask(&cont).code(1);
+    assert!(out.stdout.contains("CONFLICT in b.txt"), "{}", out.stdout);
+    finish(&f);
+    let new = project(&f);
+
+    restore(&f.root, &old);
+    restore(&bump_dir, &first_resolved);
+    let steps = count_steps_code(&f, &cont, 1);
+    for n in 1..=steps {
+        restore(&f.root, &old);
+        restore(&bump_dir, &first_resolved);
+        killed_at(&f, &cont, n);
+        assert_eq!(project(&f), old, "step {n}: a conflict wrote the project");
+        let out = f.xtask(&cont).code(1);
+        assert!(
+            out.stdout.contains("CONFLICT in b.txt"),
+            "step {n}: {}",
+            out.stdout
+        );
+        // The first resolution survived; the second conflict is whole.
+        assert_eq!(
+            f.read(bump_dir.join("a.txt")),
+            numbered(30, &[(10, "line TEN upstream")])
+        );
+        assert!(f.read(bump_dir.join("b.txt")).contains("<<<<<<<"));
+        finish(&f);
+        assert_eq!(project(&f), new, "step {n}");
+    }
+}
