@@ -7,52 +7,11 @@ use std::sync::Arc;
 
 use overlay::apply::{Failure, Text, apply_hunks, reverse};
 use overlay::patch::{FilePatch, Hunk, parse_overlay};
-use overlay::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
+use overlay::tree::{Content, Entry, MODE_FILE, Tree};
 use proptest::prelude::*;
 
-/// Every tree here holds inline bytes, so no blob is ever read.
-struct NoBlobs;
-
-impl BlobSource for NoBlobs {
-    fn blob(&self, id: git2::Oid) -> overlay::Result<Vec<u8>> {
-        panic!("unexpected blob read {id}")
-    }
-}
-
-/// A small alphabet so repeated lines (and ambiguous placements) are common.
-fn line() -> impl Strategy<Value = String> {
-    prop_oneof![
-        4 => prop::sample::select(vec!["a", "b", "c", "{", "}", ""]).prop_map(str::to_string),
-        1 => prop::sample::select(vec!["a\r", "x y", "\tz"]).prop_map(str::to_string),
-    ]
-}
-
-fn lines(max: usize) -> impl Strategy<Value = Vec<String>> {
-    prop::collection::vec(line(), 0..max)
-}
-
-fn join(lines: &[String], final_newline: bool) -> String {
-    let mut s = lines.join("\n");
-    if final_newline && !lines.is_empty() {
-        s.push('\n');
-    }
-    s
-}
-
-/// A text: random lines, usually with a final newline.
-fn text(max: usize) -> impl Strategy<Value = String> {
-    (lines(max), prop::bool::weighted(0.8)).prop_map(|(l, nl)| join(&l, nl))
-}
-
-/// Replaces `len` lines at `at` (both taken modulo the size) by `with`.
-fn edit(lines: &[String], at: usize, len: usize, with: &[String]) -> Vec<String> {
-    let at = at % (lines.len() + 1);
-    let len = len.min(lines.len() - at);
-    let mut out = lines[..at].to_vec();
-    out.extend_from_slice(with);
-    out.extend_from_slice(&lines[at + len..]);
-    out
-}
+mod common;
+use common::{NoBlobs, edit, join, lines, text};
 
 /// An (old, new) pair: either independent texts or `new` made from `old` by a few local edits.
 fn old_new() -> impl Strategy<Value = (String, String)> {
