@@ -97,6 +97,19 @@ pub fn merge3(
     // survives an empty result (git2 0.21 builds a slice from libgit2's null pointer). So: initialise
     // through an ordinary call, and keep every input (hence the result) non-empty with a guard line
     // all three sides share at the top, removed again afterwards.
+    // One side unchanged, or both the same: the other side is the merge (git's trivial cases).
+    if ours == theirs || base == theirs {
+        return Ok(Ok(ours.to_vec()));
+    }
+    if base == ours {
+        return Ok(Ok(theirs.to_vec()));
+    }
+    // libgit2 calls binary what has a NUL or other control bytes, and then returns no content at
+    // all, from which git2 0.21 builds a slice out of a null pointer (an abort). So anything that
+    // might look binary to it conflicts here, keeping ours, as git does for binary files.
+    if [base, ours, theirs].iter().any(|b| may_be_binary(b)) {
+        return Ok(Err(ours.to_vec()));
+    }
     let _ = crate::tree::blob_id(b"");
     const GUARD: &[u8] = b"@@ overlay merge guard @@\n";
     let (base, ours, theirs) = (
@@ -126,6 +139,16 @@ pub fn merge3(
         Ok(content.to_vec())
     } else {
         Err(content.to_vec())
+    })
+}
+
+/// A superset of libgit2's `git_str_is_binary`: a NUL, or any control byte that is not whitespace,
+/// backspace, escape or form feed.
+fn may_be_binary(b: &[u8]) -> bool {
+    b.iter().any(|&c| {
+        c == 0
+            || c == 127
+            || (c < 0x20 && !matches!(c, b'\t' | b'\n' | b'\r' | 0x0b | 0x08 | 0x1b | 0x0c))
     })
 }
 
