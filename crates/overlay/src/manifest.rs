@@ -53,6 +53,16 @@ struct RawUpstream {
     fetchcontent: BTreeMap<String, Spanned<String>>,
 }
 
+/// The transport of git's `<transport>::<address>` form (ext::, fd::, any git-remote-<name>): such
+/// a URL runs a helper program instead of fetching, so a pins.toml must not be able to choose one.
+fn remote_helper(url: &str) -> Option<&str> {
+    let (helper, _) = url.split_once("::")?;
+    let mut chars = helper.chars();
+    (chars.next()?.is_ascii_alphanumeric()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(helper)
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()
@@ -107,12 +117,13 @@ impl Pins {
                     "expected a git URL or a local path, found an empty string".into(),
                 ));
             }
-            if url.starts_with("ext::") {
+            if let Some(helper) = remote_helper(&url) {
                 return Err(err(
                     raw.url.span(),
                     "url",
-                    "the ext:: transport runs arbitrary commands and is refused; use https://, ssh://, file:// or a path".into(),
-                ));
+                    format!("the {helper}:: transport hands the URL to a remote helper (git-remote-{helper}; ext:: runs arbitrary commands) and is refused"),
+                )
+                .with_help("use https://, ssh://, git://, file:// or a local path"));
             }
             let rev = raw.rev.get_ref();
             if rev.len() != 40 || !rev.chars().all(|c| c.is_ascii_hexdigit()) {
@@ -251,6 +262,12 @@ json = "/opt/json"
             .assert_eq(&err(&escape));
         let ext = GOOD.replace("/srv/a.git", "ext::sh -c touch% /tmp/pwned");
         assert!(err(&ext).contains("ext:: transport"));
+        for helper in ["fd::17", "foo::bar", "git-remote.x+y::/srv/a"] {
+            let e = err(&GOOD.replace("/srv/a.git", helper));
+            assert!(e.starts_with("pins.toml:8: upstream.a.url:"), "{e}");
+        }
+        // "::" after a path separator is part of a local path, not a transport.
+        parse(&GOOD.replace("/srv/a.git", "/srv/a::b.git")).unwrap();
         expect_test::expect![[r#"
             pins.toml: no [upstream.<name>] table
               help: add one: [upstream.mlx] url = "https://github.com/ml-explore/mlx" rev = "<40-hex commit>" overlays = "overlays/mlx""#]]

@@ -487,6 +487,30 @@ fn parse_trailers(c: &Cursor, body_start: usize, body: &[&str]) -> Result<Traile
     })
 }
 
+/// Code points HFS+ ignores in file names, so `.g\u{200c}it` is `.git` on a Mac (git's protectHFS).
+const HFS_IGNORABLE: &[char] = &[
+    '\u{200c}', '\u{200d}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}',
+    '\u{202e}', '\u{206a}', '\u{206b}', '\u{206c}', '\u{206d}', '\u{206e}', '\u{206f}', '\u{feff}',
+];
+
+/// A path component that some file system resolves to `.git`: any case, trailing dots or spaces
+/// (NTFS), the NTFS short name `git~1`, HFS+'s ignorable code points. git's own checks
+/// (core.protectNTFS, core.protectHFS) refuse the same names, so `git am` would refuse them too.
+pub fn is_dot_git(c: &str) -> bool {
+    let folded: String = c.chars().filter(|ch| !HFS_IGNORABLE.contains(ch)).collect();
+    folded
+        .trim_end_matches(['.', ' '])
+        .eq_ignore_ascii_case(".git")
+        || c.eq_ignore_ascii_case("git~1")
+}
+
+/// The advice for a path a patch may not name.
+fn bad_path(c: &Cursor, line: usize, msg: String) -> Error {
+    c.err(line, msg).with_help(
+        "overlays change files inside the upstream tree only: a relative, normalized path, no `..`, nothing in `.git`; regenerate the overlay with `git format-patch`",
+    )
+}
+
 /// A path from a patch must stay inside the tree: relative, no `..`, not inside `.git`.
 pub fn check_rel_path(p: &str) -> std::result::Result<(), String> {
     if p.is_empty() {
@@ -499,7 +523,7 @@ pub fn check_rel_path(p: &str) -> std::result::Result<(), String> {
         match comp {
             "" | "." => return Err(format!("path {p:?} is not normalized")),
             ".." => return Err(format!("path {p:?} leaves the tree through \"..\"")),
-            c if c.eq_ignore_ascii_case(".git") => {
+            c if is_dot_git(c) => {
                 return Err(format!("path {p:?} is inside .git"));
             }
             c if c.contains('\\') || c.contains('\0') => {
@@ -588,7 +612,7 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
         return Err(c.err(patch_line, format!("cannot read paths from {header:?}")));
     }
     for p in [&git_old, &git_new].into_iter().flatten() {
-        check_rel_path(p).map_err(|m| c.err(patch_line, m))?;
+        check_rel_path(p).map_err(|m| bad_path(c, patch_line, m))?;
     }
     let (mut is_new, mut is_delete) = (false, false);
     let (mut minus, mut plus): (Option<Option<String>>, Option<Option<String>>) = (None, None);
@@ -676,7 +700,7 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
         ));
     }
     for p in [&fp.old_path, &fp.new_path].into_iter().flatten() {
-        check_rel_path(p).map_err(|m| c.err(patch_line, m))?;
+        check_rel_path(p).map_err(|m| bad_path(c, patch_line, m))?;
     }
     if is_new && is_delete {
         return Err(c.err(
@@ -718,7 +742,7 @@ fn side_path(c: &Cursor, n: usize, v: &str, prefix: &str) -> Result<Option<Strin
     let p = unquote(v).unwrap_or_else(|| v.to_string());
     match p.strip_prefix(prefix) {
         Some(p) => {
-            check_rel_path(p).map_err(|m| c.err(n, m))?;
+            check_rel_path(p).map_err(|m| bad_path(c, n, m))?;
             Ok(Some(p.to_string()))
         }
         None => Err(c.err(

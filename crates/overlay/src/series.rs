@@ -34,14 +34,16 @@ pub fn parse_series_names(path: &Path, text: &str) -> Result<Vec<(String, usize)
                 path,
                 Some(n),
                 format!("{entry:?}: expected a file name in this folder, not a path"),
-            ));
+            )
+            .with_help("put the overlay file in this folder and list its plain name"));
         }
         if let Some((_, first)) = names.iter().find(|(e, _)| e == entry) {
             return Err(Error::input(
                 path,
                 Some(n),
                 format!("{entry} is listed twice (first on line {first})"),
-            ));
+            )
+            .with_help("an overlay applies once: remove one of the two lines"));
         }
         names.push((entry.to_string(), n));
     }
@@ -59,8 +61,33 @@ impl Series {
             Err(e) => return Err(Error::io(&path, e)),
         };
         let mut overlays = Vec::new();
-        for (name, n) in parse_series_names(&path, &raw)? {
+        let names = parse_series_names(&path, &raw)?;
+        // A listed name may be a symlink; its target must stay in this folder, or the series would
+        // apply (and refresh would rewrite) a file the project does not hold.
+        let real_dir = std::fs::canonicalize(dir).ok();
+        for (name, n) in names {
             let p = dir.join(&name);
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                let real = std::fs::canonicalize(&p).ok();
+                let inside = match (&real, &real_dir) {
+                    (Some(r), Some(d)) => r.parent() == Some(d.as_path()),
+                    _ => false,
+                };
+                if !inside {
+                    return Err(Error::input(
+                        &path,
+                        Some(n),
+                        format!(
+                            "{name} is a symlink to {}, outside {}",
+                            std::fs::read_link(&p).unwrap_or_default().display(),
+                            dir.display()
+                        ),
+                    )
+                    .with_help(
+                        "copy the overlay into this folder (overlays are files of the project)",
+                    ));
+                }
+            }
             let text = match std::fs::read(&p) {
                 Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
                     Error::input(&p, None, "not UTF-8 text; overlays must be UTF-8")
@@ -131,7 +158,7 @@ mod tests {
             .to_string();
         assert_eq!(
             e,
-            "overlays/x/series:2: a.patch is listed twice (first on line 1)"
+            "overlays/x/series:2: a.patch is listed twice (first on line 1)\n  help: an overlay applies once: remove one of the two lines"
         );
         let e = parse_series_names(p, "../a.patch\n")
             .unwrap_err()

@@ -12,6 +12,8 @@ pub const MODE_FILE: u32 = 0o100644;
 pub const MODE_EXEC: u32 = 0o100755;
 pub const MODE_LINK: u32 = 0o120000;
 
+const LINK_HELP: &str = "patch the file at its real path inside the tree, or drop this file from the overlay; a symlink is never followed";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Content {
     Blob(git2::Oid),
@@ -92,6 +94,7 @@ impl Tree {
     }
 
     /// Refuses paths that would reach through a symlink or collide with a directory.
+    /// A link's target may lie outside the tree, so writing through it could change anything.
     fn check_path(&self, ov: &Overlay, fp: &FilePatch, path: &str) -> Result<()> {
         let mut prefix = String::new();
         for comp in path.split('/') {
@@ -103,7 +106,8 @@ impl Tree {
                         &ov.path,
                         Some(fp.patch_line),
                         format!("{path} goes through the symlink {prefix}; refused"),
-                    ));
+                    )
+                    .with_help(LINK_HELP));
                 }
                 prefix.push('/');
             }
@@ -114,7 +118,8 @@ impl Tree {
                 &ov.path,
                 Some(fp.patch_line),
                 format!("{path} is a symlink; overlays patch regular files only"),
-            ));
+            )
+            .with_help(LINK_HELP));
         }
         let dir = format!("{path}/");
         if self

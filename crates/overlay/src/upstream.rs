@@ -278,9 +278,21 @@ pub fn tree_of_commit(repo: &git2::Repository, commit: git2::Oid) -> Result<Tree
         .tree()
         .map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
     let mut out = Tree::default();
+    let mut bad = None;
     tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+        // A crafted tree (git mktree accepts anything) may name `..` or `.git`: writing it would
+        // leave the materialized directory or plant hooks. git checkout refuses these; so do we.
+        let name = e.name().unwrap_or("");
+        if e.name().is_err()
+            || matches!(name, "" | "." | "..")
+            || name.contains(['/', '\0'])
+            || crate::patch::is_dot_git(name)
+        {
+            bad = Some(format!("{dir}{}", String::from_utf8_lossy(e.name_bytes())));
+            return git2::TreeWalkResult::Abort;
+        }
         if e.kind() == Some(git2::ObjectType::Blob) {
-            let path = format!("{dir}{}", e.name().unwrap_or(""));
+            let path = format!("{dir}{name}");
             out.entries.insert(
                 path,
                 Entry {
@@ -291,7 +303,18 @@ pub fn tree_of_commit(repo: &git2::Repository, commit: git2::Oid) -> Result<Tree
         }
         git2::TreeWalkResult::Ok
     })
-    .map_err(|e| Error::git("walking the tree", e))?;
+    .or_else(|e| match bad {
+        Some(_) => Ok(()),
+        None => Err(Error::git("walking the tree", e)),
+    })?;
+    if let Some(path) = bad {
+        return Err(Error::input(
+            repo.path(),
+            None,
+            format!("commit {commit}: the tree entry {path:?} is not a safe file name (empty, `.`, `..`, `.git` or not UTF-8); refused, as git checkout refuses it"),
+        )
+        .with_help("this commit was crafted or is corrupt: pin another commit, or ask the upstream to fix it"));
+    }
     Ok(out)
 }
 

@@ -7,6 +7,7 @@ mod concurrency;
 mod drift;
 mod export;
 mod fixture;
+mod hostile;
 mod interrupt;
 mod refresh;
 mod render;
