@@ -64,10 +64,26 @@ fn before(what: &str, path: &Path) {
     }
 }
 
-/// Writes `bytes` to `path` (created or truncated) and flushes them to disk before returning.
+/// Creates `path` anew. Whatever sits there (a leftover temporary, or a symlink somebody planted at
+/// our temporary's name) is removed first, and `O_EXCL` refuses to follow a link raced in after.
+fn create_fresh(path: &Path) -> Result<std::fs::File> {
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && !m.is_dir()
+    {
+        std::fs::remove_file(path).at(path)?;
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .at(path)
+}
+
+/// Writes `bytes` to a new file `path` and flushes them to disk before returning. Never follows a
+/// symlink at `path`: every caller writes a temporary it then renames.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     let torn = fault::step("write", path);
-    let mut f = std::fs::File::create(path).at(path)?;
+    let mut f = create_fresh(path)?;
     if torn {
         let _ = f.write_all(&bytes[..bytes.len() / 2]);
         fault::die();
@@ -76,14 +92,15 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     f.sync_all().at(path)
 }
 
-/// Writes without waiting for the disk: for materialized trees, which can always be re-created.
+/// [`write`] without waiting for the disk: for materialized trees, which can always be re-created.
 pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
     let torn = fault::step("write", path);
+    let mut f = create_fresh(path)?;
     if torn {
-        let _ = std::fs::write(path, &bytes[..bytes.len() / 2]);
+        let _ = f.write_all(&bytes[..bytes.len() / 2]);
         fault::die();
     }
-    std::fs::write(path, bytes).at(path)
+    f.write_all(bytes).at(path)
 }
 
 /// Atomically replaces `to` with `from` (same directory).

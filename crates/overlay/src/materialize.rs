@@ -204,6 +204,12 @@ fn is_temp(name: &str) -> bool {
     name.starts_with('.') && name.ends_with(".overlay-tmp")
 }
 
+/// A tree path this tool cannot write because it uses the name itself: `.overlay-*` at the top
+/// (state files) or a temporary's name anywhere.
+fn reserved(p: &str) -> bool {
+    (p.starts_with(".overlay-") && !p.contains('/')) || p.split('/').any(is_temp)
+}
+
 /// The folder a fresh tree is staged in before it appears whole; `pid` tells a live writer's from
 /// a killed one's.
 fn stage_dir(parent: &Path, name: &str, pid: u32) -> PathBuf {
@@ -265,6 +271,14 @@ pub fn write_tree(
         files: desired.clone(),
         pending: None,
     };
+    if let Some(p) = tree.entries.keys().find(|p| reserved(p)) {
+        return Err(Error::input(
+            dir,
+            None,
+            format!("the tree to write has `{p}`, a name this tool reserves for its own files"),
+        )
+        .with_help("rename it upstream or in an overlay; nothing was written"));
+    }
     let mut report = WriteReport {
         dir: dir.to_path_buf(),
         ..Default::default()
@@ -354,19 +368,8 @@ pub fn write_tree(
     let mut journal = state.clone();
     journal.pending = Some(desired.clone());
     write_state(dir, &journal)?;
-    for p in &to_write {
-        unlink_symlinked_parents(dir, p)?;
-        let path = dir.join(p);
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-            fsx::remove_dir_all(&path)?;
-        }
-        write_file(
-            &path,
-            &tree.bytes(p, src)?.unwrap_or_default(),
-            tree.entries[p].mode,
-        )?;
-        report.written.push(p.clone());
-    }
+    // Removals first: a path the user turned from a link into a directory must be emptied before
+    // the link is written back, or the removal would go through the new link.
     for p in &to_remove {
         unlink_symlinked_parents(dir, p)?;
         let path = dir.join(p);
@@ -386,6 +389,19 @@ pub fn write_tree(
             d = x.parent();
         }
         report.removed.push(p.clone());
+    }
+    for p in &to_write {
+        unlink_symlinked_parents(dir, p)?;
+        let path = dir.join(p);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            fsx::remove_dir_all(&path)?;
+        }
+        write_file(
+            &path,
+            &tree.bytes(p, src)?.unwrap_or_default(),
+            tree.entries[p].mode,
+        )?;
+        report.written.push(p.clone());
     }
     write_state(dir, &new_state)?;
     Ok(report)
