@@ -174,9 +174,35 @@ pub fn status(g: &Global) -> Result<ExitCode> {
         );
         let _ = writeln!(h, "      {}", o.subject);
     }
+    // Work left unfinished in the default trees, and how to finish it.
+    let mut pending = Vec::new();
+    let apply_dir = ctx.default_dir();
+    if let Ok(Some(st)) = State::load(&apply_dir)
+        && st.pending.is_some()
+    {
+        pending.push(format!(
+            "an apply into {} was interrupted: `cargo xtask apply` finishes it",
+            ctx.rel(&apply_dir)
+        ));
+    }
+    let bump_dir = ctx.project.root.join("target").join("bump").join(&up.name);
+    if let Ok(t) = std::fs::read_to_string(bump_dir.join(overlay::bump::BUMP_STATE))
+        && let Ok(b) = serde_json::from_str::<overlay::bump::BumpState>(&t)
+    {
+        pending.push(format!(
+            "a bump to {} is in progress in {} (resolving {}): resolve, then `cargo xtask bump-pin {} --continue`, or `--abort`",
+            short(&b.to),
+            ctx.rel(&bump_dir),
+            b.resolving,
+            short(&b.to)
+        ));
+    }
+    for p in &pending {
+        let _ = writeln!(h, "note: {p}");
+    }
     emit(
         ctx.json,
-        serde_json::json!({ "upstream": up, "overlays": overlays }),
+        serde_json::json!({ "upstream": up, "overlays": overlays, "pending": pending }),
         h,
     );
     Ok(ExitCode::SUCCESS)

@@ -379,3 +379,40 @@ fn a_second_conflict_after_continue_keeps_the_first_resolution_through_a_kill() 
         assert_eq!(project(&f), new, "step {n}");
     }
 }
+
+#[test]
+fn status_names_unfinished_work_and_how_to_finish_it() {
+    let f = two_overlays();
+    let series_path = f.root.join("overlays/up/series");
+    let two = f.read(&series_path);
+    std::fs::write(&series_path, two.lines().next().unwrap().to_string() + "\n").unwrap();
+    f.xtask(&["apply"]).ok();
+    std::fs::write(&series_path, &two).unwrap();
+    // Killed after the tree's journal is written (step 1 is its temporary, 2 its rename).
+    killed_at(&f, &["apply"], 3);
+    let out = f.xtask(&["status"]).ok();
+    assert!(
+        out.stdout
+            .contains("an apply into target/apply/up was interrupted")
+            && out.stdout.contains("`cargo xtask apply` finishes it"),
+        "{}",
+        out.stdout
+    );
+    f.xtask(&["apply"]).ok();
+    let out = f.xtask(&["status"]).ok();
+    assert!(!out.stdout.contains("note:"), "{}", out.stdout);
+
+    let new_rev = f.commit_upstream(
+        &[("a.txt", &numbered(30, &[(10, "line 10 upstream")]))],
+        "conflicting edit",
+    );
+    f.xtask(&["bump-pin", &new_rev]).code(1);
+    let out = f.xtask(&["status"]).ok();
+    assert!(
+        out.stdout
+            .contains("is in progress in target/bump/up (resolving 0001-Change-line-10.patch)")
+            && out.stdout.contains("--continue"),
+        "{}",
+        out.stdout
+    );
+}
