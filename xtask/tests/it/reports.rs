@@ -46,6 +46,7 @@ fn status_human_and_json() {
               "upstream_status": "submitted https://example.com/pr/1"
             }
           ],
+          "pending": [],
           "upstream": {
             "branch": "main",
             "fetchcontent": {},
