@@ -545,3 +545,169 @@ fn apply_force_never_follows_a_link_the_user_planted_at_its_own_names() {
     );
     assert_eq!(f2.read(dir.join("x")), "x\n");
 }
+
+/// Runs xtask and returns (exit code, stderr, peak RSS in bytes of that one process). wait4 reports
+/// the child's own ru_maxrss, untouched by the other tests' children running at the same time.
+fn measured(f: &Fixture, args: &[&str]) -> (i32, String, u64) {
+    let err_path = f.t().join(format!("stderr-{}", args[0]));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    cmd.arg("--root")
+        .arg(&f.root)
+        .args(args)
+        .env("OVERLAY_CACHE_DIR", &f.cache)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap());
+    git_env(&mut cmd, f.t());
+    // Reaped by wait4 below, which std's wait() cannot replace: it drops the rusage.
+    #[allow(clippy::zombie_processes)]
+    let child = cmd.spawn().unwrap();
+    let mut status = 0;
+    // SAFETY: plain syscall on our own child's pid; `rusage` is a POD out-parameter.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
+    assert_eq!(r, child.id() as libc::pid_t, "wait4 failed");
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    (code, stderr, ru.ru_maxrss as u64 * 1024)
+}
+
+/// One upstream line: 64 bytes, unique, so a hunk's context matches in one place only.
+fn big_line(tag: char, i: usize, out: &mut String) {
+    use std::fmt::Write as _;
+    writeln!(out, "{tag} {i:010} {}", "x".repeat(50)).unwrap();
+}
+
+/// An upstream with one file of `lines` 64-byte lines and an overlay whose one hunk inserts `added`
+/// new lines in its middle, written as `git format-patch` would (canonical: `check` is clean).
+/// Built with string code, not git per line; returns (fixture, file bytes, overlay bytes).
+fn big_fixture(lines: usize, added: usize) -> (Fixture, usize, usize) {
+    let mut f = Fixture::new(&[("small.txt", "s\n")]);
+    let mut file = String::with_capacity(lines * 64);
+    for i in 0..lines {
+        big_line('u', i, &mut file);
+    }
+    let file_len = file.len();
+    // A stored (uncompressed) blob keeps the setup fast; the engine reads it like any other.
+    std::fs::write(f.upstream.join("big.txt"), &file).unwrap();
+    drop(file);
+    let up = f.upstream.clone();
+    f.git(&up, &["-c", "core.looseCompression=0", "add", "big.txt"]);
+    f.git(&up, &["commit", "-q", "-m", "a big file"]);
+    let rev = f.git(&up, &["rev-parse", "HEAD"]);
+    f.write_pins(&rev);
+    f.pin = rev;
+    // Insert after line `at` (1-based): 3 lines of context on each side, as git diff writes it.
+    let at = lines / 2;
+    let mut patch = String::with_capacity(added * 66 + 1024);
+    patch.push_str(&format!(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n\
+         From: Ada Overlay <ada@example.com>\n\
+         Date: Thu, 1 Jan 2026 00:00:00 +0000\n\
+         Subject: [PATCH] Insert a huge block\n\n\
+         Why: bounded memory.\n\n\
+         Overlay-Kind: local-only\n\
+         ---\n \
+         big.txt | {added} +\n \
+         1 file changed, {added} insertions(+)\n\n\
+         diff --git a/big.txt b/big.txt\n\
+         index 1111111..2222222 100644\n\
+         --- a/big.txt\n\
+         +++ b/big.txt\n\
+         @@ -{},6 +{},{} @@\n",
+        at - 2,
+        at - 2,
+        added + 6
+    ));
+    let mut ctx = String::new();
+    for i in at - 3..at {
+        ctx.clear();
+        big_line('u', i, &mut ctx);
+        patch.push(' ');
+        patch.push_str(&ctx);
+    }
+    for i in 0..added {
+        ctx.clear();
+        big_line('o', i, &mut ctx);
+        patch.push('+');
+        patch.push_str(&ctx);
+    }
+    for i in at..at + 3 {
+        ctx.clear();
+        big_line('u', i, &mut ctx);
+        patch.push(' ');
+        patch.push_str(&ctx);
+    }
+    patch.push_str("-- \n2.47.3\n\n");
+    let name = "0001-Insert-a-huge-block.patch";
+    std::fs::write(f.root.join("overlays/up").join(name), &patch).unwrap();
+    std::fs::write(f.root.join("overlays/up/series"), format!("{name}\n")).unwrap();
+    (f, file_len, patch.len())
+}
+
+/// Peak RSS of `apply` and `check` on a file of `lines` lines and a hunk adding `added` lines.
+fn peaks(lines: usize, added: usize) -> (usize, u64, u64) {
+    let (f, file, overlay) = big_fixture(lines, added);
+    let dir = f.t().join("tree");
+    let (code, err, apply) = measured(&f, &["apply", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let len = std::fs::metadata(dir.join("big.txt")).unwrap().len() as usize;
+    assert_eq!(
+        len,
+        file + added * 64,
+        "the applied file has the wrong size"
+    );
+    let (code, err, check) = measured(&f, &["check"]);
+    assert_eq!(
+        code, 0,
+        "check: the generated overlay is not exact and canonical\n{err}"
+    );
+    (file + overlay, apply, check)
+}
+
+/// Memory is bounded linearly by the input: peak RSS <= BASE + K x (largest file + overlay size),
+/// at 16 MiB + a 50k-line hunk and at 4x that (64 MiB + 200k lines), so quadratic growth (or a
+/// per-line copy of a copy) fails. K per command and BASE come from measurements
+/// (docs/reliability-hostile.md: apply k = 5.4, check k = 9.3) with headroom for allocator noise.
+/// The sizes keep the test near 30 s; 256 MiB takes minutes (`check` re-diffs the whole file).
+#[test]
+fn huge_files_and_hunks_use_memory_linear_in_their_size() {
+    const MIB: u64 = 1 << 20;
+    const BASE: u64 = 64 * MIB;
+    let small = Fixture::new(&[("a.txt", "a\n")]);
+    let (code, _, base) = measured(&small, &["check"]);
+    assert_eq!(code, 0);
+    let mut rows = Vec::new();
+    for (lines, added) in [(1 << 18, 50_000), (1 << 20, 200_000)] {
+        let (input, apply, check) = peaks(lines, added);
+        for (cmd, peak, k_max) in [("apply", apply, 7), ("check", check, 12)] {
+            let k = (peak.saturating_sub(base)) as f64 / input as f64;
+            eprintln!(
+                "{cmd}: input {} MiB, peak RSS {} MiB (base {} MiB), k = {k:.2}",
+                input as u64 / MIB,
+                peak / MIB,
+                base / MIB
+            );
+            assert!(
+                peak <= BASE + k_max * input as u64,
+                "{cmd}: peak RSS {} MiB exceeds {} MiB + {k_max} x {} MiB",
+                peak / MIB,
+                BASE / MIB,
+                input as u64 / MIB
+            );
+            rows.push((cmd, input, peak));
+        }
+    }
+    // 4x the input may cost at most ~4x the memory above the base (5x: allocator slack).
+    for cmd in ["apply", "check"] {
+        let r: Vec<_> = rows.iter().filter(|r| r.0 == cmd).collect();
+        let grow = (r[1].2 - base) as f64 / (r[0].2.saturating_sub(base)).max(1) as f64;
+        assert!(
+            grow <= 5.0,
+            "{cmd}: 4x the input took {grow:.1}x the memory"
+        );
+    }
+}
