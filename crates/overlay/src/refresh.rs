@@ -99,6 +99,20 @@ fn file_patch_for<'a>(ov: &'a Overlay, path: &str) -> Option<&'a FilePatch> {
         .find(|f| f.old_path.as_deref() == Some(path) || f.new_path.as_deref() == Some(path))
 }
 
+/// The first symlink among `dir/f` and its parents below `dir`, if any.
+fn symlink_on_the_way(dir: &Path, f: &str) -> Option<std::path::PathBuf> {
+    let mut at = dir.to_path_buf();
+    for c in f.split('/') {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => return Some(at),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 /// Computes the refresh; nothing is written until [`commit`].
 pub fn plan(
     base: &Tree,
@@ -253,6 +267,15 @@ pub fn plan(
             stages.push(next);
         }
         let sn = stages[n].clone();
+        if let Some(link) = symlink_on_the_way(dir, f) {
+            // Reading through it would copy whatever it points at (outside the tree, say) into an overlay.
+            return Err(Error::input(
+                &link,
+                None,
+                format!("{f}: a symbolic link where the tree had none (or a re-pointed one); refresh turns text edits into overlays, never links"),
+            )
+            .with_help("restore it (`cargo xtask apply --force` discards it), or change the link upstream"));
+        }
         let disk = match std::fs::read(dir.join(f)) {
             Ok(b) => Some(Text::parse(&String::from_utf8(b).map_err(|_| {
                 Error::input(

@@ -225,3 +225,25 @@ fn deleting_an_overlay_file_and_reverting_a_line() {
         out.stderr
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_file_turned_into_a_symlink_is_refused_not_read_through() {
+    let (f, dir) = fixture();
+    let secret = f.t().join("secret.txt");
+    std::fs::write(&secret, "b1\nSECRET\nb3\n").unwrap();
+    std::fs::remove_file(dir.join("b.txt")).unwrap();
+    std::os::unix::fs::symlink(&secret, dir.join("b.txt")).unwrap();
+    let before = f.project_snapshot();
+    let out = f
+        .xtask(&["refresh", "--dir", dir.to_str().unwrap()])
+        .code(2);
+    assert!(
+        out.stderr
+            .contains("b.txt: a symbolic link where the tree had none")
+            && out.stderr.contains("help:"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(before, f.project_snapshot(), "refresh wrote");
+}
