@@ -492,6 +492,23 @@ pub fn plan(
                 })
         });
         let name = name_of(i);
+        if files.is_empty() && old.is_none() {
+            // A new overlay gets only edits no existing overlay owns; name the ones that took them.
+            let owners: BTreeSet<&str> = plan
+                .assignments
+                .iter()
+                .map(|a| a.overlay.as_str())
+                .collect();
+            return Err(Error::input(
+                series.dir.join(&name),
+                None,
+                format!(
+                    "no edit is left for this new overlay: every edit touches lines of {}",
+                    owners.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            )
+            .with_help("`cargo xtask refresh` folds them into those overlays; to move a change into a new overlay, edit the overlay files by hand"));
+        }
         if files.is_empty() {
             return Err(Error::input(
                 series.dir.join(&name),

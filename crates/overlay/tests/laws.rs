@@ -1014,3 +1014,51 @@ fn bump_far_from_every_hunk_carries_every_overlay() {
         moved.get()
     );
 }
+
+/// Found by `refresh_then_apply_reproduces_the_edited_tree` (with `new-overlay`'s target on edits
+/// that all belong to existing overlays): refresh refused with "the edits undo all of its changes",
+/// which is false and points at the wrong fix. It must say that no edit is left for a new overlay.
+#[test]
+fn new_overlay_with_only_owned_edits_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ovdir = tmp.path().join("overlays");
+    let base_f: Files = [("a.txt".to_string(), "a\nb\nc\n".to_string())].into();
+    let owned = Op::Lines {
+        file: 0,
+        at: 1,
+        len: 1,
+        with: vec!["B".into()],
+    };
+    let (stages, series) = build_series(&ovdir, &base_f, &[vec![owned]], None, false).unwrap();
+    let dir = tmp.path().join("tree");
+    materialize(&dir, &tree_of(&stages[1]), &series).unwrap();
+    std::fs::write(dir.join("a.txt"), "a\nX\nc\n").unwrap();
+    let before = snapshot(&ovdir);
+    let state = State::load(&dir).unwrap().unwrap();
+    let new = Target::New {
+        file_name: "0002-new.patch".into(),
+        prelude: prelude(2),
+        signature: SIG.into(),
+    };
+    let e = plan(
+        &tree_of(&base_f),
+        &series,
+        &NoBlobs,
+        &dir,
+        &state,
+        Some(new),
+    )
+    .err()
+    .expect("nothing for a new overlay: refused")
+    .to_string();
+    assert!(e.contains("0002-new.patch"), "{e}");
+    assert!(!e.contains("undo"), "{e}");
+    assert!(
+        e.contains("0001-overlay.patch") && e.contains("refresh"),
+        "{e}"
+    );
+    assert_eq!(snapshot(&ovdir), before);
+    // Plain refresh takes the edit into the overlay that owns the line.
+    let p = plan(&tree_of(&base_f), &series, &NoBlobs, &dir, &state, None).unwrap();
+    assert_eq!(p.rewritten, ["0001-overlay.patch"]);
+}
