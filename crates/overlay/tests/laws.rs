@@ -1048,8 +1048,7 @@ fn new_overlay_with_only_owned_edits_says_why() {
         &state,
         Some(new),
     )
-    .err()
-    .expect("nothing for a new overlay: refused")
+    .expect_err("nothing for a new overlay: refused")
     .to_string();
     assert!(e.contains("0002-new.patch"), "{e}");
     assert!(!e.contains("undo"), "{e}");
