@@ -116,13 +116,9 @@ fn matches_at(text: &Text, h: &Hunk, pre: &[&str], pos: usize, floor: usize) -> 
         return false;
     }
     let at_end = pos + pre.len() == text.lines.len();
-    if h.trailing_context() == 0
-        && !pre.is_empty()
-        && h.lines
-            .iter()
-            .any(|l| l.kind != crate::patch::LineKind::Add)
-        && !at_end
-    {
+    // Like git, this holds for pure insertions too: one without any context placed above other
+    // lines would, e.g., drop its "\ No newline at end of file" (found by fuzzing).
+    if h.trailing_context() == 0 && !at_end {
         return false;
     }
     if !pre.is_empty()

@@ -568,6 +568,20 @@ fn unquote(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// Index in `quoted` (the text after an opening quote) of the quote that closes it.
+fn closing_quote(quoted: &str) -> Option<usize> {
+    let b = quoted.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 fn parse_mode(c: &Cursor, n: usize, v: &str) -> Result<u32> {
     u32::from_str_radix(v.trim(), 8).map_err(|_| c.err(n, format!("bad file mode {v:?}")))
 }
@@ -587,7 +601,11 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
     let rest = &header["diff --git ".len()..];
     let (mut git_old, mut git_new) = (None, None);
     if let Some(quoted) = rest.strip_prefix('"') {
-        if let Some(end) = quoted.find("\" ").map(|i| i + 2) {
+        // The closing quote is the first unescaped one: a name may hold `\" ` (found by fuzzing).
+        if let Some(end) = closing_quote(quoted)
+            .map(|i| i + 2)
+            .filter(|&e| rest[e..].starts_with(' '))
+        {
             git_old = unquote(&rest[..end]).and_then(|p| p.strip_prefix("a/").map(str::to_string));
             git_new = unquote(rest[end..].trim_start())
                 .or_else(|| Some(rest[end..].trim_start().to_string()))
@@ -603,6 +621,12 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
         {
             git_old = Some(a[..half].to_string());
             git_new = Some(a[..half].to_string());
+        } else if let Some(i) = a.find(" \"b/")
+            && let Some(b) = unquote(&a[i + 1..])
+        {
+            // git quotes each name on its own: a/plain "b/with\022control" (found by fuzzing).
+            git_old = Some(a[..i].to_string());
+            git_new = b.strip_prefix("b/").map(str::to_string);
         } else if let Some(i) = a.find(" b/") {
             git_old = Some(a[..i].to_string());
             git_new = Some(a[i + 3..].to_string());
@@ -610,9 +634,6 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
     }
     if git_old.is_none() || git_new.is_none() {
         return Err(c.err(patch_line, format!("cannot read paths from {header:?}")));
-    }
-    for p in [&git_old, &git_new].into_iter().flatten() {
-        check_rel_path(p).map_err(|m| bad_path(c, patch_line, m))?;
     }
     let (mut is_new, mut is_delete) = (false, false);
     let (mut minus, mut plus): (Option<Option<String>>, Option<Option<String>>) = (None, None);
@@ -663,6 +684,45 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
                 format!("unexpected line in the header of a file diff: {l:?}"),
             ));
         }
+    }
+    // git writes a mode change as both lines with different modes. Half of one, or a "change" to
+    // the same mode, would be lost when the overlay is rendered again (found by fuzzing).
+    if !is_new && !is_delete {
+        match (fp.old_mode, fp.new_mode) {
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(c.err(
+                    patch_line,
+                    "a mode change needs both an \"old mode\" and a \"new mode\" line",
+                ));
+            }
+            (Some(o), Some(n)) if o == n => {
+                return Err(c.err(
+                    patch_line,
+                    format!("\"old mode\" and \"new mode\" are both {o:o}: not a change"),
+                ));
+            }
+            _ => {}
+        }
+    }
+    // An unquoted name may itself hold " b/", so the diff --git line splits in several places; the
+    // ---/+++ or rename names pick the split when they spell the line exactly (found by fuzzing).
+    let side_old = rename_from.clone().or(minus.clone().flatten());
+    let side_new = rename_to.clone().or(plus.clone().flatten());
+    if let Some(o) = side_old.clone().or(side_new.clone())
+        && let Some(n) = side_new.or(side_old)
+        && header
+            == format!(
+                "diff --git {} {}",
+                quote_path("a/", &o),
+                quote_path("b/", &n)
+            )
+    {
+        git_old = Some(o);
+        git_new = Some(n);
+    }
+    // Checked once the split is known: a name holding " b/" is not a bad path (found by fuzzing).
+    for p in [&git_old, &git_new].into_iter().flatten() {
+        check_rel_path(p).map_err(|m| bad_path(c, patch_line, m))?;
     }
     // Like git apply: the ---/+++ names must agree with the diff --git line.
     for (side, name, git) in [

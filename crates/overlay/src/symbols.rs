@@ -184,6 +184,12 @@ pub fn scan(src: &str) -> SymbolIndex {
         out: Vec::new(),
     };
     parser.run(src, &lexed.items);
+    // An `#if` still open at end of input ends there, so that (as after a real `#endif`) only the
+    // first live branch's view survives: otherwise a definition from another branch, scanned from
+    // the state at the `#if`, could overlap one the first branch closed (found by fuzzing).
+    while !parser.conds.is_empty() {
+        parser.cond(CondKind::Endif, src.len());
+    }
     let mut raws = parser.out;
     raws.sort_by(|a, b| {
         a.span
