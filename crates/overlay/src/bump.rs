@@ -291,6 +291,34 @@ fn same_files(a: &[FilePatch], b: &[FilePatch]) -> bool {
         })
 }
 
+/// Whether `ov` applied to `before` with no offset gives `after` on every path it or `files` touch.
+fn applies_unchanged(
+    ov: &Overlay,
+    files: &[FilePatch],
+    before: &Tree,
+    after: &Tree,
+    src: &dyn BlobSource,
+) -> bool {
+    let mut t = before.clone();
+    let Ok(outcome) = t.apply_overlay(ov, src) else {
+        return false;
+    };
+    if outcome.offsets().next().is_some() {
+        return false;
+    }
+    let paths: BTreeSet<&str> = ov
+        .files
+        .iter()
+        .chain(files)
+        .flat_map(|f| [f.old_path.as_deref(), f.new_path.as_deref()])
+        .flatten()
+        .collect();
+    paths.iter().all(|p| {
+        t.entries.get(*p).map(|e| e.mode) == after.entries.get(*p).map(|e| e.mode)
+            && t.blob_id(p) == after.blob_id(p)
+    })
+}
+
 /// Renders `ov` with new file patches between `before` and `after` (keeps the bytes when unchanged).
 pub fn rewrite(
     ov: &Overlay,
@@ -302,6 +330,11 @@ pub fn rewrite(
     let mut sorted_old = ov.files.clone();
     sorted_old.sort_by(|x, y| x.path().cmp(y.path()));
     if same_files(&sorted_old, &files) || same_files(&ov.files, &files) {
+        return Ok((ov.raw.clone(), false));
+    }
+    // The canonical files know no renames; the overlay itself may. If it still applies at its
+    // recorded lines and gives exactly `after`, its bytes are still right.
+    if applies_unchanged(ov, &files, before, after, src) {
         return Ok((ov.raw.clone(), false));
     }
     let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());

@@ -305,6 +305,8 @@ pub fn write_tree(
             fsx::remove_dir_all(&stage)?;
         }
         let res = (|| {
+            // Made even for an empty tree: the state file goes into it.
+            fsx::create_dir_all(&stage)?;
             for (p, e) in &tree.entries {
                 write_file(
                     &stage.join(p),
