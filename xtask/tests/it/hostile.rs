@@ -350,7 +350,8 @@ fn overlays_reaching_into_git_in_any_spelling_are_refused() {
         ("sub//.git/x", "is not normalized"),
     ] {
         let p = retarget(&f, &name, "src/lib.c", path);
-        let at = f.scrub(&format!("{}:{}", p.display(), line_of(&p, "diff --git")));
+        // The first line naming the path: the `---` line (the `diff --git` split is checked after).
+        let at = f.scrub(&format!("{}:{}", p.display(), line_of(&p, "--- a/")));
         for cmd in ["apply", "check", "status"] {
             let mut args = vec![cmd];
             if cmd == "apply" {
