@@ -5,6 +5,7 @@ mod bench;
 mod bench_qmm;
 mod build_mlx;
 mod commands;
+mod fuzz;
 mod metal_sim;
 mod progress;
 
@@ -64,6 +65,8 @@ enum Cmd {
     MetalSim(metal_sim::MetalSimArgs),
     /// Classify every overlay against another upstream commit (clean, moved, context-drift, upstreamed, conflict)
     Drift(commands::DriftArgs),
+    /// Run the engine's libFuzzer targets for a time budget each and report their stats
+    Fuzz(fuzz::FuzzArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Cmd::ExportUpstream(a) => commands::export_upstream(&cli.global, a),
         Cmd::BuildMlx(a) => commands::build_mlx(&cli.global, a),
         Cmd::MetalSim(a) => metal_sim::run(a, &cli.global),
+        Cmd::Fuzz(a) => fuzz::run(&cli.global, a),
     };
     match result {
         Ok(code) => code,
