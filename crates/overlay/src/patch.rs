@@ -982,7 +982,13 @@ pub fn render_diff(out: &mut String, files: &[RenderFile<'_>]) {
         };
         if fp.is_rename() {
             let _ = writeln!(out, "similarity index {}%", f.similarity.unwrap_or(0));
-            let _ = writeln!(out, "rename from {a}\nrename to {b}");
+            // Quoted like git: a name may hold a newline (found by fuzzing).
+            let _ = writeln!(
+                out,
+                "rename from {}\nrename to {}",
+                quote_path("", a),
+                quote_path("", b)
+            );
         }
         if !fp.hunks.is_empty() || fp.is_new() || fp.is_delete() {
             let _ = writeln!(out, "index {}..{}{}", f.old_id, f.new_id, mode_suffix);

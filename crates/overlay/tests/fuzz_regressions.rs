@@ -79,6 +79,40 @@ fn name_holding_space_b_slash() {
     assert_eq!(ov.files[0].old_path.as_deref(), Some("x/ b/y"));
 }
 
+/// `patch_parse`: a renamed name holding a newline (legal in git, quoted on the diff --git line)
+/// was written raw on the `rename to` line, so the rendering did not parse; git quotes it there too.
+#[test]
+fn rename_to_a_name_with_a_newline() {
+    let p = Path::new("x.patch");
+    let diff =
+        "diff --git a/f \"b/g\\nh\"\nsimilarity index 100%\nrename from f\nrename to \"g\\nh\"\n";
+    let ov = parse_overlay("x.patch", p, &overlay_with(diff)).unwrap();
+    assert_eq!(ov.files[0].new_path.as_deref(), Some("g\nh"));
+    let mut out = String::new();
+    overlay::patch::render_diff(
+        &mut out,
+        &[overlay::patch::RenderFile {
+            patch: &ov.files[0],
+            old_id: "0".repeat(12),
+            new_id: "0".repeat(12),
+            similarity: Some(100),
+            mode: 0o100644,
+        }],
+    );
+    assert!(out.contains("rename to \"g\\nh\"\n"), "{out}");
+    let again = parse_overlay("x.patch", p, &overlay_with(&out)).unwrap();
+    assert_eq!(
+        again.files,
+        ov.files
+            .iter()
+            .map(|f| FilePatch {
+                patch_line: again.files[0].patch_line,
+                ..f.clone()
+            })
+            .collect::<Vec<_>>()
+    );
+}
+
 /// `symbols`: an `#if` never closed left every branch's symbols in the index; a definition of the
 /// `#else` branch (scanned from the state at the `#if`, inside `struct A`) overlapped `A`, which the
 /// first branch had closed.

@@ -12,7 +12,14 @@ fuzz_target!(|data: &[u8]| {
     };
     let index = scan(src);
     let syms = index.symbols();
-    let line_of = |byte: usize| src[..byte].matches('\n').count() + 1;
+    // Bytes, not str: `span.end - 1` may fall inside a multi-byte character.
+    let line_of = |byte: usize| {
+        src.as_bytes()[..byte]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1
+    };
     let line_count = src.matches('\n').count() + 1;
     for (i, s) in syms.iter().enumerate() {
         assert!(
