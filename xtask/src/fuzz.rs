@@ -320,7 +320,8 @@ pub fn run(g: &Global, a: &FuzzArgs) -> Result<ExitCode> {
     }
     runtime_corpus(g, &root, &corpus)?;
 
-    // Build once, so that the budget is spent fuzzing, not compiling.
+    // Build once (all targets: `cargo fuzz build` takes at most one name), so that the budget is
+    // spent fuzzing, not compiling.
     eprintln!(
         "building fuzz targets: {} fuzz build {}",
         tc.describe(),
@@ -331,7 +332,6 @@ pub fn run(g: &Global, a: &FuzzArgs) -> Result<ExitCode> {
         .current_dir(&fuzz_dir)
         .args(["fuzz", "build"])
         .args(BUILD_FLAGS)
-        .args(&targets)
         .status()
         .context("running cargo fuzz build")?;
     if !status.success() {
