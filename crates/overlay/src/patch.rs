@@ -1101,7 +1101,9 @@ pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
                 (Some(a), Some(b)) if a != b => rename_name(a, b),
                 _ => f.path().to_string(),
             };
-            (name, add, del)
+            // Quoted like git's, so a name holding a newline cannot start a line of its own
+            // (e.g. a false "diff --git" before the first real one; found by fuzzing).
+            (quote_path("", &name), add, del)
         })
         .collect();
     // git's diff.c show_stats with format-patch's 72-column budget.
@@ -1206,20 +1208,23 @@ pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
                 out,
                 " create mode {:o} {}",
                 f.new_mode.unwrap_or(0o100644),
-                f.path()
+                quote_path("", f.path())
             );
         } else if f.is_delete() {
             let _ = writeln!(
                 out,
                 " delete mode {:o} {}",
                 f.old_mode.unwrap_or(0o100644),
-                f.path()
+                quote_path("", f.path())
             );
         } else if f.is_rename() {
             let _ = writeln!(
                 out,
                 " rename {} (100%)",
-                rename_name(f.old_path.as_deref().unwrap_or(""), f.path())
+                quote_path(
+                    "",
+                    &rename_name(f.old_path.as_deref().unwrap_or(""), f.path())
+                )
             );
         }
         if let (Some(o), Some(n)) = (f.old_mode, f.new_mode)
@@ -1227,7 +1232,11 @@ pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
             && !f.is_new()
             && !f.is_delete()
         {
-            let _ = writeln!(out, " mode change {o:o} => {n:o} {}", f.path());
+            let _ = writeln!(
+                out,
+                " mode change {o:o} => {n:o} {}",
+                quote_path("", f.path())
+            );
         }
     }
 }

@@ -113,6 +113,24 @@ fn rename_to_a_name_with_a_newline() {
     );
 }
 
+/// `patch_parse`: the diffstat wrote names raw, so a new file named "x\ndiff --git ..." put a false
+/// file header before the first real one and the rendering did not parse; git quotes them.
+#[test]
+fn diffstat_quotes_names() {
+    let f = FilePatch {
+        old_path: None,
+        new_path: Some("x\ndiff --git a/y b/y".into()),
+        old_mode: None,
+        new_mode: Some(0o100644),
+        hunks: Vec::new(),
+        patch_line: 0,
+    };
+    let mut out = String::new();
+    overlay::patch::render_diffstat(&mut out, &[&f]);
+    assert!(out.contains("\"x\\ndiff --git a/y b/y\""), "{out}");
+    assert!(!out.lines().any(|l| l.starts_with("diff --git")), "{out}");
+}
+
 /// `symbols`: an `#if` never closed left every branch's symbols in the index; a definition of the
 /// `#else` branch (scanned from the state at the `#if`, inside `struct A`) overlapped `A`, which the
 /// first branch had closed.
