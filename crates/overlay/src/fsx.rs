@@ -82,6 +82,15 @@ fn create_fresh(path: &Path) -> Result<std::fs::File> {
 /// Writes `bytes` to a new file `path` and flushes them to disk before returning. Never follows a
 /// symlink at `path`: every caller writes a temporary it then renames.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_new(path, bytes, true)
+}
+
+/// [`write`] without waiting for the disk: for materialized trees, which can always be re-created.
+pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_new(path, bytes, false)
+}
+
+fn write_new(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
     let torn = fault::step("write", path);
     let mut f = create_fresh(path)?;
     if torn {
@@ -89,18 +98,10 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
         fault::die();
     }
     f.write_all(bytes).at(path)?;
-    f.sync_all().at(path)
-}
-
-/// [`write`] without waiting for the disk: for materialized trees, which can always be re-created.
-pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
-    let torn = fault::step("write", path);
-    let mut f = create_fresh(path)?;
-    if torn {
-        let _ = f.write_all(&bytes[..bytes.len() / 2]);
-        fault::die();
+    if sync {
+        f.sync_all().at(path)?;
     }
-    f.write_all(bytes).at(path)
+    Ok(())
 }
 
 /// Atomically replaces `to` with `from` (same directory).

@@ -15,13 +15,7 @@ type Files = BTreeMap<PathBuf, Vec<u8>>;
 
 /// Number of filesystem writes `args` makes from the current state (a dry count, not killed).
 fn count_steps(f: &Fixture, args: &[&str]) -> usize {
-    let log = f.t().join("fault-count.log");
-    let _ = std::fs::remove_file(&log);
-    f.xtask_env(args, &[("OVERLAY_FAULT_COUNT", log.to_str().unwrap())])
-        .ok();
-    let n = std::fs::read_to_string(&log).map_or(0, |t| t.lines().count());
-    eprintln!("{args:?}: {n} write steps");
-    n
+    count_steps_code(f, args, 0)
 }
 
 /// Runs `args` killed at step `n`; asserts it really was killed.
