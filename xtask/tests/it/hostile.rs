@@ -672,7 +672,7 @@ fn peaks(lines: usize, added: usize) -> (usize, u64, u64) {
 /// Memory is bounded linearly by the input: peak RSS <= BASE + K x (largest file + overlay size),
 /// at 16 MiB + a 50k-line hunk and at 4x that (64 MiB + 200k lines), so quadratic growth (or a
 /// per-line copy of a copy) fails. K per command and BASE come from measurements
-/// (docs/reliability-hostile.md: apply k = 5.4, check k = 9.3) with headroom for allocator noise.
+/// (docs/reliability.md, Bounded memory: apply k = 5.4, check k = 9.3) with headroom for allocator noise.
 /// The sizes keep the test near 30 s; 256 MiB takes minutes (`check` re-diffs the whole file).
 #[test]
 fn huge_files_and_hunks_use_memory_linear_in_their_size() {
