@@ -229,21 +229,7 @@ proptest! {
 /// this test runs the ignored `merge3_first_call_in_a_fresh_process` in a new process of this binary.
 #[test]
 fn merge3_as_the_first_libgit2_call() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "merge3_first_call_in_a_fresh_process",
-            "--test-threads=1",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ignored_in_fresh_process("merge3_first_call_in_a_fresh_process");
 }
 
 #[test]

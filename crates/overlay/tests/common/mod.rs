@@ -49,3 +49,19 @@ pub fn edit(lines: &[String], at: usize, len: usize, with: &[String]) -> Vec<Str
     out.extend_from_slice(&lines[at + len..]);
     out
 }
+
+/// Runs the ignored test `name` of this test binary in a new process and asserts it passed: for
+/// failures only a fresh process shows (libgit2 not yet initialised) or that abort the process.
+#[track_caller]
+pub fn run_ignored_in_fresh_process(name: &str) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", name, "--test-threads=1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
