@@ -135,19 +135,23 @@ impl SymbolIndex {
     /// `mlx::core::qdot` all find `mlx::core::qdot`. A leading `::` is
     /// ignored. Overloads and specializations all match, in source order.
     pub fn find(&self, name: &str) -> Vec<&Symbol> {
-        let name = name.trim().trim_start_matches("::");
-        if name.is_empty() {
-            return Vec::new();
-        }
-        self.symbols
-            .iter()
-            .filter(|s| {
-                s.name == name
+        // Trimmed for names typed in trailers; as given too, since a scanned name may end in a byte
+        // `trim` removes, such as a vertical tab (found by fuzzing).
+        let names = [
+            name.trim().trim_start_matches("::"),
+            name.trim_start_matches("::"),
+        ];
+        let matches = |s: &Symbol, name: &str| {
+            !name.is_empty()
+                && (s.name == name
                     || s.qualified == name
                     || (s.qualified.len() > name.len() + 2
                         && s.qualified.ends_with(name)
-                        && s.qualified[..s.qualified.len() - name.len()].ends_with("::"))
-            })
+                        && s.qualified[..s.qualified.len() - name.len()].ends_with("::")))
+        };
+        self.symbols
+            .iter()
+            .filter(|s| names.iter().any(|n| matches(s, n)))
             .collect()
     }
 

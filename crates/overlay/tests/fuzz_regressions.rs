@@ -205,3 +205,16 @@ fn merge3_of_binary_changed_on_both_sides_conflicts_keeping_ours() {
     let r = overlay::bump::merge3(b"a\0\n", b"b\0\n", b"c\0\n", "f", labels).unwrap();
     assert_eq!(r, Err(b"b\0\n".to_vec()));
 }
+
+/// `symbols`: a scanned name ending in a vertical tab was not found by its own qualified name,
+/// because `find` trimmed the name it was given (campaign of 2026-11-29, 5.8 M executions).
+#[test]
+fn a_symbol_is_found_by_its_own_name_whatever_bytes_it_ends_with() {
+    let src = b"\ner::Loaderns::Loader::operato\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0r()0\nvoidr<flo 8>::oper)0\nvoidc _fndeae() { }dvns::Loader::operator()0\nvoid c_fnd'''''''''''''''''''')0\nvoidc _fndneweae\x01\0\0\0\0\0\0\x0b() { }=";
+    let src = std::str::from_utf8(src).unwrap();
+    let index = overlay::symbols::scan(src);
+    assert!(!index.symbols().is_empty());
+    for s in index.symbols() {
+        assert!(index.fingerprint_of(&s.qualified).is_some(), "{s:?}");
+    }
+}
