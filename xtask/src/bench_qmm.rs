@@ -5,8 +5,9 @@
 //! the measurement runs as a subprocess after `cargo xtask build-mlx` has brought the library
 //! up to date. The example writes the SVG plot; this module chooses where.
 
+use crate::{cargo, workspace_root};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
@@ -33,17 +34,6 @@ pub struct QmmArgs {
     /// Skip `cargo xtask build-mlx` (the MLX named by target/mlx/build-info.json is used as is)
     #[arg(long)]
     pub no_build: bool,
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask has a parent")
-        .to_path_buf()
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
 /// The `bench_qmm` example's command line for these arguments.

@@ -1,5 +1,6 @@
 //! The commands: load the project, call the engine, print.
 
+use crate::workspace_root;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,14 +17,6 @@ use overlay::upstream::{UpstreamRepo, default_cache_root};
 
 use crate::Global;
 use crate::progress::Progress;
-
-fn workspace_root() -> PathBuf {
-    // xtask lives one level below the workspace root.
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask has a parent")
-        .to_path_buf()
-}
 
 pub struct Ctx {
     pub project: Project,

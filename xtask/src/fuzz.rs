@@ -4,8 +4,9 @@
 //! The run-time corpus (`target/fuzz-corpus/<target>/`) also holds what must never be committed:
 //! the upstream files the overlays touch, read from the upstream cache at the pinned commit.
 
+use crate::{cargo, workspace_root};
 use std::io::{BufRead, BufReader, IsTerminal};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
@@ -55,17 +56,6 @@ struct Outcome {
     /// Path of the crashing input libFuzzer wrote, if it found one.
     crash: Option<String>,
     reproduce: Option<String>,
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask has a parent")
-        .to_path_buf()
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
 /// How cargo must be called for cargo-fuzz: `+nightly` when rustup has one, otherwise stable

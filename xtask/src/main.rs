@@ -14,6 +14,19 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// The workspace root: xtask lives one level below it.
+pub(crate) fn workspace_root() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask has a parent")
+        .to_path_buf()
+}
+
+/// The cargo that runs us (`$CARGO`), for sub-builds with the same toolchain.
+pub(crate) fn cargo() -> std::process::Command {
+    std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
 #[derive(Parser)]
 #[command(
     name = "cargo xtask",

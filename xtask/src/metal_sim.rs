@@ -2,6 +2,7 @@
 //! the CPU emulator and check the bit-identity claims. Exit codes: 0 every
 //! evaluated claim holds, 1 a claim fails, 2 error (from main).
 
+use crate::workspace_root;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,13 +41,6 @@ pub struct MetalSimArgs {
     /// Compare with hashes in FILE ({"case id": "hash"}, e.g. from real hardware)
     #[arg(long, value_name = "FILE")]
     pub compare: Option<PathBuf>,
-}
-
-fn workspace_root() -> PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask has a parent")
-        .to_path_buf()
 }
 
 pub fn run(args: &MetalSimArgs, global: &Global) -> Result<ExitCode> {
