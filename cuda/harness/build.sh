@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Build the kernel-level qmv harness straight from a materialized MLX tree (no MLX
+# build): extract the device half of qmv.cu (everything up to "} // namespace cu")
+# into qmv_kernels.cuh and compile main.cu plus parity.cu once per dtype and once for
+# the candidate launch shapes, in parallel.
+#
+#   build.sh TREE CUTLASS_DIR CCCL_INCLUDE FMT_DIR OUT_DIR [extra nvcc flags...]
+#
+# NVCC (default: nvcc on PATH), ARCH (default: sm_90a) and CUDA_LIBDIR (extra -L for
+# cudart, e.g. the pip wheel's lib folder) may be set.
+set -euo pipefail
+tree=$1 cutlass=$2 cccl=$3 fmt=$4 out=$5
+shift 5
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+src=$tree/mlx/backend/cuda/quantized/qmm/qmv.cu
+grep -q '^} // namespace cu$' "$src" || { echo "build.sh: $src has no '} // namespace cu' line" >&2; exit 2; }
+{
+  sed -n '1,/^} \/\/ namespace cu$/p' "$src"
+  echo '} // namespace mlx::core'
+} > "$out/qmv_kernels.cuh"
+arch=${ARCH:-sm_90a}
+code=${arch#sm_}
+flags=(-std=c++20 -O3 -gencode=arch=compute_${code},code=sm_${code}
+  --extended-lambda --expt-relaxed-constexpr -Xcompiler=-fno-strict-aliasing
+  --diag-suppress=186,2908,2361,27,997,1394,20011,20208,177,550
+  -DMLX_USE_CUDA -I "$out" -I "$here" -I "$tree" -isystem "$cccl" -isystem "$cutlass/include"
+  -isystem "$fmt/include" -DFMT_HEADER_ONLY "$@")
+nvcc=${NVCC:-nvcc}
+pids=()
+"$nvcc" "${flags[@]}" -c -o "$out/main.o" "$here/main.cu" & pids+=($!)
+for unit in float32 float16 bfloat16 candidates; do
+  "$nvcc" "${flags[@]}" -DHARNESS_DTYPE_$unit -c -o "$out/parity_$unit.o" "$here/parity.cu" &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+[ $rc = 0 ] || { echo "build.sh: compile failed" >&2; exit 1; }
+"$nvcc" -gencode=arch=compute_${code},code=sm_${code} ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} \
+  -o "$out/qmv_harness" "$out"/main.o "$out"/parity_*.o

@@ -1,0 +1,185 @@
+// Kernel-level harness for the streamed qmv: upstream's qmv_kernel and the
+// overlay's qmv_streamed_kernel, both compiled from the materialized (patched)
+// qmv.cu (extracted by build.sh into qmv_kernels.cuh), launched directly.
+//
+//   qmv_harness parity            every accepted (dtype, bits, gs), K with and
+//                                 without residue, odd N, N < 8, batch 2,
+//                                 M = 1..16: each streamed output bit-identical
+//                                 to upstream's qmv output for that vector
+//   qmv_harness bench [shapes]    time upstream qmv (grid.y = M) and streamed
+//                                 launch shapes, weights rotated past L2
+//
+// Prints one JSON object per line (the Rust side renders them) and exits 1 on
+// any difference or CUDA error.
+#pragma once
+#include "qmv_kernels.cuh"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace mlx::core;
+
+#define CHECK(x)                                                            \
+  do {                                                                      \
+    cudaError_t e_ = (x);                                                   \
+    if (e_ != cudaSuccess) {                                                \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,            \
+              cudaGetErrorString(e_));                                      \
+      exit(2);                                                              \
+    }                                                                       \
+  } while (0)
+
+inline void launch(void* kernel, dim3 grid, dim3 block, void** args) {
+  CHECK(cudaLaunchKernel(kernel, grid, block, args, 0, 0));
+}
+
+// ---------------------------------------------------------------- data
+static __global__ void fill_bytes(uint8_t* p, size_t n, uint64_t seed) {
+  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  for (; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    p[i] = uint8_t(z >> 56);
+  }
+}
+
+template <typename T>
+__global__ void fill_vals(T* p, size_t n, uint64_t seed, float lo, float hi) {
+  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  for (; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 29)) * 0x94D049BB133111EBull;
+    float u = float(z >> 40) / float(1ull << 24);
+    p[i] = T(lo + (hi - lo) * u);
+  }
+}
+
+template <typename T>
+static T* alloc_vals(size_t n, uint64_t seed, float lo, float hi) {
+  T* p;
+  CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+  fill_vals<<<1024, 256>>>(p, n, seed, lo, hi);
+  CHECK(cudaGetLastError());
+  return p;
+}
+
+static uint8_t* alloc_bytes(size_t n, uint64_t seed) {
+  uint8_t* p;
+  CHECK(cudaMalloc(&p, std::max<size_t>(n, 1)));
+  fill_bytes<<<1024, 256>>>(p, n, seed);
+  CHECK(cudaGetLastError());
+  return p;
+}
+
+template <typename T>
+const char* tname() {
+  if constexpr (std::is_same_v<T, float>) return "float32";
+  else if constexpr (std::is_same_v<T, cutlass::half_t>) return "float16";
+  else return "bfloat16";
+}
+
+template <int bits> struct QOf;
+template <> struct QOf<2> { using type = cutlass::uint2b_t; };
+template <> struct QOf<3> { using type = cutlass::uint3b_t; };
+template <> struct QOf<4> { using type = cutlass::uint4b_t; };
+template <> struct QOf<5> { using type = cutlass::uint5b_t; };
+template <> struct QOf<6> { using type = cutlass::uint6b_t; };
+template <> struct QOf<8> { using type = uint8_t; };
+
+// ---------------------------------------------------------------- shapes
+// Launch shapes of the streamed kernel under test (the overlay's default is
+// cu::QmvStreamedShape).
+template <int W, int R, int V, int P>
+struct LaunchShape {
+  static constexpr int warps_per_block = W;
+  static constexpr int rows_per_warp = R;
+  static constexpr int vecs = V;
+  static constexpr int prefetch = P;
+};
+
+// The overlay's own choice of launch shape by M (cu::qmv_streamed_by_m).
+struct ByM {
+  static constexpr int warps_per_block = 0, rows_per_warp = 0, vecs = 0, prefetch = 0;
+};
+
+template <typename Sh>
+std::string shape_name() {
+  if constexpr (std::is_same_v<Sh, ByM>) return "by_m";
+  char b[64];
+  snprintf(b, sizeof b, "w%d_r%d_v%d_p%d", Sh::warps_per_block,
+           Sh::rows_per_warp, Sh::vecs, Sh::prefetch);
+  return b;
+}
+
+struct Problem {
+  int m, n, k, l;
+};
+
+template <typename T, int bits, int gs>
+struct Buffers {
+  using Q = typename QOf<bits>::type;
+  size_t w_bytes, sb_elems;
+  uint8_t* w;
+  T* scales;
+  T* biases;
+  T* x;
+  T* out;
+  int copies;
+  Buffers(Problem p, int copies_, uint64_t seed) : copies(copies_) {
+    w_bytes = size_t(p.n) * p.k * bits / 8;
+    sb_elems = size_t(p.n) * (p.k / gs);
+    w = alloc_bytes(w_bytes * copies, seed);
+    scales = alloc_vals<T>(sb_elems * copies, seed + 1, 0.002f, 0.02f);
+    biases = alloc_vals<T>(sb_elems * copies, seed + 2, -0.1f, 0.1f);
+    x = alloc_vals<T>(size_t(p.l) * p.m * p.k, seed + 3, -1.f, 1.f);
+    CHECK(cudaMalloc(&out, size_t(p.l) * p.m * p.n * sizeof(T)));
+  }
+  ~Buffers() {
+    cudaFree(w); cudaFree(scales); cudaFree(biases); cudaFree(x); cudaFree(out);
+  }
+  const Q* wq(int c) const { return reinterpret_cast<const Q*>(w + w_bytes * c); }
+};
+
+template <typename T, int bits, int gs>
+void run_upstream(const Buffers<T, bits, gs>& b, Problem p, int c, T* out) {
+  cu::qmv<gs, true>(b.x, b.wq(c), b.scales + b.sb_elems * c,
+                    b.biases + b.sb_elems * c, (const float*)nullptr, out, p.m,
+                    p.n, p.k, p.l, p.l == 1, launch);
+}
+
+template <typename Sh, typename T, int bits, int gs>
+void run_streamed(const Buffers<T, bits, gs>& b, Problem p, int c, T* out) {
+  if constexpr (std::is_same_v<Sh, ByM>) {
+    cu::qmv_streamed_by_m<gs, true>(b.x, b.wq(c), b.scales + b.sb_elems * c,
+                                    b.biases + b.sb_elems * c, out, p.m, p.n, p.k,
+                                    p.l, p.l == 1, launch);
+  } else {
+    cu::qmv_streamed<Sh, gs, true>(b.x, b.wq(c), b.scales + b.sb_elems * c,
+                                   b.biases + b.sb_elems * c, out, p.m, p.n, p.k,
+                                   p.l, p.l == 1, launch);
+  }
+}
+
+// ---------------------------------------------------------------- parity
+// Totals across the parity translation units.
+struct ParityTotals {
+  long checked = 0;
+  long differ = 0;
+};
+ParityTotals parity_float32();
+ParityTotals parity_float16();
+ParityTotals parity_bfloat16();
+ParityTotals parity_candidates();
+
+#ifndef HARNESS_SHAPES
+#define HARNESS_SHAPES ByM, LaunchShape<4, 2, 1, 8>, LaunchShape<4, 2, 2, 8>, LaunchShape<4, 2, 4, 4>, LaunchShape<4, 2, 4, 8>, LaunchShape<4, 2, 8, 4>, LaunchShape<4, 1, 8, 8>, LaunchShape<8, 2, 8, 2>
+#endif
+#ifndef HARNESS_PARITY_SHAPE
+#define HARNESS_PARITY_SHAPE ByM
+#endif

@@ -1,0 +1,144 @@
+// The harness's main translation unit: the negative control, the benchmark and
+// the parity totals (parity itself lives in parity.cu, compiled once per dtype).
+#include "harness.cuh"
+
+#include <tuple>
+
+// A negative control: a streamed kernel whose reduction differs (the rows are
+// summed in the opposite order) must be caught. Done by comparing upstream at
+// gs 64 against itself with x perturbed by one ulp in one element: the harness
+// must report a difference.
+template <typename T>
+bool negative_control() {
+  Problem p{4, 37, 640, 1};
+  Buffers<T, 4, 64> b(p, 1, 99);
+  size_t outn = size_t(p.m) * p.n;
+  T *a, *c;
+  CHECK(cudaMalloc(&a, outn * sizeof(T)));
+  CHECK(cudaMalloc(&c, outn * sizeof(T)));
+  run_upstream(b, p, 0, a);
+  // Perturb x[0] by one unit in the last place.
+  T h;
+  CHECK(cudaMemcpy(&h, b.x, sizeof(T), cudaMemcpyDeviceToHost));
+  uint16_t bitsv;
+  memcpy(&bitsv, &h, 2);
+  bitsv ^= 1;
+  memcpy(&h, &bitsv, 2);
+  CHECK(cudaMemcpy(b.x, &h, sizeof(T), cudaMemcpyHostToDevice));
+  run_upstream(b, p, 0, c);
+  CHECK(cudaDeviceSynchronize());
+  std::vector<uint16_t> ha(outn), hc(outn);
+  CHECK(cudaMemcpy(ha.data(), a, outn * 2, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(hc.data(), c, outn * 2, cudaMemcpyDeviceToHost));
+  long differ = 0;
+  for (size_t i = 0; i < outn; ++i) differ += ha[i] != hc[i];
+  printf("{\"kind\":\"negative_control\",\"differ\":%ld,\"of\":%zu}\n", differ, outn);
+  return differ > 0;
+}
+
+// ---------------------------------------------------------------- bench
+template <typename F>
+static float time_us(F&& f, int copies, size_t bytes_per_call) {
+  // Enough calls per repetition to run ~3 ms, rotating over the copies.
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) f(i % copies);
+  CHECK(cudaEventRecord(e0));
+  f(0);
+  CHECK(cudaEventRecord(e1));
+  CHECK(cudaEventSynchronize(e1));
+  float first;
+  CHECK(cudaEventElapsedTime(&first, e0, e1));
+  int iters = std::max(8, std::min(2000, int(3.0f / std::max(first, 1e-3f))));
+  std::vector<float> reps;
+  for (int r = 0; r < 7; ++r) {
+    CHECK(cudaEventRecord(e0));
+    for (int i = 0; i < iters; ++i) f((i + r) % copies);
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    reps.push_back(ms * 1000.f / iters);
+  }
+  CHECK(cudaGetLastError());
+  std::sort(reps.begin(), reps.end());
+  (void)bytes_per_call;
+  return reps[reps.size() / 2];
+}
+
+template <typename T, int bits, typename... Shs>
+void bench_shape(int n, int k, const std::vector<int>& ms) {
+  constexpr int gs = 64;
+  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
+  int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
+  int mmax = *std::max_element(ms.begin(), ms.end());
+  Buffers<T, bits, gs> b({mmax, n, k, 1}, copies, 7 + n + k);
+  for (int m : ms) {
+    Problem p{m, n, k, 1};
+    float up = time_us([&](int c) { run_upstream(b, p, c, b.out); }, copies, w_bytes);
+    printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,"
+           "\"m\":%d,\"arm\":\"upstream_qmv\",\"us\":%.3f,\"bytes\":%zu}\n",
+           tname<T>(), bits, gs, n, k, m, up, w_bytes);
+    (
+        [&] {
+          float t = time_us([&](int c) { run_streamed<Shs>(b, p, c, b.out); }, copies, w_bytes);
+          printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,"
+                 "\"k\":%d,\"m\":%d,\"arm\":\"streamed_%s\",\"us\":%.3f,\"bytes\":%zu}\n",
+                 tname<T>(), bits, gs, n, k, m, shape_name<Shs>().c_str(), t, w_bytes);
+        }(),
+        ...);
+    fflush(stdout);
+  }
+}
+
+static void copy_ceiling() {
+  size_t bytes = size_t(2) << 30;
+  void *a, *c;
+  CHECK(cudaMalloc(&a, bytes));
+  CHECK(cudaMalloc(&c, bytes));
+  CHECK(cudaMemset(a, 1, bytes));
+  float us = time_us([&](int) { CHECK(cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice)); }, 1, bytes);
+  printf("{\"kind\":\"copy_ceiling\",\"gbps\":%.1f}\n", 2.0 * bytes / (us * 1e3));
+  cudaFree(a);
+  cudaFree(c);
+}
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "parity";
+  if (mode == "parity") {
+    bool neg = negative_control<cutlass::bfloat16_t>();
+    ParityTotals t[] = {parity_bfloat16(), parity_float16(), parity_float32()};
+    long checked = 0, differ = 0;
+    for (auto& x : t) {
+      checked += x.checked;
+      differ += x.differ;
+    }
+    printf("{\"kind\":\"parity\",\"shape\":\"default\",\"checked\":%ld,\"differ\":%ld,"
+           "\"negative_control_caught\":%s}\n",
+           checked, differ, neg ? "true" : "false");
+    return (differ == 0 && neg) ? 0 : 1;
+  }
+  if (mode == "parity-shapes") {
+    ParityTotals t = parity_candidates();
+    printf("{\"kind\":\"parity\",\"shape\":\"candidates\",\"checked\":%ld,\"differ\":%ld}\n",
+           t.checked, t.differ);
+    return t.differ == 0 ? 0 : 1;
+  }
+  if (mode == "bench") {
+    copy_ceiling();
+    std::vector<int> ms = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16};
+    int shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
+    // Shape indices to run (default: all five).
+    std::vector<int> which;
+    for (int a = 2; a < argc; ++a) which.push_back(atoi(argv[a]));
+    for (int s = 0; s < 5; ++s) {
+      if (!which.empty() && std::find(which.begin(), which.end(), s) == which.end()) continue;
+      bench_shape<cutlass::bfloat16_t, 4, HARNESS_SHAPES>(shapes[s][0], shapes[s][1], ms);
+      bench_shape<cutlass::bfloat16_t, 8, HARNESS_SHAPES>(shapes[s][0], shapes[s][1], ms);
+    }
+    return 0;
+  }
+  fprintf(stderr, "usage: qmv_harness parity|parity-shapes|bench [shape-index]\n");
+  return 2;
+}
