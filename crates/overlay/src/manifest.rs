@@ -23,10 +23,39 @@ pub struct Upstream {
     pub branch: Option<String>,
     /// FetchContent redirections for the build (name -> dir or URL); opaque to the engine.
     pub fetchcontent: BTreeMap<String, String>,
+    /// Pinned sources the upstream's build would fetch (`[upstream.<name>.sources.<dep>]`), in
+    /// name order; the build uses them instead of the network.
+    pub sources: Vec<Source>,
     /// 1-based line of the `[upstream.<name>]` table, for messages.
     #[serde(skip)]
     pub line: usize,
 }
+
+/// One `[upstream.<name>.sources.<dep>]` table: a source the upstream's build fetches, pinned
+/// like an upstream (URL + full commit) and handed to CMake as `FETCHCONTENT_SOURCE_DIR_<DEP>`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Source {
+    /// The FetchContent name the upstream's CMake declares (e.g. `cutlass`).
+    pub name: String,
+    pub url: String,
+    /// Full 40-hex commit, lowercase.
+    pub rev: String,
+    /// The tag or branch `rev` was taken from, for people (never resolved).
+    pub tag: Option<String>,
+    /// Repository paths the build needs (all when empty).
+    pub paths: Vec<String>,
+    /// How the paths are laid out for CMake: `None` keeps them; `cccl-release` assembles CCCL's
+    /// release layout `include/{cuda,nv,cub,thrust}` from the repository.
+    pub layout: Option<String>,
+    /// Backends whose build needs it (all when empty), e.g. `["cuda"]`.
+    pub backends: Vec<String>,
+    /// 1-based line of the table, for messages.
+    #[serde(skip)]
+    pub line: usize,
+}
+
+/// The layouts `Source::layout` may name.
+pub const SOURCE_LAYOUTS: &[&str] = &["cccl-release"];
 
 #[derive(Debug, Clone)]
 pub struct Pins {
@@ -51,6 +80,21 @@ struct RawUpstream {
     branch: Option<Spanned<String>>,
     #[serde(default)]
     fetchcontent: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    sources: BTreeMap<String, Spanned<RawSource>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    url: Spanned<String>,
+    rev: Spanned<String>,
+    tag: Option<String>,
+    #[serde(default)]
+    paths: Vec<Spanned<String>>,
+    layout: Option<Spanned<String>>,
+    #[serde(default)]
+    backends: Vec<String>,
 }
 
 /// The transport of git's `<transport>::<address>` form (ext::, fd::, any git-remote-<name>): such
@@ -61,6 +105,91 @@ fn remote_helper(url: &str) -> Option<&str> {
     (chars.next()?.is_ascii_alphanumeric()
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
     .then_some(helper)
+}
+
+/// Validates one `[upstream.<up>.sources.<dep>]` table.
+fn parse_source(
+    path: &Path,
+    text: &str,
+    up: &str,
+    dep: String,
+    table: Spanned<RawSource>,
+) -> Result<Source> {
+    let line = line_of(text, table.span().start);
+    let raw = table.into_inner();
+    let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
+        Error::input(
+            path,
+            Some(line_of(text, span.start)),
+            format!("upstream.{up}.sources.{dep}.{key}: {msg}"),
+        )
+    };
+    if dep.is_empty()
+        || !dep
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(Error::input(
+            path,
+            Some(line),
+            format!("source name {dep:?}: expected the FetchContent name (letters, digits, '-' or '_')"),
+        ));
+    }
+    let url = raw.url.get_ref().trim().to_string();
+    if url.is_empty() || remote_helper(&url).is_some() {
+        return Err(err(
+            raw.url.span(),
+            "url",
+            format!("expected a git URL or a local path, found {url:?}"),
+        )
+        .with_help("use https://, ssh://, git://, file:// or a local path"));
+    }
+    let rev = raw.rev.get_ref();
+    if rev.len() != 40 || !rev.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(err(
+            raw.rev.span(),
+            "rev",
+            format!("expected a full 40-hex commit id, found {rev:?} (put the tag in `tag`)"),
+        ));
+    }
+    let mut paths = Vec::new();
+    for p in raw.paths {
+        let rel = Path::new(p.get_ref());
+        let bad = p.get_ref().is_empty()
+            || rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| !matches!(c, Component::Normal(_)));
+        if bad {
+            return Err(err(
+                p.span(),
+                "paths",
+                format!("expected a path inside the repository, found {:?}", p.get_ref()),
+            ));
+        }
+        paths.push(p.into_inner());
+    }
+    let layout = match raw.layout {
+        Some(l) if !SOURCE_LAYOUTS.contains(&l.get_ref().as_str()) => {
+            return Err(err(
+                l.span(),
+                "layout",
+                format!("unknown layout {:?}", l.get_ref()),
+            )
+            .with_help(format!("known layouts: {}", SOURCE_LAYOUTS.join(", "))));
+        }
+        l => l.map(Spanned::into_inner),
+    };
+    Ok(Source {
+        name: dep,
+        url,
+        rev: rev.to_ascii_lowercase(),
+        tag: raw.tag,
+        paths,
+        layout,
+        backends: raw.backends,
+        line,
+    })
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -167,6 +296,11 @@ impl Pins {
                 .into_iter()
                 .map(|(k, v)| (k, v.into_inner()))
                 .collect();
+            let sources = raw
+                .sources
+                .into_iter()
+                .map(|(dep, t)| parse_source(path, text, &name, dep, t))
+                .collect::<Result<Vec<_>>>()?;
             upstreams.push(Upstream {
                 name,
                 url,
@@ -174,6 +308,7 @@ impl Pins {
                 overlays,
                 branch,
                 fetchcontent,
+                sources,
                 line,
             });
         }
