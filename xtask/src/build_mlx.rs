@@ -124,6 +124,10 @@ pub struct BuildMlxArgs {
     /// Install missing build dependencies (apt-get as root on Debian/Ubuntu, brew on macOS)
     #[arg(long)]
     pub install_deps: bool,
+    /// Instead of building, write a self-contained offline build (materialized tree, pinned
+    /// sources, CMake definitions, scripts) to FILE (.tar.gz); `--backend cuda` only
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
 }
 
 /// `<workspace>/target/mlx/build-info.json`: the contract with `crates/mlx-sys/build.rs`.
@@ -248,7 +252,7 @@ fn short_hash(s: &str) -> String {
 
 /// CMake options that shape the compiled objects (part of the dir key). Paths are left out:
 /// they are either derived from the build dir or recorded in the stamp.
-fn cmake_options(backend: Backend, profile: Profile, gguf: bool) -> Vec<String> {
+pub(crate) fn cmake_options(backend: Backend, profile: Profile, gguf: bool) -> Vec<String> {
     let on = |b: bool| if b { "ON" } else { "OFF" };
     vec![
         format!("CMAKE_BUILD_TYPE={}", profile.cmake_build_type()),

@@ -755,6 +755,9 @@ pub fn drift(g: &Global, a: &DriftArgs) -> Result<ExitCode> {
 
 pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitCode> {
     let ctx = Ctx::load(g, LockMode::Shared, "build-mlx")?;
+    if let Some(out) = &a.bundle {
+        return build_mlx_bundle(&ctx, a, out);
+    }
     let up = ctx.upstream();
     let series = ctx.series()?;
     let source = crate::build_mlx::SourceInfo {
@@ -778,6 +781,40 @@ pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitC
         },
         ctx.json,
     )
+}
+
+fn build_mlx_bundle(
+    ctx: &Ctx,
+    a: &crate::build_mlx::BuildMlxArgs,
+    out: &Path,
+) -> Result<ExitCode> {
+    if a.backend != Some(crate::build_mlx::Backend::Cuda) {
+        eprintln!("error: --bundle builds the CUDA backend only\n  help: add --backend cuda");
+        return Ok(ExitCode::from(2));
+    }
+    let report = crate::cuda_bundle::write(ctx, a, out)?;
+    let mut human = format!(
+        "bundle: {} ({:.1} MiB)\n  mlx@{} + {} overlay(s)\n",
+        report.path.display(),
+        report.bytes as f64 / (1024.0 * 1024.0),
+        short(&report.manifest.pin),
+        report.manifest.overlays.len()
+    );
+    for s in &report.manifest.sources {
+        let tag = s.tag.as_deref().unwrap_or("-");
+        human.push_str(&format!(
+            "  {:<8} {} ({tag}): {} file(s)\n",
+            s.name,
+            short(&s.rev),
+            s.files
+        ));
+    }
+    human.push_str(&format!(
+        "  next: unpack it on the GPU machine and run {}/cuda/bundle/build.sh\n",
+        crate::cuda_bundle::BUNDLE_DIR
+    ));
+    emit(ctx.json, serde_json::to_value(&report)?, human);
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args)]
@@ -1360,6 +1397,7 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
             profile: crate::build_mlx::Profile::Release,
             jobs: None,
             install_deps: false,
+            bundle: None,
         };
         let source = crate::build_mlx::SourceInfo {
             // Same Ninja tree as the fork's own build when onto is the pin: only what differs recompiles.

@@ -4,6 +4,7 @@
 mod bench;
 mod bench_qmm;
 mod build_mlx;
+mod cuda_bundle;
 mod commands;
 mod fuzz;
 mod metal_sim;

@@ -1,0 +1,273 @@
+//! `cargo xtask build-mlx --backend cuda --bundle FILE`: a self-contained, offline build of the
+//! patched MLX for a machine that has nvcc, CMake and Ninja but no Rust (the GPU machine).
+//!
+//! The bundle is one `.tar.gz` holding `mlx-cuda-bundle/`:
+//! - `mlx/`: the materialized tree (pinned upstream + overlays), exactly what `apply` writes;
+//! - `deps/<name>/`: every `[upstream.<up>.sources.<name>]` of pins.toml for the CUDA backend,
+//!   exported from the pinned commit (only its `paths`, in its `layout`);
+//! - `cmake-defines.txt`: the CMake definitions, one per line (`@BUNDLE@` is the bundle folder);
+//! - `bundle.json`: what went in (schema 1: pin, series hash, overlays, sources with commits);
+//! - `cuda/`: this project's `cuda/` folder (the build script, harnesses and benchmarks).
+//!
+//! `cuda/bundle/build.sh` in it runs the configure, Ninja build and install; nothing is fetched.
+//! The archive is written beside FILE and renamed into place, so FILE is whole or absent.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use overlay::manifest::Source;
+use overlay::upstream::{UpstreamRepo, default_cache_root};
+use serde::Serialize;
+
+use crate::build_mlx::{Backend, BuildMlxArgs};
+use crate::commands::{Ctx, materialize};
+use crate::progress::Progress;
+
+/// The folder every bundle unpacks to.
+pub const BUNDLE_DIR: &str = "mlx-cuda-bundle";
+
+/// `bundle.json`.
+#[derive(Debug, Serialize)]
+pub struct Manifest {
+    pub schema: u32,
+    pub upstream: String,
+    pub pin: String,
+    pub series_hash: String,
+    pub overlays: Vec<String>,
+    pub sources: Vec<SourceEntry>,
+    pub cmake_defines: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SourceEntry {
+    pub name: String,
+    pub url: String,
+    pub rev: String,
+    pub tag: Option<String>,
+    pub files: usize,
+}
+
+/// What `write` produced.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub manifest: Manifest,
+}
+
+/// The CMake definitions of a bundle build: build-mlx's own for the CUDA backend, except that
+/// the CPU backend is left out (the GPU machine's commands run at most 10 minutes; a CUDA build
+/// with it does not fit) and fmt comes from its pinned source, not the system.
+pub fn cmake_defines(args: &BuildMlxArgs, sources: &[&Source]) -> Vec<String> {
+    let mut defines: Vec<String> =
+        crate::build_mlx::cmake_options(Backend::Cuda, args.profile, false)
+            .into_iter()
+            .map(|d| match d.split_once('=') {
+                Some(("MLX_BUILD_CPU", _)) => "MLX_BUILD_CPU=OFF".into(),
+                Some(("USE_SYSTEM_FMT", _)) => "USE_SYSTEM_FMT=OFF".into(),
+                _ => d,
+            })
+            .collect();
+    defines.push("MLX_CUDA_ARCHITECTURES=@CUDA_ARCH@".into());
+    defines.push("FETCHCONTENT_FULLY_DISCONNECTED=ON".into());
+    for s in sources {
+        defines.push(format!(
+            "FETCHCONTENT_SOURCE_DIR_{}=@BUNDLE@/deps/{}",
+            s.name.to_ascii_uppercase(),
+            s.name
+        ));
+    }
+    defines
+}
+
+/// Writes the bundle to `out`.
+pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
+    let up = ctx.upstream().clone();
+    let series = ctx.series()?;
+    let sources: Vec<&Source> = up
+        .sources
+        .iter()
+        .filter(|s| s.backends.is_empty() || s.backends.iter().any(|b| b == "cuda"))
+        .collect();
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !parent.is_dir() {
+        bail!("{}: no such folder for the bundle", parent.display());
+    }
+    let stage = tempfile::Builder::new()
+        .prefix(".bundle-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("{}: cannot create a staging folder", parent.display()))?;
+    let root = stage.path().join(BUNDLE_DIR);
+    materialize(ctx, &root.join("mlx"), false)?;
+    let mut entries = Vec::new();
+    for s in &sources {
+        let files = export_source(s, &root.join("deps").join(&s.name))?;
+        entries.push(SourceEntry {
+            name: s.name.clone(),
+            url: s.url.clone(),
+            rev: s.rev.clone(),
+            tag: s.tag.clone(),
+            files,
+        });
+    }
+    copy_dir(&ctx.project.root.join("cuda"), &root.join("cuda"))?;
+    let manifest = Manifest {
+        schema: 1,
+        upstream: up.name.clone(),
+        pin: up.rev.clone(),
+        series_hash: series.content_hash(),
+        overlays: series.overlays.iter().map(|o| o.name.clone()).collect(),
+        sources: entries,
+        cmake_defines: cmake_defines(args, &sources),
+    };
+    std::fs::write(
+        root.join("cmake-defines.txt"),
+        manifest.cmake_defines.join("\n") + "\n",
+    )?;
+    std::fs::write(
+        root.join("bundle.json"),
+        serde_json::to_string_pretty(&manifest)? + "\n",
+    )?;
+    let bytes = archive(&root, &stage.path().join("bundle.tar.gz"), out)?;
+    Ok(Report {
+        path: out.to_path_buf(),
+        bytes,
+        manifest,
+    })
+}
+
+/// Exports a pinned source's `paths` (in its layout) into `dest`; returns the file count.
+fn export_source(s: &Source, dest: &Path) -> Result<usize> {
+    let mut bar = Progress::new(&format!("fetching {}", s.name));
+    let repo = UpstreamRepo::open(
+        &default_cache_root(),
+        &format!("source-{}", s.name),
+        &s.url,
+        &s.rev,
+        &mut |p| bar.update(p.received_objects as u64, p.total_objects as u64),
+    )?;
+    bar.finish();
+    let git = repo.repo();
+    let tree = git
+        .find_commit(repo.resolve(&s.rev)?)
+        .and_then(|c| c.tree())
+        .with_context(|| format!("{}: commit {} has no tree", s.url, s.rev))?;
+    let mut files = 0;
+    let mut failure = None;
+    tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        let path = format!("{dir}{}", entry.name().unwrap_or(""));
+        if entry.kind() != Some(git2::ObjectType::Blob) || !selected(s, &path) {
+            return git2::TreeWalkResult::Ok;
+        }
+        let Some(rel) = layout_path(s.layout.as_deref(), &path) else {
+            return git2::TreeWalkResult::Ok;
+        };
+        match write_blob(git, entry, &dest.join(rel)) {
+            Ok(()) => files += 1,
+            Err(e) => {
+                failure = Some(e);
+                return git2::TreeWalkResult::Abort;
+            }
+        }
+        git2::TreeWalkResult::Ok
+    })
+    .ok();
+    if let Some(e) = failure {
+        return Err(e.context(format!("exporting {} at {}", s.name, s.rev)));
+    }
+    if files == 0 {
+        bail!(
+            "pins.toml:{}: source {} exports no file at {} (check its paths)",
+            s.line,
+            s.name,
+            s.rev
+        );
+    }
+    Ok(files)
+}
+
+fn selected(s: &Source, path: &str) -> bool {
+    s.paths.is_empty()
+        || s.paths.iter().any(|p| {
+            path == p || (path.starts_with(p.as_str()) && path.as_bytes().get(p.len()) == Some(&b'/'))
+        })
+}
+
+/// Where a repository path lands in the exported source.
+pub fn layout_path(layout: Option<&str>, path: &str) -> Option<String> {
+    match layout {
+        None => Some(path.to_string()),
+        // CCCL's release archives: include/{cuda,nv,cub,thrust} (what MLX's FetchContent URL holds).
+        Some("cccl-release") => path
+            .strip_prefix("libcudacxx/include/")
+            .map(|r| format!("include/{r}"))
+            .or_else(|| path.strip_prefix("cub/").map(|r| format!("include/{r}")))
+            .or_else(|| path.strip_prefix("thrust/").map(|r| format!("include/{r}"))),
+        Some(_) => None,
+    }
+}
+
+fn write_blob(git: &git2::Repository, entry: &git2::TreeEntry, to: &Path) -> Result<()> {
+    let blob = git.find_blob(entry.id())?;
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    if entry.filemode() == 0o120000 {
+        let target = String::from_utf8_lossy(blob.content()).into_owned();
+        std::os::unix::fs::symlink(target, to)?;
+        return Ok(());
+    }
+    std::fs::write(to, blob.content())?;
+    if entry.filemode() == 0o100755 {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    for entry in walkdir(from)? {
+        let rel = entry.strip_prefix(from).expect("under from");
+        let dest = to.join(rel);
+        if let Some(dir) = dest.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::copy(&entry, &dest).with_context(|| format!("copying {}", entry.display()))?;
+    }
+    Ok(())
+}
+
+fn walkdir(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Packs `root` into `tmp` (gzip'd tar, deterministic order) and renames it to `out`.
+fn archive(root: &Path, tmp: &Path, out: &Path) -> Result<u64> {
+    let file = std::fs::File::create(tmp)?;
+    let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    tar.follow_symlinks(false);
+    tar.append_dir_all(BUNDLE_DIR, root)?;
+    let mut file = tar.into_inner()?.finish()?;
+    file.flush()?;
+    file.sync_all()?;
+    std::fs::rename(tmp, out).with_context(|| format!("{}: cannot write", out.display()))?;
+    Ok(std::fs::metadata(out)?.len())
+}
