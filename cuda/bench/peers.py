@@ -54,10 +54,10 @@ def tinygemm_weights(n, k, gen):
 
 
 def main():
-    which = int(sys.argv[1]) if len(sys.argv) > 1 else -1
+    which = [int(a) for a in sys.argv[1:]]
     gen = torch.Generator(device="cuda").manual_seed(7)
     for s, (n, k) in enumerate(SHAPES):
-        if which >= 0 and s != which:
+        if which and s not in which:
             continue
         wbytes = n * k // 2 + n * (k // GS) * 4
         copies = max(2, ROTATE_BYTES // wbytes + 1)

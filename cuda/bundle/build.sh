@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Configure, build and install the patched MLX from this bundle, offline: the CMake definitions in
+# cmake-defines.txt (written by `cargo xtask build-mlx --backend cuda --bundle`), Ninja, install.
+#
+#   env: CUDA_ARCH (default 90a), JOBS (default: all cores), BUILD_DIR, INSTALL_DIR (default:
+#   build/ and install/ in the bundle), CUDNN_ROOT (default: the Python venv's nvidia/cudnn)
+set -euo pipefail
+bundle=$(cd "$(dirname "$0")/../.." && pwd)
+arch=${CUDA_ARCH:-90a}
+build=${BUILD_DIR:-$bundle/build}
+prefix=${INSTALL_DIR:-$bundle/install}
+defs=()
+while IFS= read -r d; do
+  [ -n "$d" ] || continue
+  d=${d//@BUNDLE@/$bundle}
+  defs+=("-D${d//@CUDA_ARCH@/$arch}")
+done < "$bundle/cmake-defines.txt"
+cudnn=${CUDNN_ROOT:-$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)}
+if [ -n "$cudnn" ]; then
+  defs+=("-DCUDNN_INCLUDE_PATH=$cudnn/include" "-DCUDNN_LIBRARY_PATH=$cudnn/lib")
+fi
+cmake -S "$bundle/mlx" -B "$build" -G Ninja -DCMAKE_INSTALL_PREFIX="$prefix" "${defs[@]}"
+ninja -C "$build" -j "${JOBS:-$(nproc)}"
+cmake --install "$build" > /dev/null
+echo "installed: $prefix"

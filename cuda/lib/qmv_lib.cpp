@@ -1,0 +1,188 @@
+// Through MLX's public C++ API on the built library (the real dispatch runs):
+//
+//   qmv_lib parity   every accepted (dtype, bits, group size), M = 1..16, K with and
+//                    without a residue, odd N, N < 8, batch 2: under the streamed policy each
+//                    output row must be bit-identical to the same row computed at M = 1;
+//                    negative control: under the upstream policy the harness must find rows
+//                    that differ (qmm_sm80 from M * B = 8 on)
+//   qmv_lib bench    time quantized_matmul per call (many calls per eval, weights rotated past
+//                    L2) under both policies for the benchmark shapes
+//
+// One JSON object per line; exit 1 on a parity failure or a control that catches nothing.
+#include <mlx/backend/cuda/quantized/qmv_policy.h>
+#include <mlx/mlx.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace mx = mlx::core;
+using mx::array;
+
+static const char* dname(mx::Dtype t) {
+  return t == mx::float32 ? "float32" : t == mx::float16 ? "float16" : "bfloat16";
+}
+
+static const char* pname(mx::cu::QmvBatchPolicy p) {
+  return p == mx::cu::QmvBatchPolicy::Streamed ? "streamed" : "upstream";
+}
+
+struct Quantized {
+  array w, scales, biases;
+};
+
+static Quantized make_weights(int n, int k, int gs, int bits, mx::Dtype dt, int batch = 0) {
+  mx::Shape shape = batch ? mx::Shape{batch, n, k} : mx::Shape{n, k};
+  auto w = mx::astype(mx::random::normal(shape), dt);
+  auto q = mx::quantize(w, gs, bits);
+  mx::eval(q);
+  return {q[0], q[1], q[2]};
+}
+
+static std::vector<uint8_t> bytes_of(const array& a) {
+  array c = mx::contiguous(a);
+  mx::eval(c);
+  const uint8_t* p = c.data<uint8_t>();
+  return std::vector<uint8_t>(p, p + c.nbytes());
+}
+
+// Rows of out ([batch, m, n]) compared with the rows computed one at a time (M = 1).
+static long count_row_diffs(const array& x, const Quantized& q, int gs, int bits, int m,
+                            const std::vector<std::vector<uint8_t>>& ref_rows, size_t row_bytes) {
+  auto xm = mx::slice(x, {0, 0, 0}, {x.shape(0), m, x.shape(2)});
+  auto out = mx::quantized_matmul(xm, q.w, q.scales, q.biases, true, gs, bits);
+  auto got = bytes_of(out);
+  long differ = 0;
+  int batch = x.shape(0);
+  for (int b = 0; b < batch; ++b) {
+    for (int r = 0; r < m; ++r) {
+      const uint8_t* g = got.data() + (size_t(b) * m + r) * row_bytes;
+      const auto& ref = ref_rows[size_t(b) * 16 + r];
+      size_t elem = row_bytes / out.shape(-1);
+      for (size_t i = 0; i < row_bytes; i += elem) differ += std::memcmp(g + i, ref.data() + i, elem) != 0;
+    }
+  }
+  return differ;
+}
+
+static int parity() {
+  long checked = 0, streamed_differ = 0, upstream_differ = 0;
+  const mx::Dtype dts[] = {mx::bfloat16, mx::float16, mx::float32};
+  const int bitss[] = {2, 3, 4, 5, 6, 8};
+  const int gss[] = {32, 64, 128};
+  const int shapes[][2] = {{37, 640}, {5, 512}, {130, 4160}};
+  mx::random::seed(3);
+  for (auto dt : dts)
+    for (int bits : bitss)
+      for (int gs : gss)
+        for (auto& s : shapes) {
+          int n = s[0], k = s[1];
+          if (k % gs) continue;
+          for (int batch : {1, 2}) {
+            auto q = make_weights(n, k, gs, bits, dt);
+            auto x = mx::astype(mx::random::normal({batch, 16, k}), dt);
+            mx::eval(x);
+            size_t row_bytes = size_t(n) * mx::size_of(dt);
+            // The negative control runs upstream's dispatch on one combination only: its qmm_sm80
+            // from M * B = 8 on is compiled by NVRTC at first use, per combination.
+            bool control = dt == mx::bfloat16 && bits == 4 && gs == 64 && n != 5;
+            std::vector<mx::cu::QmvBatchPolicy> policies = {mx::cu::QmvBatchPolicy::Streamed};
+            if (control) policies.push_back(mx::cu::QmvBatchPolicy::Upstream);
+            for (auto policy : policies) {
+              mx::cu::set_qmv_batch_policy(policy);
+              // References: each row alone (M = 1), under the same policy.
+              std::vector<std::vector<uint8_t>> ref(size_t(batch) * 16);
+              for (int b = 0; b < batch; ++b)
+                for (int r = 0; r < 16; ++r) {
+                  auto xr = mx::slice(x, {b, r, 0}, {b + 1, r + 1, k});
+                  ref[size_t(b) * 16 + r] =
+                      bytes_of(mx::quantized_matmul(xr, q.w, q.scales, q.biases, true, gs, bits));
+                }
+              for (int m = 2; m <= 16; ++m) {
+                long d = count_row_diffs(x, q, gs, bits, m, ref, row_bytes);
+                if (policy == mx::cu::QmvBatchPolicy::Streamed) {
+                  streamed_differ += d;
+                  checked += long(batch) * m * n;
+                  if (d)
+                    printf("{\"kind\":\"lib_parity_fail\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,"
+                           "\"n\":%d,\"k\":%d,\"batch\":%d,\"m\":%d,\"differ\":%ld}\n",
+                           dname(dt), bits, gs, n, k, batch, m, d);
+                } else {
+                  upstream_differ += d;
+                }
+              }
+            }
+          }
+        }
+  printf("{\"kind\":\"lib_parity\",\"checked\":%ld,\"streamed_differ\":%ld,"
+         "\"upstream_differ\":%ld}\n",
+         checked, streamed_differ, upstream_differ);
+  return (streamed_differ == 0 && upstream_differ > 0) ? 0 : 1;
+}
+
+// Per-call time of quantized_matmul: `calls` calls per eval, weights rotated over `copies`.
+static double time_us(const array& x, const std::vector<Quantized>& qs, int gs, int bits) {
+  int copies = qs.size();
+  auto run = [&](int calls) {
+    std::vector<array> outs;
+    for (int i = 0; i < calls; ++i) {
+      auto& q = qs[i % copies];
+      outs.push_back(mx::quantized_matmul(x, q.w, q.scales, q.biases, true, gs, bits));
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    mx::eval(outs);
+    mx::synchronize();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
+  run(copies);  // warm-up: JIT compiles, allocations
+  double first = run(copies);
+  int calls = std::max(copies, std::min(4000, int(copies * 20000.0 / std::max(first, 1.0))));
+  std::vector<double> reps;
+  for (int r = 0; r < 5; ++r) reps.push_back(run(calls) / calls);
+  std::sort(reps.begin(), reps.end());
+  return reps[reps.size() / 2];
+}
+
+static int bench(int argc, char** argv) {
+  const int shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
+  std::vector<int> which;
+  for (int a = 2; a < argc; ++a) which.push_back(atoi(argv[a]));
+  const int ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16};
+  const int gs = 64;
+  for (int si = 0; si < 5; ++si) {
+    if (!which.empty() && std::find(which.begin(), which.end(), si) == which.end()) continue;
+    int n = shapes[si][0], k = shapes[si][1];
+    for (int bits : {4, 8}) {
+      size_t wbytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 4;
+      int copies = int(std::max<size_t>(2, (size_t(640) << 20) / wbytes + 1));
+      std::vector<Quantized> qs;
+      for (int c = 0; c < copies; ++c) qs.push_back(make_weights(n, k, gs, bits, mx::bfloat16));
+      auto xall = mx::astype(mx::random::normal({16, k}), mx::bfloat16);
+      mx::eval(xall);
+      for (int m : ms) {
+        auto x = mx::slice(xall, {0, 0}, {m, k});
+        mx::eval(x);
+        for (auto policy : {mx::cu::QmvBatchPolicy::Upstream, mx::cu::QmvBatchPolicy::Streamed}) {
+          mx::cu::set_qmv_batch_policy(policy);
+          double us = time_us(x, qs, gs, bits);
+          printf("{\"kind\":\"bench\",\"dtype\":\"bfloat16\",\"bits\":%d,\"gs\":%d,\"n\":%d,"
+                 "\"k\":%d,\"m\":%d,\"arm\":\"lib_%s\",\"us\":%.3f,\"bytes\":%zu}\n",
+                 bits, gs, n, k, m, pname(policy), us, wbytes);
+          fflush(stdout);
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "parity";
+  if (mode == "parity") return parity();
+  if (mode == "bench") return bench(argc, argv);
+  fprintf(stderr, "usage: qmv_lib parity|bench [shape-index...]\n");
+  return 2;
+}
