@@ -36,14 +36,20 @@ pub enum Action {
     Resolved,
     /// Not reached because an earlier overlay conflicts.
     Pending,
+    /// Merged, but drift's classification asks for review (a watched definition removed upstream,
+    /// part of the overlay already upstream): the bump stops with the merge in the bump tree.
+    Review,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OverlayBump {
     pub name: String,
     pub action: Action,
-    /// Files with conflict markers (for `Conflict`).
+    /// Files with conflict markers (for `Conflict`), or why it stops (for `Review`).
     pub conflicts: Vec<String>,
+    /// What the bump changed beyond the hunks (a `Depends-On` trailer dropped, say).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     #[serde(skip)]
     pub raw: Option<String>,
 }
@@ -171,7 +177,7 @@ fn set(tree: &mut Tree, path: &str, bytes: Option<Vec<u8>>, mode: u32) {
 
 /// Merges one overlay onto `new_before`. Returns the merged tree, or the tree with conflict markers
 /// and the conflicting paths.
-fn merge_overlay(
+pub fn merge_overlay(
     ov: &Overlay,
     old_before: &Tree,
     old_after: &Tree,
@@ -348,7 +354,8 @@ pub fn rewrite(
 }
 
 /// Carries `series` from `old_base` to `new_base`. `done` are overlays already carried (from a
-/// `--continue`), `resolved` the tree the user resolved for the next overlay, if any.
+/// `--continue`), `resolved` the tree the user resolved for the next overlay, if any; `review`
+/// the overlays drift's classification stops at for review, with the reasons.
 #[allow(clippy::too_many_arguments)]
 pub fn bump(
     old_base: &Tree,
@@ -358,6 +365,7 @@ pub fn bump(
     drop_upstreamed: bool,
     done: &[(String, Option<String>)],
     resolved: Option<(&str, &Tree)>,
+    review: &BTreeMap<String, Vec<String>>,
     labels: (&str, &str, &str),
 ) -> Result<Outcome> {
     let mut old_chain = old_base.clone();
@@ -372,6 +380,7 @@ pub fn bump(
                 name: ov.name.clone(),
                 action: Action::Pending,
                 conflicts: vec![],
+                notes: vec![],
                 raw: None,
             });
             old_chain = old_next;
@@ -384,6 +393,7 @@ pub fn bump(
                     name: ov.name.clone(),
                     action: Action::Dropped,
                     conflicts: vec![],
+                    notes: vec![],
                     raw: None,
                 }),
                 Some(raw) => {
@@ -398,6 +408,7 @@ pub fn bump(
                         name: ov.name.clone(),
                         action,
                         conflicts: vec![],
+                        notes: vec![],
                         raw: Some(raw.clone()),
                     });
                 }
@@ -434,11 +445,13 @@ pub fn bump(
                 return Err(Error::input(&ov.path, None, "the resolved tree carries none of this overlay's changes").with_help("if upstream now has them all, use --drop-upstreamed; else resolve the conflict in the tree"));
             }
             let (raw, _) = rewrite(ov, files, &new_chain, tree, src)?;
+            let (raw, notes) = drop_vanished_dependencies(ov, raw, new_base, src)?;
             new_chain = tree.clone();
             out.push(OverlayBump {
                 name: ov.name.clone(),
                 action: Action::Resolved,
                 conflicts: vec![],
+                notes,
                 raw: Some(raw),
             });
             old_chain = old_next;
@@ -451,6 +464,7 @@ pub fn bump(
                 name: ov.name.clone(),
                 action: Action::Conflict,
                 conflicts,
+                notes: vec![],
                 raw: None,
             });
             conflict_tree = Some(merged);
@@ -468,8 +482,21 @@ pub fn bump(
                 name: ov.name.clone(),
                 action,
                 conflicts: vec![],
+                notes: vec![],
                 raw: None,
             });
+            old_chain = old_next;
+            continue;
+        }
+        if let Some(why) = review.get(&ov.name) {
+            out.push(OverlayBump {
+                name: ov.name.clone(),
+                action: Action::Review,
+                conflicts: why.clone(),
+                notes: vec![],
+                raw: None,
+            });
+            conflict_tree = Some(merged);
             old_chain = old_next;
             continue;
         }
@@ -483,6 +510,7 @@ pub fn bump(
                 Action::Kept
             },
             conflicts: vec![],
+            notes: vec![],
             raw: Some(raw),
         });
         old_chain = old_next;
@@ -507,6 +535,37 @@ pub fn bump(
         conflict_tree,
         series_raw,
     })
+}
+
+/// After a review, `Depends-On` trailers naming a definition the new upstream no longer has are
+/// removed from the overlay (they could never be checked again), and said so.
+fn drop_vanished_dependencies(
+    ov: &Overlay,
+    raw: String,
+    new_base: &Tree,
+    src: &dyn BlobSource,
+) -> Result<(String, Vec<String>)> {
+    let mut notes = Vec::new();
+    let mut raw = raw;
+    for d in &ov.trailers.depends_on {
+        let bytes = new_base.bytes(&d.path, src)?.unwrap_or_default();
+        let ix = crate::symbols::scan(&String::from_utf8_lossy(&bytes));
+        if ix.fingerprint_of(&d.symbol).is_some() {
+            continue;
+        }
+        let line = format!("Depends-On: {}::{}\n", d.path, d.symbol);
+        if let Some(at) = raw.find(&line) {
+            raw.replace_range(at..at + line.len(), "");
+            notes.push(format!(
+                "dropped `Depends-On: {}::{}` (no longer upstream); add the definition it depends on now, if any",
+                d.path, d.symbol
+            ));
+        }
+    }
+    if !notes.is_empty() {
+        parse_overlay(&ov.name, &ov.path, &raw)?;
+    }
+    Ok((raw, notes))
 }
 
 /// Replaces `rev` of `[upstream.<name>]` in pins.toml, keeping everything else byte for byte.

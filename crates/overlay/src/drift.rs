@@ -22,7 +22,12 @@ pub enum Status {
     Clean,
     Moved,
     ContextDrift,
+    /// Carried by the merge, but a watched definition was removed upstream or part of the overlay
+    /// is already upstream: `bump-pin` stops at it for review.
+    Review,
     Upstreamed,
+    /// After a conflicting overlay that touches the same files: its fate depends on the resolution.
+    Blocked,
     Conflict,
 }
 
@@ -32,7 +37,9 @@ impl Status {
             Status::Clean => "clean",
             Status::Moved => "moved",
             Status::ContextDrift => "context-drift",
+            Status::Review => "review",
             Status::Upstreamed => "upstreamed",
+            Status::Blocked => "blocked",
             Status::Conflict => "conflict",
         }
     }
@@ -47,6 +54,8 @@ impl Status {
 pub enum HunkStatus {
     Exact,
     Moved,
+    /// Its context changed so it cannot be placed textually, but the 3-way merge carries it.
+    Merged,
     Upstreamed,
     Conflict,
 }
@@ -82,6 +91,13 @@ pub struct OverlayDrift {
     pub status: Status,
     /// Some hunks (not all) are already upstream.
     pub partially_upstreamed: bool,
+    /// For `blocked`: the earlier conflicting overlay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_by: Option<String>,
+    /// For `review`: why the bump stops at this overlay.
+    pub review: Vec<String>,
+    /// For `conflict`: the files where the 3-way merge leaves conflict markers.
+    pub conflicts: Vec<String>,
     pub changed_symbols: Vec<String>,
     pub symbol_changes: Vec<SymbolChange>,
     pub hunks: Vec<HunkDrift>,
@@ -207,6 +223,12 @@ fn file_entry(text: &Text, mode: u32) -> Entry {
 
 /// Classifies every overlay of `series` for a move of the upstream from `from` to `to`, evaluating
 /// the series as a chain (each overlay on top of the previous ones) on both sides.
+///
+/// This is the one classification `drift` and `bump-pin` share: whether an overlay conflicts, is
+/// upstream, or carries across is decided by the same 3-way merge `bump-pin` performs
+/// ([`crate::bump::merge_overlay`], git's algorithm); hunk placement and the watched symbols only
+/// add what needs a human's review. An overlay after a conflicting one that touches a file the
+/// conflicting one touches is `blocked` by it (its result depends on the resolution).
 pub fn classify(
     from: &Tree,
     to: &Tree,
@@ -214,207 +236,384 @@ pub fn classify(
     src: &dyn BlobSource,
     caches: &mut Caches,
 ) -> Result<Vec<OverlayDrift>> {
-    let mut from_chain = from.clone();
-    let mut to_chain = to.clone();
+    let mut chains = Chains {
+        from_up: from,
+        to_up: to,
+        from_chain: from.clone(),
+        to_chain: to.clone(),
+    };
+    // Files of conflicting (or blocked) overlays, and which overlay holds each first.
+    let mut stuck: BTreeMap<String, String> = BTreeMap::new();
     let mut out = Vec::new();
     for ov in &series.overlays {
-        out.push(classify_one(
-            ov,
-            from,
-            to,
-            &mut from_chain,
-            &mut to_chain,
-            src,
-            caches,
-        )?);
+        let paths = overlay_paths(ov);
+        if let Some(by) = paths.iter().find_map(|p| stuck.get(p)) {
+            let by = by.clone();
+            chains.from_chain.apply_overlay(ov, src)?;
+            for p in paths {
+                stuck.entry(p).or_insert_with(|| by.clone());
+            }
+            out.push(OverlayDrift::blocked(&ov.name, by));
+            continue;
+        }
+        let d = classify_one(ov, &mut chains, src, caches)?;
+        if d.status == Status::Conflict {
+            for p in paths {
+                stuck.entry(p).or_insert_with(|| ov.name.clone());
+            }
+        }
+        out.push(d);
     }
     Ok(out)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The paths an overlay reads or writes.
+fn overlay_paths(ov: &Overlay) -> Vec<String> {
+    ov.files
+        .iter()
+        .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
+        .flatten()
+        .collect()
+}
+
+/// Upstream at both commits, and the series applied so far on each side.
+struct Chains<'a> {
+    from_up: &'a Tree,
+    to_up: &'a Tree,
+    from_chain: Tree,
+    to_chain: Tree,
+}
+
+impl OverlayDrift {
+    fn blocked(name: &str, by: String) -> OverlayDrift {
+        OverlayDrift {
+            name: name.to_string(),
+            status: Status::Blocked,
+            partially_upstreamed: false,
+            blocked_by: Some(by),
+            review: Vec::new(),
+            conflicts: Vec::new(),
+            changed_symbols: Vec::new(),
+            symbol_changes: Vec::new(),
+            hunks: Vec::new(),
+        }
+    }
+}
+
 fn classify_one(
     ov: &Overlay,
-    from_up: &Tree,
-    to_up: &Tree,
-    from_chain: &mut Tree,
-    to_chain: &mut Tree,
+    chains: &mut Chains<'_>,
     src: &dyn BlobSource,
     caches: &mut Caches,
 ) -> Result<OverlayDrift> {
-    let mut hunks = Vec::new();
     let mut watched: BTreeMap<(String, String), String> = BTreeMap::new();
     for d in &ov.trailers.depends_on {
         watched.insert((d.path.clone(), d.symbol.clone()), "Depends-On".into());
     }
-    let mut to_next = to_chain.clone();
+    let mut hunks = Vec::new();
+    let mut to_next = chains.to_chain.clone();
     for fp in &ov.files {
-        let file = fp.path().to_string();
-        let mut push = |i: usize, h: &Hunk, status, actual, symbol, reason: Option<String>| {
-            hunks.push(HunkDrift {
-                file: file.clone(),
-                hunk: i + 1,
-                status,
-                recorded: h.old_start,
-                actual,
-                symbol,
-                reason,
-            });
-        };
-        // The old pin: where each hunk sits and which definition it is in.
-        let from_text = match &fp.old_path {
-            Some(p) => caches
-                .text(from_chain, p, src)?
-                .ok_or_else(|| not_at_pin(ov, fp))?,
-            None => Arc::new(Text::parse("")),
-        };
-        let from_syms = match &fp.old_path {
-            Some(p) => caches.symbols(from_chain, p, src)?,
-            None => None,
-        };
-        let (_, from_pl) =
-            crate::apply::apply_hunks(&from_text, fp).map_err(|_| not_at_pin(ov, fp))?;
-        let from_pos: Vec<usize> = from_pl
+        place_file(
+            ov,
+            fp,
+            &chains.from_chain,
+            &mut to_next,
+            src,
+            caches,
+            &mut hunks,
+            &mut watched,
+        )?;
+    }
+    let symbol_changes = watch_symbols(ov, watched, chains.from_up, chains.to_up, src, caches)?;
+    // The merge bump-pin performs decides conflict / upstream / carried.
+    let mut from_next = chains.from_chain.clone();
+    from_next.apply_overlay(ov, src)?;
+    let labels = ("old pin", "overlay", "new upstream");
+    let (merged, conflicts) = crate::bump::merge_overlay(
+        ov,
+        &chains.from_chain,
+        &from_next,
+        &chains.to_chain,
+        src,
+        labels,
+    )?;
+    let carried = if conflicts.is_empty() {
+        let paths = overlay_paths(ov).into_iter().collect();
+        crate::bump::canonical_files(&chains.to_chain, &merged, &paths, src)?
+    } else {
+        Vec::new()
+    };
+    chains.from_chain = from_next;
+    let mut review = Vec::new();
+    let status = if !conflicts.is_empty() {
+        Status::Conflict
+    } else if carried.is_empty() {
+        // Nothing left to carry: every change is already upstream.
+        for h in &mut hunks {
+            if h.status != HunkStatus::Upstreamed {
+                h.status = HunkStatus::Upstreamed;
+                h.reason = Some("the 3-way merge finds the change already upstream".into());
+            }
+        }
+        Status::Upstreamed
+    } else {
+        for h in &mut hunks {
+            if h.status == HunkStatus::Conflict {
+                // Textually misplaced, but git's merge carries it: review, not a conflict.
+                h.status = HunkStatus::Merged;
+                h.reason = h
+                    .reason
+                    .take()
+                    .map(|r| format!("{r}; the 3-way merge carries it"));
+            }
+        }
+        let upstreamed: Vec<&HunkDrift> = hunks
             .iter()
-            .zip(&fp.hunks)
-            .map(|(p, h)| p.actual - usize::from(h.old_len > 0))
+            .filter(|h| h.status == HunkStatus::Upstreamed)
             .collect();
-        let pin_symbol = |i: usize| {
-            from_syms
-                .as_ref()
-                .and_then(|ix| symbol_for(ix, &from_text, &fp.hunks[i], from_pos[i]))
-        };
-        if let (Some(ix), Some(p)) = (&from_syms, &fp.old_path) {
-            for (i, h) in fp.hunks.iter().enumerate() {
-                for s in touched(ix, h, from_pos[i]).into_iter().chain(pin_symbol(i)) {
-                    watched
-                        .entry((p.clone(), s))
-                        .or_insert_with(|| format!("encloses hunk #{} of {p}", i + 1));
-                }
-            }
+        for h in &upstreamed {
+            review.push(format!(
+                "{} hunk #{} is already upstream while the rest is not: check that the carried overlay does not add it twice",
+                h.file, h.hunk
+            ));
         }
-        // The target.
-        if fp.is_new() {
-            let want = crate::apply::apply_hunks(&Text::parse(""), fp)
-                .map(|r| r.0)
-                .map_err(|_| not_at_pin(ov, fp))?;
-            let path = fp.new_path.as_deref().expect("new file has a path");
-            match caches.text(&to_next, path, src)? {
-                Some(have) if *have == want => fp
-                    .hunks
-                    .iter()
-                    .enumerate()
-                    .for_each(|(i, h)| push(i, h, HunkStatus::Upstreamed, None, None, None)),
-                Some(_) => fp.hunks.iter().enumerate().for_each(|(i, h)| {
-                    push(
-                        i,
-                        h,
-                        HunkStatus::Conflict,
-                        None,
-                        None,
-                        Some(format!("{path} now exists upstream with other content")),
-                    )
-                }),
-                None => {
-                    fp.hunks.iter().enumerate().for_each(|(i, h)| {
-                        push(i, h, HunkStatus::Exact, Some(h.old_start), None, None)
-                    });
-                    to_next.entries.insert(
-                        path.to_string(),
-                        file_entry(&want, fp.new_mode.unwrap_or(MODE_FILE)),
-                    );
-                }
-            }
-            continue;
+        for c in symbol_changes.iter().filter(|c| c.removed) {
+            review.push(format!(
+                "{}::{} ({}) no longer exists upstream",
+                c.path, c.symbol, c.watched_because
+            ));
         }
-        let old_path = fp.old_path.as_deref().expect("not new");
-        let Some(to_text) = caches.text(&to_next, old_path, src)? else {
-            let (status, reason) = if fp.is_delete() {
-                (HunkStatus::Upstreamed, None)
-            } else {
-                (
-                    HunkStatus::Conflict,
-                    Some(format!("{old_path} no longer exists upstream")),
-                )
-            };
-            fp.hunks
-                .iter()
-                .enumerate()
-                .for_each(|(i, h)| push(i, h, status, None, pin_symbol(i), reason.clone()));
-            continue;
-        };
-        let to_syms = caches
-            .symbols(&to_next, old_path, src)?
-            .expect("text exists");
-        let (mut cursor, mut drift) = (0usize, 0isize);
-        let mut placed: Vec<(&Hunk, usize)> = Vec::new();
+        let any = |s: HunkStatus| hunks.iter().any(|h| h.status == s);
+        if !review.is_empty() {
+            Status::Review
+        } else if !symbol_changes.is_empty() || any(HunkStatus::Merged) {
+            Status::ContextDrift
+        } else if any(HunkStatus::Moved) {
+            Status::Moved
+        } else {
+            Status::Clean
+        }
+    };
+    if status != Status::Conflict {
+        chains.to_chain = merged;
+    }
+    let upstreamed = hunks
+        .iter()
+        .filter(|h| h.status == HunkStatus::Upstreamed)
+        .count();
+    let mut changed_symbols: Vec<String> =
+        symbol_changes.iter().map(|c| c.symbol.clone()).collect();
+    changed_symbols.dedup();
+    Ok(OverlayDrift {
+        name: ov.name.clone(),
+        status,
+        partially_upstreamed: upstreamed > 0 && upstreamed < hunks.len(),
+        blocked_by: None,
+        review,
+        conflicts,
+        changed_symbols,
+        symbol_changes,
+        hunks,
+    })
+}
+
+/// Places one file patch's hunks at the target chain (never with fuzz), recording each hunk's fate
+/// and the definitions to watch; updates `to_next` with the placed hunks.
+#[allow(clippy::too_many_arguments)]
+fn place_file(
+    ov: &Overlay,
+    fp: &FilePatch,
+    from_chain: &Tree,
+    to_next: &mut Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+    hunks: &mut Vec<HunkDrift>,
+    watched: &mut BTreeMap<(String, String), String>,
+) -> Result<()> {
+    let file = fp.path().to_string();
+    let mut push = |i: usize, h: &Hunk, status, actual, symbol, reason: Option<String>| {
+        hunks.push(HunkDrift {
+            file: file.clone(),
+            hunk: i + 1,
+            status,
+            recorded: h.old_start,
+            actual,
+            symbol,
+            reason,
+        });
+    };
+    // The old pin: where each hunk sits and which definition it is in.
+    let from_text = match &fp.old_path {
+        Some(p) => caches
+            .text(from_chain, p, src)?
+            .ok_or_else(|| not_at_pin(ov, fp))?,
+        None => Arc::new(Text::parse("")),
+    };
+    let from_syms = match &fp.old_path {
+        Some(p) => caches.symbols(from_chain, p, src)?,
+        None => None,
+    };
+    let (_, from_pl) = crate::apply::apply_hunks(&from_text, fp).map_err(|_| not_at_pin(ov, fp))?;
+    let from_pos: Vec<usize> = from_pl
+        .iter()
+        .zip(&fp.hunks)
+        .map(|(p, h)| p.actual - usize::from(h.old_len > 0))
+        .collect();
+    let pin_symbol = |i: usize| {
+        from_syms
+            .as_ref()
+            .and_then(|ix| symbol_for(ix, &from_text, &fp.hunks[i], from_pos[i]))
+    };
+    if let (Some(ix), Some(p)) = (&from_syms, &fp.old_path) {
         for (i, h) in fp.hunks.iter().enumerate() {
-            let sym = pin_symbol(i);
-            match locate(&to_text, h, cursor, drift) {
-                Ok(pos) => {
-                    let now = symbol_for(&to_syms, &to_text, h, pos);
-                    if now != sym {
-                        let reason = format!(
-                            "its context now matches only at line {} {}, but it was written {}",
-                            pos + 1,
-                            now.as_deref()
-                                .map_or("outside any definition".into(), |s| format!("inside {s}")),
-                            sym.as_deref()
-                                .map_or("outside any definition".into(), |s| format!("inside {s}"))
-                        );
-                        push(i, h, HunkStatus::Conflict, Some(pos + 1), sym, Some(reason));
-                        continue;
-                    }
-                    let status = if pos + usize::from(h.old_len > 0) == h.old_start {
-                        HunkStatus::Exact
-                    } else {
-                        HunkStatus::Moved
-                    };
-                    push(
-                        i,
-                        h,
-                        status,
-                        Some(pos + usize::from(h.old_len > 0)),
-                        sym,
-                        None,
-                    );
-                    drift = pos as isize - (h.old_start as isize - isize::from(h.old_len > 0));
-                    cursor = pos + h.preimage().count();
-                    placed.push((h, pos));
-                }
-                Err(why) => {
-                    let rev = reverse(h);
-                    match locate(&to_text, &rev, cursor, drift) {
-                        Ok(pos) => {
-                            push(i, h, HunkStatus::Upstreamed, Some(pos + 1), sym, None);
-                            cursor = pos + rev.preimage().count();
-                        }
-                        Err(_) => {
-                            push(i, h, HunkStatus::Conflict, None, sym, Some(why.to_string()))
-                        }
-                    }
-                }
+            for s in touched(ix, h, from_pos[i]).into_iter().chain(pin_symbol(i)) {
+                watched
+                    .entry((p.clone(), s))
+                    .or_insert_with(|| format!("encloses hunk #{} of {p}", i + 1));
             }
-        }
-        let result = splice(&to_text, &placed);
-        let mode = to_next.entries.get(old_path).map_or(MODE_FILE, |e| e.mode);
-        if fp.is_delete() && placed.len() == fp.hunks.len() {
-            to_next.entries.remove(old_path);
-        } else if !placed.is_empty() {
-            to_next.entries.remove(old_path);
-            let new_path = fp.new_path.as_deref().unwrap_or(old_path);
-            to_next.entries.insert(
-                new_path.to_string(),
-                file_entry(&result, fp.new_mode.unwrap_or(mode)),
-            );
         }
     }
-    // Watched symbols: compare upstream's own versions (overlays excluded) at both commits.
+    // The target.
+    if fp.is_new() {
+        let want = crate::apply::apply_hunks(&Text::parse(""), fp)
+            .map(|r| r.0)
+            .map_err(|_| not_at_pin(ov, fp))?;
+        let path = fp.new_path.as_deref().expect("new file has a path");
+        match caches.text(to_next, path, src)? {
+            Some(have) if *have == want => fp
+                .hunks
+                .iter()
+                .enumerate()
+                .for_each(|(i, h)| push(i, h, HunkStatus::Upstreamed, None, None, None)),
+            Some(_) => fp.hunks.iter().enumerate().for_each(|(i, h)| {
+                push(
+                    i,
+                    h,
+                    HunkStatus::Conflict,
+                    None,
+                    None,
+                    Some(format!("{path} now exists upstream with other content")),
+                )
+            }),
+            None => {
+                fp.hunks.iter().enumerate().for_each(|(i, h)| {
+                    push(i, h, HunkStatus::Exact, Some(h.old_start), None, None)
+                });
+                to_next.entries.insert(
+                    path.to_string(),
+                    file_entry(&want, fp.new_mode.unwrap_or(MODE_FILE)),
+                );
+            }
+        }
+        return Ok(());
+    }
+    let old_path = fp.old_path.as_deref().expect("not new");
+    let Some(to_text) = caches.text(to_next, old_path, src)? else {
+        let (status, reason) = if fp.is_delete() {
+            (HunkStatus::Upstreamed, None)
+        } else {
+            (
+                HunkStatus::Conflict,
+                Some(format!("{old_path} no longer exists upstream")),
+            )
+        };
+        fp.hunks
+            .iter()
+            .enumerate()
+            .for_each(|(i, h)| push(i, h, status, None, pin_symbol(i), reason.clone()));
+        return Ok(());
+    };
+    let to_syms = caches
+        .symbols(to_next, old_path, src)?
+        .expect("text exists");
+    let (mut cursor, mut drift) = (0usize, 0isize);
+    let mut placed: Vec<(&Hunk, usize)> = Vec::new();
+    for (i, h) in fp.hunks.iter().enumerate() {
+        let sym = pin_symbol(i);
+        // Is the change already there, at its place? Asked before searching for the old text
+        // anywhere else (an insertion's context can reappear below the inserted lines).
+        if !crate::apply::at_expected(&to_text, h, cursor, drift)
+            && let Some(pos) = crate::apply::already_applied_at(&to_text, h, cursor, drift)
+        {
+            push(i, h, HunkStatus::Upstreamed, Some(pos + 1), sym, None);
+            cursor = pos + reverse(h).preimage().count();
+            continue;
+        }
+        match locate(&to_text, h, cursor, drift) {
+            Ok(pos) => {
+                let now = symbol_for(&to_syms, &to_text, h, pos);
+                if now != sym {
+                    let reason = format!(
+                        "its context now matches only at line {} {}, but it was written {}",
+                        pos + 1,
+                        now.as_deref()
+                            .map_or("outside any definition".into(), |s| format!("inside {s}")),
+                        sym.as_deref()
+                            .map_or("outside any definition".into(), |s| format!("inside {s}"))
+                    );
+                    push(i, h, HunkStatus::Conflict, Some(pos + 1), sym, Some(reason));
+                    continue;
+                }
+                let status = if pos + usize::from(h.old_len > 0) == h.old_start {
+                    HunkStatus::Exact
+                } else {
+                    HunkStatus::Moved
+                };
+                push(
+                    i,
+                    h,
+                    status,
+                    Some(pos + usize::from(h.old_len > 0)),
+                    sym,
+                    None,
+                );
+                drift = pos as isize - (h.old_start as isize - isize::from(h.old_len > 0));
+                cursor = pos + h.preimage().count();
+                placed.push((h, pos));
+            }
+            Err(why) => {
+                let rev = reverse(h);
+                match locate(&to_text, &rev, cursor, drift) {
+                    Ok(pos) => {
+                        push(i, h, HunkStatus::Upstreamed, Some(pos + 1), sym, None);
+                        cursor = pos + rev.preimage().count();
+                    }
+                    Err(_) => push(i, h, HunkStatus::Conflict, None, sym, Some(why.to_string())),
+                }
+            }
+        }
+    }
+    let result = splice(&to_text, &placed);
+    let mode = to_next.entries.get(old_path).map_or(MODE_FILE, |e| e.mode);
+    if fp.is_delete() && placed.len() == fp.hunks.len() {
+        to_next.entries.remove(old_path);
+    } else if !placed.is_empty() {
+        to_next.entries.remove(old_path);
+        let new_path = fp.new_path.as_deref().unwrap_or(old_path);
+        to_next.entries.insert(
+            new_path.to_string(),
+            file_entry(&result, fp.new_mode.unwrap_or(mode)),
+        );
+    }
+    Ok(())
+}
+
+/// Watched symbols: upstream's own versions (overlays excluded) compared at both commits.
+fn watch_symbols(
+    ov: &Overlay,
+    watched: BTreeMap<(String, String), String>,
+    from_up: &Tree,
+    to_up: &Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<Vec<SymbolChange>> {
     let mut symbol_changes = Vec::new();
     for ((path, sym), why) in watched {
         let before = caches.symbols(from_up, &path, src)?;
         let Some(a) = before.as_ref().and_then(|ix| ix.fingerprint_of(&sym)) else {
             if why == "Depends-On" {
-                return Err(Error::input(&ov.path, None, format!("Depends-On: {path}::{sym}: no such definition in upstream at the pin"))
+                let line = depends_on_line(ov, &path, &sym);
+                return Err(Error::input(&ov.path, line, format!("Depends-On: {path}::{sym}: no such definition in upstream at the pin"))
                     .with_help("fix the trailer: the path is relative to the upstream root, the symbol a function, class or macro name"));
             }
             continue; // introduced by an overlay, not upstream's
@@ -445,37 +644,19 @@ fn classify_one(
             diff: d,
         });
     }
-    let any = |s: HunkStatus| hunks.iter().any(|h| h.status == s);
-    let upstreamed = hunks
-        .iter()
-        .filter(|h| h.status == HunkStatus::Upstreamed)
-        .count();
-    let status = if any(HunkStatus::Conflict) {
-        Status::Conflict
-    } else if upstreamed > 0 {
-        Status::Upstreamed
-    } else if !symbol_changes.is_empty() {
-        Status::ContextDrift
-    } else if any(HunkStatus::Moved) {
-        Status::Moved
-    } else {
-        Status::Clean
-    };
-    from_chain.apply_overlay(ov, src)?;
-    if status != Status::Conflict {
-        *to_chain = to_next;
-    }
-    let mut changed_symbols: Vec<String> =
-        symbol_changes.iter().map(|c| c.symbol.clone()).collect();
-    changed_symbols.dedup();
-    Ok(OverlayDrift {
-        name: ov.name.clone(),
-        status,
-        partially_upstreamed: upstreamed > 0 && upstreamed < hunks.len(),
-        changed_symbols,
-        symbol_changes,
-        hunks,
-    })
+    Ok(symbol_changes)
+}
+
+/// The 1-based line of the overlay file holding `Depends-On: path::sym`, if found.
+pub fn depends_on_line(ov: &Overlay, path: &str, sym: &str) -> Option<usize> {
+    let want = format!("{path}::{sym}");
+    ov.raw
+        .lines()
+        .position(|l| {
+            l.strip_prefix("Depends-On:")
+                .is_some_and(|v| v.trim() == want)
+        })
+        .map(|i| i + 1)
 }
 
 fn ensure_nl(mut s: String) -> String {

@@ -1,6 +1,7 @@
 //! One integration-test binary (as ripgrep does): every test runs the real `cargo xtask` binary
 //! against synthetic upstream repositories built with real git, and compares with `git am`.
 
+mod agree;
 mod apply;
 mod bump;
 mod concurrency;
