@@ -5,6 +5,7 @@ mod bench;
 mod bench_qmm;
 mod build_mlx;
 mod commands;
+mod diffgit;
 mod fuzz;
 mod metal_sim;
 mod progress;
@@ -80,6 +81,8 @@ enum Cmd {
     Drift(commands::DriftArgs),
     /// Run the engine's libFuzzer targets for a time budget each and report their stats
     Fuzz(fuzz::FuzzArgs),
+    /// Differential test on real history: bump-pin against git cherry-pick, drift against bump-pin
+    Diffgit(diffgit::DiffgitArgs),
 }
 
 fn main() -> ExitCode {
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
         Cmd::BuildMlx(a) => commands::build_mlx(&cli.global, a),
         Cmd::MetalSim(a) => metal_sim::run(a, &cli.global),
         Cmd::Fuzz(a) => fuzz::run(&cli.global, a),
+        Cmd::Diffgit(a) => diffgit::run(&cli.global, a),
     };
     match result {
         Ok(code) => code,

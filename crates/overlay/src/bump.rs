@@ -141,11 +141,67 @@ pub fn merge3(
                 .with_help("please report it with the three inputs"),
         );
     };
-    Ok(if r.is_automergeable() {
-        Ok(content.to_vec())
+    if r.is_automergeable() {
+        return Ok(Ok(content.to_vec()));
+    }
+    // xdiff's Myers alignment can leave a "conflict" whose two sides are the same lines (git's
+    // cherry-pick, with histogram, does not): both sides made the same change, so take it.
+    let (collapsed, remaining) = collapse_identical(content, labels.1, labels.2);
+    Ok(if remaining == 0 {
+        Ok(collapsed)
     } else {
-        Err(content.to_vec())
+        Err(collapsed)
     })
+}
+
+/// Replaces every conflict region whose two sides are identical by that text; returns the result
+/// and how many real conflicts remain.
+pub fn collapse_identical(content: &[u8], ours: &str, theirs: &str) -> (Vec<u8>, usize) {
+    let open = format!("<<<<<<< {ours}");
+    let close = format!(">>>>>>> {theirs}");
+    let is = |l: &[u8], m: &str| l.strip_suffix(b"\n").unwrap_or(l) == m.as_bytes();
+    let lines: Vec<&[u8]> = content.split_inclusive(|&b| b == b'\n').collect();
+    let (mut out, mut remaining, mut i) = (Vec::new(), 0, 0);
+    while i < lines.len() {
+        if !is(lines[i], &open) {
+            out.extend_from_slice(lines[i]);
+            i += 1;
+            continue;
+        }
+        // <<<<<<< ours / [||||||| base] / ======= / theirs / >>>>>>> theirs
+        let mut j = i + 1;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut part = 0; // 0 ours, 1 base, 2 theirs
+        let mut closed = false;
+        while j < lines.len() {
+            let l = lines[j];
+            if part < 2 && l.starts_with(b"||||||| ") {
+                part = 1;
+            } else if part < 2 && is(l, "=======") {
+                part = 2;
+            } else if part == 2 && is(l, &close) {
+                closed = true;
+                break;
+            } else if part == 0 {
+                a.extend_from_slice(l);
+            } else if part == 2 {
+                b.extend_from_slice(l);
+            }
+            j += 1;
+        }
+        if !closed {
+            lines[i..].iter().for_each(|l| out.extend_from_slice(l));
+            return (out, remaining + 1);
+        }
+        if a == b {
+            out.extend_from_slice(&a);
+        } else {
+            lines[i..=j].iter().for_each(|l| out.extend_from_slice(l));
+            remaining += 1;
+        }
+        i = j + 1;
+    }
+    (out, remaining)
 }
 
 /// A superset of libgit2's `git_str_is_binary`: a NUL, or any control byte that is not whitespace,
@@ -673,4 +729,27 @@ pub fn conflict_markers(tree: &Tree, base: &Tree, src: &dyn BlobSource) -> Resul
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::collapse_identical;
+
+    #[test]
+    fn identical_sides_are_not_a_conflict_different_ones_stay() {
+        let m = b"a\n<<<<<<< overlay\nx\ny\n=======\nx\ny\n>>>>>>> new upstream\nb\n<<<<<<< overlay\n1\n||||||| old pin\n0\n=======\n2\n>>>>>>> new upstream\n";
+        let (out, remaining) = collapse_identical(m, "overlay", "new upstream");
+        assert_eq!(remaining, 1);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "a\nx\ny\nb\n<<<<<<< overlay\n1\n||||||| old pin\n0\n=======\n2\n>>>>>>> new upstream\n"
+        );
+        // An unterminated region stays as it is, and counts.
+        let (out, remaining) =
+            collapse_identical(b"<<<<<<< overlay\nx\n", "overlay", "new upstream");
+        assert_eq!(
+            (out.as_slice(), remaining),
+            (&b"<<<<<<< overlay\nx\n"[..], 1)
+        );
+    }
 }

@@ -5,6 +5,7 @@ mod agree;
 mod apply;
 mod bump;
 mod concurrency;
+mod diffgit;
 mod drift;
 mod export;
 mod fixture;
