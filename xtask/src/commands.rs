@@ -1,6 +1,5 @@
 //! The commands: load the project, call the engine, print.
 
-use crate::workspace_root;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,6 +17,29 @@ use overlay::upstream::{UpstreamRepo, default_cache_root};
 use crate::Global;
 use crate::progress::Progress;
 
+/// The project: `--root`, else the nearest folder holding pins.toml from the current directory
+/// upward (as git and cargo find theirs).
+pub fn project_root(g: &Global) -> Result<PathBuf> {
+    let pins = overlay::manifest::PINS_FILE;
+    if let Some(r) = &g.root {
+        if !r.join(pins).is_file() {
+            bail!(
+                "{}: not a project (no {pins} there); pass the folder that holds {pins} to --root",
+                r.display()
+            );
+        }
+        return Ok(r.clone());
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    match cwd.ancestors().find(|d| d.join(pins).is_file()) {
+        Some(d) => Ok(d.to_path_buf()),
+        None => bail!(
+            "not in a project: no {pins} in {} or any folder above it; run inside a project or pass --root DIR",
+            cwd.display()
+        ),
+    }
+}
+
 pub struct Ctx {
     pub project: Project,
     pub json: bool,
@@ -30,7 +52,7 @@ impl Ctx {
     /// Loads the project under its lock: `Shared` for commands that only read it, `Exclusive` for
     /// those that write the project or a tree. Finishes a write a killed process left first.
     pub fn load(g: &Global, mode: LockMode, command: &str) -> Result<Ctx> {
-        let root = g.root.clone().unwrap_or_else(workspace_root);
+        let root = project_root(g)?;
         // No lock (and no target/ created) where there is no project: let load explain.
         let lock = if root.join(overlay::manifest::PINS_FILE).exists()
             || overlay::txn::pending(&root)
@@ -534,8 +556,11 @@ pub struct DriftArgs {
 
 /// Resolves a commit-ish in the upstream cache, fetching once if it is unknown.
 pub fn resolve_rev(ctx: &Ctx, repo: &UpstreamRepo, rev: &str) -> Result<git2::Oid> {
-    if let Ok(id) = repo.resolve(rev) {
-        return Ok(id);
+    match repo.resolve(rev) {
+        Ok(id) => return Ok(id),
+        // More history cannot make an abbreviation less ambiguous.
+        Err(e) if e.to_string().contains("is ambiguous") => return Err(e.into()),
+        Err(_) => {}
     }
     let up = ctx.upstream();
     let mut bar = Progress::new(&format!("fetching {}", up.name));

@@ -182,3 +182,18 @@ fn ambiguous_context_is_refused_where_git_apply_guesses() {
         .unwrap();
     git(&clone, t, &["apply", "--check", patch.to_str().unwrap()]);
 }
+
+/// An ambiguous abbreviation (two real MLX commits start with 0070e) lists the candidates once,
+/// without libgit2's class and code.
+#[test]
+fn an_ambiguous_rev_lists_its_candidates() {
+    let (code, out, err) = xtask(None, &["drift", "--to", "0070e"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("\"0070e\" is ambiguous")
+            && err.contains("0070e1db4075")
+            && err.contains("0070e360a142")
+            && !err.contains("class="),
+        "{err}"
+    );
+}

@@ -11,6 +11,7 @@ mod export;
 mod fixture;
 mod hostile;
 mod interrupt;
+mod messages;
 mod refresh;
 mod render;
 mod reports;
