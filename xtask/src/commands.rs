@@ -1078,7 +1078,16 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         .filter(|o| o.drift.status == overlay::drift::Status::Review)
         .map(|o| (o.drift.name.clone(), o.drift.review.clone()))
         .collect();
-    let outcome = overlay::bump::bump(
+    let guidance = overlay::bump::Guidance {
+        review,
+        renames: overlay::drift::upstream_renames(
+            repo.repo(),
+            from,
+            to,
+            &overlay::drift::relevant_paths(&series),
+        )?,
+    };
+    let outcome = overlay::bump::bump_guided(
         &old_base,
         &new_base,
         &series,
@@ -1086,8 +1095,8 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         a.drop_upstreamed,
         &done,
         resolved,
-        &review,
         labels,
+        &guidance,
     )?;
 
     let mut h = String::new();
@@ -1120,7 +1129,9 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
             }
         }
         for c in &d.drift.symbol_changes {
-            if matches!(o.action, Action::Kept | Action::Rewritten | Action::Review) {
+            // (A review stop already listed the removed ones among its reasons.)
+            let listed = o.action == Action::Review && c.removed;
+            if matches!(o.action, Action::Kept | Action::Rewritten | Action::Review) && !listed {
                 let what = if c.removed { "removed" } else { "changed" };
                 let _ = writeln!(
                     h,

@@ -310,12 +310,17 @@ fn compare_pair(
     counts: &mut Counts,
 ) -> Result<()> {
     let base = parent(repo, c)?;
-    let paths: BTreeSet<String> = overlay::drift::relevant_paths(series).into_iter().collect();
+    let relevant = overlay::drift::relevant_paths(series);
+    let renames = overlay::drift::upstream_renames(repo, base, d, &relevant)?;
+    let paths: BTreeSet<String> = relevant
+        .into_iter()
+        .chain(renames.values().cloned())
+        .collect();
     let list: Vec<String> = paths.iter().cloned().collect();
     let from = overlay::drift::subset_tree(repo, base, &list)?;
     let to = overlay::drift::subset_tree(repo, d, &list)?;
     let mut caches = overlay::drift::Caches::default();
-    let drift = overlay::drift::classify(&from, &to, series, repo, &mut caches)?;
+    let drift = overlay::drift::classify(&from, &to, series, repo, &mut caches, &renames)?;
     let status = drift[0].status;
     let review: BTreeMap<String, Vec<String>> = drift
         .iter()
@@ -323,7 +328,18 @@ fn compare_pair(
         .map(|o| (o.name.clone(), o.review.clone()))
         .collect();
     let labels = ("old pin", "overlay", "new upstream");
-    let out = overlay::bump::bump(&from, &to, series, repo, false, &[], None, &review, labels)?;
+    let guidance = overlay::bump::Guidance { review, renames };
+    let out = overlay::bump::bump_guided(
+        &from,
+        &to,
+        series,
+        repo,
+        false,
+        &[],
+        None,
+        labels,
+        &guidance,
+    )?;
     let action = out.overlays[0].action.clone();
     let ours = match (&action, &out.conflict_tree) {
         (Action::Conflict, _) => Verdict::Conflict,
@@ -385,7 +401,8 @@ fn control(
     let from = overlay::drift::subset_tree(repo, parent(repo, c)?, &list)?;
     let to = overlay::drift::subset_tree(repo, c, &list)?;
     let mut caches = overlay::drift::Caches::default();
-    let d = overlay::drift::classify(&from, &to, series, repo, &mut caches)?;
+    let renames = overlay::drift::upstream_renames(repo, parent(repo, c)?, c, &list)?;
+    let d = overlay::drift::classify(&from, &to, series, repo, &mut caches, &renames)?;
     counts.controls += 1;
     if d[0].status == Status::Upstreamed {
         counts.control_upstreamed += 1;

@@ -233,6 +233,9 @@ fn set(tree: &mut Tree, path: &str, bytes: Option<Vec<u8>>, mode: u32) {
 
 /// Merges one overlay onto `new_before`. Returns the merged tree, or the tree with conflict markers
 /// and the conflicting paths.
+///
+/// `renames` are upstream's renames between the two pins (old path -> new path): a file the
+/// overlay changes that upstream moved is merged at its new path, as git's merge follows renames.
 pub fn merge_overlay(
     ov: &Overlay,
     old_before: &Tree,
@@ -240,10 +243,18 @@ pub fn merge_overlay(
     new_before: &Tree,
     src: &dyn BlobSource,
     labels: (&str, &str, &str),
+    renames: &BTreeMap<String, String>,
 ) -> Result<(Tree, Vec<String>)> {
     let mut out = new_before.clone();
     let mut conflicts = Vec::new();
     for fp in &ov.files {
+        if let Some(moved) = follow_rename(fp, new_before, renames) {
+            merge_moved(
+                fp, &moved, old_before, old_after, new_before, src, labels, &mut out,
+            )
+            .map(|c| conflicts.extend(c))?;
+            continue;
+        }
         let base = match &fp.old_path {
             Some(p) => text(old_before, p, src)?,
             None => None,
@@ -300,6 +311,66 @@ pub fn merge_overlay(
         }
     }
     Ok((out, conflicts))
+}
+
+/// Where upstream has the file an overlay modifies when it is no longer at its old path: at the
+/// path the overlay renames it to (upstream did the same rename), or where upstream moved it.
+fn follow_rename(
+    fp: &FilePatch,
+    new_before: &Tree,
+    renames: &BTreeMap<String, String>,
+) -> Option<String> {
+    let old = fp.old_path.as_deref()?;
+    let new = fp.new_path.as_deref()?;
+    if new_before.entries.contains_key(old) {
+        return None;
+    }
+    if fp.is_rename() && new_before.entries.contains_key(new) {
+        return Some(new.to_string());
+    }
+    renames
+        .get(old)
+        .filter(|p| new_before.entries.contains_key(p.as_str()))
+        .cloned()
+}
+
+/// Merges a modified file whose upstream version now lives at `moved`; the result goes there
+/// (or to the overlay's own new name when it renames the file the same way). Returns conflicts.
+#[allow(clippy::too_many_arguments)]
+fn merge_moved(
+    fp: &FilePatch,
+    moved: &str,
+    old_before: &Tree,
+    old_after: &Tree,
+    new_before: &Tree,
+    src: &dyn BlobSource,
+    labels: (&str, &str, &str),
+    out: &mut Tree,
+) -> Result<Vec<String>> {
+    let old = fp.old_path.as_deref().expect("followed");
+    let new = fp.new_path.as_deref().expect("followed");
+    let base = text(old_before, old, src)?.unwrap_or_default();
+    let ours = text(old_after, new, src)?.unwrap_or_default();
+    let theirs = text(new_before, moved, src)?.unwrap_or_default();
+    if fp.is_rename() && new != moved {
+        return Ok(vec![format!(
+            "{old} (renamed to {new} by the overlay, to {moved} upstream)"
+        )]);
+    }
+    let mode = fp
+        .new_mode
+        .or_else(|| new_before.entries.get(moved).map(|e| e.mode))
+        .unwrap_or(MODE_FILE);
+    Ok(match merge3(&base, &ours, &theirs, moved, labels)? {
+        Ok(m) => {
+            set(out, moved, Some(m), mode);
+            vec![]
+        }
+        Err(m) => {
+            set(out, moved, Some(m), mode);
+            vec![format!("{moved} (upstream moved {old} there)")]
+        }
+    })
 }
 
 /// The canonical file patches taking `before` to `after` for `paths`.
@@ -421,9 +492,44 @@ pub fn bump(
     drop_upstreamed: bool,
     done: &[(String, Option<String>)],
     resolved: Option<(&str, &Tree)>,
-    review: &BTreeMap<String, Vec<String>>,
     labels: (&str, &str, &str),
 ) -> Result<Outcome> {
+    bump_guided(
+        old_base,
+        new_base,
+        series,
+        src,
+        drop_upstreamed,
+        done,
+        resolved,
+        labels,
+        &Guidance::default(),
+    )
+}
+
+/// What drift's classification adds to a bump.
+#[derive(Debug, Default)]
+pub struct Guidance {
+    /// The overlays to stop at for review, with the reasons.
+    pub review: BTreeMap<String, Vec<String>>,
+    /// Upstream's renames between the pins (old path -> new path).
+    pub renames: BTreeMap<String, String>,
+}
+
+/// [`bump`] with drift's review list and upstream's renames.
+#[allow(clippy::too_many_arguments)]
+pub fn bump_guided(
+    old_base: &Tree,
+    new_base: &Tree,
+    series: &Series,
+    src: &dyn BlobSource,
+    drop_upstreamed: bool,
+    done: &[(String, Option<String>)],
+    resolved: Option<(&str, &Tree)>,
+    labels: (&str, &str, &str),
+    guidance: &Guidance,
+) -> Result<Outcome> {
+    let review = &guidance.review;
     let mut old_chain = old_base.clone();
     let mut new_chain = new_base.clone();
     let mut out = Vec::new();
@@ -477,6 +583,8 @@ pub fn bump(
             .iter()
             .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
             .flatten()
+            .flat_map(|p| [guidance.renames.get(&p).cloned(), Some(p)])
+            .flatten()
             .collect();
         if let Some((name, tree)) = resolved
             && name == ov.name
@@ -513,8 +621,15 @@ pub fn bump(
             old_chain = old_next;
             continue;
         }
-        let (merged, conflicts) =
-            merge_overlay(ov, &old_chain, &old_next, &new_chain, src, labels)?;
+        let (merged, conflicts) = merge_overlay(
+            ov,
+            &old_chain,
+            &old_next,
+            &new_chain,
+            src,
+            labels,
+            &guidance.renames,
+        )?;
         if !conflicts.is_empty() {
             out.push(OverlayBump {
                 name: ov.name.clone(),

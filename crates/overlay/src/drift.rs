@@ -229,18 +229,23 @@ fn file_entry(text: &Text, mode: u32) -> Entry {
 /// ([`crate::bump::merge_overlay`], git's algorithm); hunk placement and the watched symbols only
 /// add what needs a human's review. An overlay after a conflicting one that touches a file the
 /// conflicting one touches is `blocked` by it (its result depends on the resolution).
+///
+/// `renames` are upstream's renames between the two commits ([`upstream_renames`]): a file an
+/// overlay changes that upstream moved is followed to its new path, as git's merge does.
 pub fn classify(
     from: &Tree,
     to: &Tree,
     series: &Series,
     src: &dyn BlobSource,
     caches: &mut Caches,
+    renames: &BTreeMap<String, String>,
 ) -> Result<Vec<OverlayDrift>> {
     let mut chains = Chains {
         from_up: from,
         to_up: to,
         from_chain: from.clone(),
         to_chain: to.clone(),
+        renames,
     };
     // Files of conflicting (or blocked) overlays, and which overlay holds each first.
     let mut stuck: BTreeMap<String, String> = BTreeMap::new();
@@ -282,6 +287,7 @@ struct Chains<'a> {
     to_up: &'a Tree,
     from_chain: Tree,
     to_chain: Tree,
+    renames: &'a BTreeMap<String, String>,
 }
 
 impl OverlayDrift {
@@ -322,9 +328,17 @@ fn classify_one(
             caches,
             &mut hunks,
             &mut watched,
+            chains.renames,
         )?;
     }
-    let symbol_changes = watch_symbols(ov, watched, chains.from_up, chains.to_up, src, caches)?;
+    let symbol_changes = watch_symbols(
+        ov,
+        watched,
+        (chains.from_up, chains.to_up),
+        chains.renames,
+        src,
+        caches,
+    )?;
     // The merge bump-pin performs decides conflict / upstream / carried.
     let mut from_next = chains.from_chain.clone();
     from_next.apply_overlay(ov, src)?;
@@ -336,9 +350,14 @@ fn classify_one(
         &chains.to_chain,
         src,
         labels,
+        chains.renames,
     )?;
     let carried = if conflicts.is_empty() {
-        let paths = overlay_paths(ov).into_iter().collect();
+        let paths = overlay_paths(ov)
+            .into_iter()
+            .flat_map(|p| [chains.renames.get(&p).cloned(), Some(p)])
+            .flatten()
+            .collect();
         crate::bump::canonical_files(&chains.to_chain, &merged, &paths, src)?
     } else {
         Vec::new()
@@ -429,6 +448,7 @@ fn place_file(
     caches: &mut Caches,
     hunks: &mut Vec<HunkDrift>,
     watched: &mut BTreeMap<(String, String), String>,
+    renames: &BTreeMap<String, String>,
 ) -> Result<()> {
     let file = fp.path().to_string();
     let mut push = |i: usize, h: &Hunk, status, actual, symbol, reason: Option<String>| {
@@ -507,7 +527,19 @@ fn place_file(
         }
         return Ok(());
     }
-    let old_path = fp.old_path.as_deref().expect("not new");
+    let mut old_path = fp.old_path.as_deref().expect("not new");
+    let mut moved_note = None;
+    if !to_next.entries.contains_key(old_path) {
+        // Upstream moved the file (or made the overlay's own rename): look for it there.
+        let target = match fp.new_path.as_deref() {
+            Some(n) if fp.is_rename() && to_next.entries.contains_key(n) => Some(n),
+            _ => renames.get(old_path).map(String::as_str),
+        };
+        if let Some(t) = target.filter(|t| to_next.entries.contains_key(*t)) {
+            moved_note = Some(format!("upstream has {old_path} as {t}"));
+            old_path = t;
+        }
+    }
     let Some(to_text) = caches.text(to_next, old_path, src)? else {
         let (status, reason) = if fp.is_delete() {
             (HunkStatus::Upstreamed, None)
@@ -554,7 +586,9 @@ fn place_file(
                     push(i, h, HunkStatus::Conflict, Some(pos + 1), sym, Some(reason));
                     continue;
                 }
-                let status = if pos + usize::from(h.old_len > 0) == h.old_start {
+                let status = if moved_note.is_some() {
+                    HunkStatus::Merged
+                } else if pos + usize::from(h.old_len > 0) == h.old_start {
                     HunkStatus::Exact
                 } else {
                     HunkStatus::Moved
@@ -565,7 +599,7 @@ fn place_file(
                     status,
                     Some(pos + usize::from(h.old_len > 0)),
                     sym,
-                    None,
+                    moved_note.clone(),
                 );
                 drift = pos as isize - (h.old_start as isize - isize::from(h.old_len > 0));
                 cursor = pos + h.preimage().count();
@@ -602,8 +636,8 @@ fn place_file(
 fn watch_symbols(
     ov: &Overlay,
     watched: BTreeMap<(String, String), String>,
-    from_up: &Tree,
-    to_up: &Tree,
+    (from_up, to_up): (&Tree, &Tree),
+    renames: &BTreeMap<String, String>,
     src: &dyn BlobSource,
     caches: &mut Caches,
 ) -> Result<Vec<SymbolChange>> {
@@ -618,7 +652,9 @@ fn watch_symbols(
             }
             continue; // introduced by an overlay, not upstream's
         };
-        let after = caches.symbols(to_up, &path, src)?;
+        // A file upstream moved is compared at its new path.
+        let to_path = renames.get(&path).unwrap_or(&path).clone();
+        let after = caches.symbols(to_up, &to_path, src)?;
         let b = after.as_ref().and_then(|ix| ix.fingerprint_of(&sym));
         if Some(&a) == b.as_ref() {
             continue;
@@ -628,7 +664,7 @@ fn watch_symbols(
             before.as_ref().expect("found"),
             &sym,
         );
-        let new_text = match (&after, caches.text(to_up, &path, src)?) {
+        let new_text = match (&after, caches.text(to_up, &to_path, src)?) {
             (Some(ix), Some(t)) => symbol_text(&t, ix, &sym),
             _ => String::new(),
         };
@@ -695,6 +731,52 @@ pub fn relevant_paths(series: &Series) -> Vec<String> {
     v
 }
 
+/// Upstream's renames from `from` to `to` of those `paths` that no longer exist at `to` (git's
+/// rename detection, default threshold), old path -> new path. Empty, at no cost, when every
+/// path is still there.
+pub fn upstream_renames(
+    repo: &git2::Repository,
+    from: git2::Oid,
+    to: git2::Oid,
+    paths: &[String],
+) -> Result<BTreeMap<String, String>> {
+    let tree = |c: git2::Oid| {
+        repo.find_commit(c)
+            .and_then(|c| c.tree())
+            .map_err(|e| Error::git(format!("reading the tree of {c}"), e))
+    };
+    let (a, b) = (tree(from)?, tree(to)?);
+    let gone: Vec<&String> = paths
+        .iter()
+        .filter(|p| {
+            a.get_path(std::path::Path::new(p.as_str())).is_ok()
+                && b.get_path(std::path::Path::new(p.as_str())).is_err()
+        })
+        .collect();
+    if gone.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let mut diff = repo
+        .diff_tree_to_tree(Some(&a), Some(&b), None)
+        .map_err(|e| Error::git("comparing upstream trees", e))?;
+    diff.find_similar(Some(git2::DiffFindOptions::new().renames(true)))
+        .map_err(|e| Error::git("finding upstream renames", e))?;
+    let mut out = BTreeMap::new();
+    for d in diff.deltas() {
+        if d.status() != git2::Delta::Renamed {
+            continue;
+        }
+        let (Some(o), Some(n)) = (d.old_file().path(), d.new_file().path()) else {
+            continue;
+        };
+        let (o, n) = (o.to_string_lossy(), n.to_string_lossy());
+        if gone.iter().any(|g| g.as_str() == o) {
+            out.insert(o.to_string(), n.to_string());
+        }
+    }
+    Ok(out)
+}
+
 /// A tree holding only `paths` of a commit (those that exist).
 pub fn subset_tree(repo: &git2::Repository, commit: git2::Oid, paths: &[String]) -> Result<Tree> {
     let c = repo
@@ -755,11 +837,15 @@ pub fn drift(
     series: &Series,
     per_commit: bool,
 ) -> Result<Report> {
-    let paths = relevant_paths(series);
+    let mut paths = relevant_paths(series);
+    let renames = upstream_renames(repo, from, to, &paths)?;
+    paths.extend(renames.values().cloned());
+    paths.sort();
+    paths.dedup();
     let mut caches = Caches::default();
     let from_tree = subset_tree(repo, from, &paths)?;
     let to_tree = subset_tree(repo, to, &paths)?;
-    let final_drift = classify(&from_tree, &to_tree, series, src, &mut caches)?;
+    let final_drift = classify(&from_tree, &to_tree, series, src, &mut caches, &renames)?;
     let mut blames: Vec<Option<Blame>> = vec![None; final_drift.len()];
     let (mut commits_n, mut evaluated) = (None, None);
     if per_commit && from != to {
@@ -788,10 +874,12 @@ pub fn drift(
         let key =
             |t: &Tree| -> Vec<Option<git2::Oid>> { paths.iter().map(|p| t.blob_id(p)).collect() };
         let mut prev_key = key(&from_tree);
-        let mut prev: Vec<Status> = classify(&from_tree, &from_tree, series, src, &mut caches)?
-            .iter()
-            .map(|d| d.status)
-            .collect();
+        let none = BTreeMap::new();
+        let mut prev: Vec<Status> =
+            classify(&from_tree, &from_tree, series, src, &mut caches, &none)?
+                .iter()
+                .map(|d| d.status)
+                .collect();
         let mut history: Vec<(git2::Oid, Vec<Status>)> = Vec::new();
         let mut n_eval = 0;
         for c in &commits {
@@ -799,7 +887,8 @@ pub fn drift(
             let k = key(&t);
             if k != prev_key {
                 n_eval += 1;
-                prev = classify(&from_tree, &t, series, src, &mut caches)?
+                let renames = upstream_renames(repo, from, *c, &paths)?;
+                prev = classify(&from_tree, &t, series, src, &mut caches, &renames)?
                     .iter()
                     .map(|d| d.status)
                     .collect();

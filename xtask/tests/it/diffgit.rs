@@ -90,7 +90,8 @@ fn clone(t: &Path) -> PathBuf {
 
 /// F1 (an insertion whose context reappears below it), F2 (post-image present, context matches
 /// only inside another definition), F5 (a "conflict" whose two sides are identical), F6
-/// (ambiguous context), F7 (partly upstream), F8 (post-image present, forward context changed):
+/// (ambiguous context), F7 (partly upstream), F8 (post-image present, forward context changed),
+/// F3 (a rename upstream already made), F4 (upstream moved the file the overlay changes):
 /// bump-pin agrees with git cherry-pick and drift with bump-pin on each; drift calls each
 /// control (target = the commit itself) upstreamed.
 #[test]
@@ -102,6 +103,8 @@ fn the_cases_that_disagreed_with_git_now_agree() {
         "a8c3e9c66:aded2a75e0", // F6
         "5ec30acd5:bb6d960fb0", // F7
         "1700b39a1:447bb0f9ef", // F8
+        "0bdbfdb83:0bdbfdb83",  // F3: a rename upstream already made
+        "61b5ff8e2:d6d9b24801", // F4: upstream moved the file the overlay changes
     ];
     let mut args = vec!["diffgit"];
     for p in &pairs {
@@ -110,9 +113,9 @@ fn the_cases_that_disagreed_with_git_now_agree() {
     let (code, out, err) = xtask(None, &args);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        out.contains("bump-pin agrees with git cherry-pick: 6/6")
-            && out.contains("drift agrees with bump-pin:           6/6")
-            && out.contains("drift says upstreamed: 6/6"),
+        out.contains("bump-pin agrees with git cherry-pick: 8/8")
+            && out.contains("drift agrees with bump-pin:           8/8")
+            && out.contains("drift says upstreamed: 8/8"),
         "{out}"
     );
 }
@@ -196,4 +199,32 @@ fn an_ambiguous_rev_lists_its_candidates() {
             && !err.contains("class="),
         "{err}"
     );
+}
+
+/// F4: upstream moved ring_impl.h (lib/jaccl/ -> jaccl/) after the pin; the overlay changes it.
+/// bump-pin follows the rename as git does: the carried overlay patches the new path, and the
+/// project is clean at the new pin.
+#[test]
+fn bump_follows_an_upstream_rename() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let clone = clone(t);
+    let root = project(t, &clone, "61b5ff8e2^", "61b5ff8e2");
+    let (code, out, err) = xtask(Some(&root), &["bump-pin", "d6d9b24801"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let dir = root.join("overlays/mlx");
+    let patch = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "patch"))
+        .unwrap();
+    let text = std::fs::read_to_string(patch).unwrap();
+    assert!(
+        text.contains(
+            "diff --git a/mlx/distributed/jaccl/ring_impl.h b/mlx/distributed/jaccl/ring_impl.h"
+        ),
+        "{text}"
+    );
+    let (code, out, err) = xtask(Some(&root), &["check"]);
+    assert_eq!(code, 0, "{out}{err}");
 }
