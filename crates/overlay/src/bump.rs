@@ -133,8 +133,18 @@ pub fn merge3(
     opts.ancestor_label(labels.0)
         .our_label(labels.1)
         .their_label(labels.2);
-    let r = git2::merge_file(&a, &o, &t, Some(&mut opts))
+    let mut r = git2::merge_file(&a, &o, &t, Some(&mut opts))
         .map_err(|e| Error::git(format!("merging {path}"), e))?;
+    if !r.is_automergeable() {
+        // git's cherry-pick and rebase (merge-ort) diff with histogram, which libgit2 lacks; its
+        // closest, patience, resolves most of what Myers alignment leaves as false conflicts.
+        opts.patience(true);
+        let p = git2::merge_file(&a, &o, &t, Some(&mut opts))
+            .map_err(|e| Error::git(format!("merging {path}"), e))?;
+        if p.is_automergeable() {
+            r = p;
+        }
+    }
     let Some(content) = r.content().strip_prefix(GUARD) else {
         return Err(
             Error::input(path, None, "internal: the 3-way merge lost its guard line")

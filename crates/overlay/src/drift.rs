@@ -398,7 +398,7 @@ fn classify_one(
         }
         for c in symbol_changes.iter().filter(|c| c.removed) {
             review.push(format!(
-                "{}::{} ({}) no longer exists upstream",
+                "upstream removed {}::{} ({})",
                 c.path, c.symbol, c.watched_because
             ));
         }
@@ -731,9 +731,9 @@ pub fn relevant_paths(series: &Series) -> Vec<String> {
     v
 }
 
-/// Upstream's renames from `from` to `to` of those `paths` that no longer exist at `to` (git's
-/// rename detection, default threshold), old path -> new path. Empty, at no cost, when every
-/// path is still there.
+/// Upstream's renames from `from` to `to` of those `paths` that no longer exist at `to` (libgit2's
+/// rename detection, default threshold, keeping only moves that keep the file name), old path ->
+/// new path. Empty, at no cost, when every path is still there.
 pub fn upstream_renames(
     repo: &git2::Repository,
     from: git2::Oid,
@@ -770,11 +770,43 @@ pub fn upstream_renames(
             continue;
         };
         let (o, n) = (o.to_string_lossy(), n.to_string_lossy());
-        if gone.iter().any(|g| g.as_str() == o) {
+        // libgit2's similarity pairs more files than git's merge does (a deleted workflow with a
+        // new, different one); a move that keeps the file's name is what both agree on.
+        let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+        let similar = || -> Result<bool> {
+            let blob = |id| {
+                repo.find_blob(id)
+                    .map(|b| b.content().to_vec())
+                    .map_err(|e| Error::git("reading a renamed blob", e))
+            };
+            Ok(git_similar(
+                &blob(d.old_file().id())?,
+                &blob(d.new_file().id())?,
+            ))
+        };
+        if gone.iter().any(|g| g.as_str() == o) && name(&o) == name(&n) && similar()? {
             out.insert(o.to_string(), n.to_string());
         }
     }
     Ok(out)
+}
+
+/// git's rename score, approximately: the bytes of lines both files share (as a multiset) over the
+/// larger size, at least 50%.
+fn git_similar(a: &[u8], b: &[u8]) -> bool {
+    let mut have: HashMap<&[u8], usize> = HashMap::new();
+    for l in a.split_inclusive(|&c| c == b'\n') {
+        *have.entry(l).or_default() += 1;
+    }
+    let mut shared = 0usize;
+    for l in b.split_inclusive(|&c| c == b'\n') {
+        if let Some(n) = have.get_mut(l).filter(|n| **n > 0) {
+            *n -= 1;
+            shared += l.len();
+        }
+    }
+    let larger = a.len().max(b.len()).max(1);
+    shared * 2 >= larger
 }
 
 /// A tree holding only `paths` of a commit (those that exist).
