@@ -462,68 +462,16 @@ fn place_file(
             reason,
         });
     };
-    // The old pin: where each hunk sits and which definition it is in.
-    let from_text = match &fp.old_path {
-        Some(p) => caches
-            .text(from_chain, p, src)?
-            .ok_or_else(|| not_at_pin(ov, fp))?,
-        None => Arc::new(Text::parse("")),
-    };
-    let from_syms = match &fp.old_path {
-        Some(p) => caches.symbols(from_chain, p, src)?,
-        None => None,
-    };
-    let (_, from_pl) = crate::apply::apply_hunks(&from_text, fp).map_err(|_| not_at_pin(ov, fp))?;
-    let from_pos: Vec<usize> = from_pl
-        .iter()
-        .zip(&fp.hunks)
-        .map(|(p, h)| p.actual - usize::from(h.old_len > 0))
-        .collect();
-    let pin_symbol = |i: usize| {
-        from_syms
-            .as_ref()
-            .and_then(|ix| symbol_for(ix, &from_text, &fp.hunks[i], from_pos[i]))
-    };
-    if let (Some(ix), Some(p)) = (&from_syms, &fp.old_path) {
-        for (i, h) in fp.hunks.iter().enumerate() {
-            for s in touched(ix, h, from_pos[i]).into_iter().chain(pin_symbol(i)) {
-                watched
-                    .entry((p.clone(), s))
-                    .or_insert_with(|| format!("encloses hunk #{} of {p}", i + 1));
-            }
-        }
-    }
+    // The old pin: which definition each hunk is in.
+    let pin_symbols = pin_side(ov, fp, from_chain, src, caches, watched)?;
+    let pin_symbol = |i: usize| pin_symbols[i].clone();
     // The target.
     if fp.is_new() {
-        let want = crate::apply::apply_hunks(&Text::parse(""), fp)
-            .map(|r| r.0)
-            .map_err(|_| not_at_pin(ov, fp))?;
         let path = fp.new_path.as_deref().expect("new file has a path");
-        match caches.text(to_next, path, src)? {
-            Some(have) if *have == want => fp
-                .hunks
-                .iter()
-                .enumerate()
-                .for_each(|(i, h)| push(i, h, HunkStatus::Upstreamed, None, None, None)),
-            Some(_) => fp.hunks.iter().enumerate().for_each(|(i, h)| {
-                push(
-                    i,
-                    h,
-                    HunkStatus::Conflict,
-                    None,
-                    None,
-                    Some(format!("{path} now exists upstream with other content")),
-                )
-            }),
-            None => {
-                fp.hunks.iter().enumerate().for_each(|(i, h)| {
-                    push(i, h, HunkStatus::Exact, Some(h.old_start), None, None)
-                });
-                to_next.entries.insert(
-                    path.to_string(),
-                    file_entry(&want, fp.new_mode.unwrap_or(MODE_FILE)),
-                );
-            }
+        let (status, reason) = place_new_file(ov, fp, path, to_next, src, caches)?;
+        for (i, h) in fp.hunks.iter().enumerate() {
+            let actual = (status == HunkStatus::Exact).then_some(h.old_start);
+            push(i, h, status, actual, None, reason.clone());
         }
         return Ok(());
     }
@@ -630,6 +578,83 @@ fn place_file(
         );
     }
     Ok(())
+}
+
+/// Where each hunk of `fp` sits at the old pin and which definition it is in (per hunk); adds the
+/// definitions its hunks touch or sit in to `watched`.
+fn pin_side(
+    ov: &Overlay,
+    fp: &FilePatch,
+    from_chain: &Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+    watched: &mut BTreeMap<(String, String), String>,
+) -> Result<Vec<Option<String>>> {
+    let from_text = match &fp.old_path {
+        Some(p) => caches
+            .text(from_chain, p, src)?
+            .ok_or_else(|| not_at_pin(ov, fp))?,
+        None => Arc::new(Text::parse("")),
+    };
+    let from_syms = match &fp.old_path {
+        Some(p) => caches.symbols(from_chain, p, src)?,
+        None => None,
+    };
+    let (_, from_pl) = crate::apply::apply_hunks(&from_text, fp).map_err(|_| not_at_pin(ov, fp))?;
+    let from_pos: Vec<usize> = from_pl
+        .iter()
+        .zip(&fp.hunks)
+        .map(|(p, h)| p.actual - usize::from(h.old_len > 0))
+        .collect();
+    let symbols: Vec<Option<String>> = (0..fp.hunks.len())
+        .map(|i| {
+            from_syms
+                .as_ref()
+                .and_then(|ix| symbol_for(ix, &from_text, &fp.hunks[i], from_pos[i]))
+        })
+        .collect();
+    if let (Some(ix), Some(p)) = (&from_syms, &fp.old_path) {
+        for (i, h) in fp.hunks.iter().enumerate() {
+            for s in touched(ix, h, from_pos[i])
+                .into_iter()
+                .chain(symbols[i].clone())
+            {
+                watched
+                    .entry((p.clone(), s))
+                    .or_insert_with(|| format!("encloses hunk #{} of {p}", i + 1));
+            }
+        }
+    }
+    Ok(symbols)
+}
+
+/// A file the overlay creates: already upstream with the same content, upstream with another
+/// content (a conflict), or added to `to_next`. One (status, reason) for all its hunks.
+fn place_new_file(
+    ov: &Overlay,
+    fp: &FilePatch,
+    path: &str,
+    to_next: &mut Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<(HunkStatus, Option<String>)> {
+    let want = crate::apply::apply_hunks(&Text::parse(""), fp)
+        .map(|r| r.0)
+        .map_err(|_| not_at_pin(ov, fp))?;
+    Ok(match caches.text(to_next, path, src)? {
+        Some(have) if *have == want => (HunkStatus::Upstreamed, None),
+        Some(_) => (
+            HunkStatus::Conflict,
+            Some(format!("{path} now exists upstream with other content")),
+        ),
+        None => {
+            to_next.entries.insert(
+                path.to_string(),
+                file_entry(&want, fp.new_mode.unwrap_or(MODE_FILE)),
+            );
+            (HunkStatus::Exact, None)
+        }
+    })
 }
 
 /// Watched symbols: upstream's own versions (overlays excluded) compared at both commits.
