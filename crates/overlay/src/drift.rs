@@ -342,6 +342,25 @@ fn classify_one(
     // The merge bump-pin performs decides conflict / upstream / carried.
     let mut from_next = chains.from_chain.clone();
     from_next.apply_overlay(ov, src)?;
+    // Every hunk placed with its whole context unchanged: upstream's edits are outside every
+    // hunk's context, where git's merge is the same splice (it needs no merge, which keeps
+    // `--per-commit` fast; `cargo xtask diffgit` checks the agreement with bump-pin's merge).
+    let textual = !hunks.is_empty()
+        && hunks
+            .iter()
+            .all(|h| matches!(h.status, HunkStatus::Exact | HunkStatus::Moved));
+    if textual {
+        chains.from_chain = from_next;
+        chains.to_chain = to_next;
+        return Ok(finish(
+            ov,
+            Status::Clean,
+            hunks,
+            symbol_changes,
+            Vec::new(),
+            Vec::new(),
+        ));
+    }
     let labels = ("old pin", "overlay", "new upstream");
     let (merged, conflicts) = crate::bump::merge_overlay(
         ov,
@@ -363,7 +382,6 @@ fn classify_one(
         Vec::new()
     };
     chains.from_chain = from_next;
-    let mut review = Vec::new();
     let status = if !conflicts.is_empty() {
         Status::Conflict
     } else if carried.is_empty() {
@@ -386,11 +404,35 @@ fn classify_one(
                     .map(|r| format!("{r}; the 3-way merge carries it"));
             }
         }
-        let upstreamed: Vec<&HunkDrift> = hunks
-            .iter()
-            .filter(|h| h.status == HunkStatus::Upstreamed)
-            .collect();
-        for h in &upstreamed {
+        Status::Clean
+    };
+    if status != Status::Conflict {
+        chains.to_chain = merged;
+    }
+    Ok(finish(
+        ov,
+        status,
+        hunks,
+        symbol_changes,
+        Vec::new(),
+        conflicts,
+    ))
+}
+
+/// The overlay's status from its hunks and watched symbols, once the merge has not conflicted and
+/// left something to carry (`Clean` passed in) — or `status` as decided by the merge.
+fn finish(
+    ov: &Overlay,
+    status: Status,
+    hunks: Vec<HunkDrift>,
+    symbol_changes: Vec<SymbolChange>,
+    mut review: Vec<String>,
+    conflicts: Vec<String>,
+) -> OverlayDrift {
+    let status = if status != Status::Clean {
+        status
+    } else {
+        for h in hunks.iter().filter(|h| h.status == HunkStatus::Upstreamed) {
             review.push(format!(
                 "{} hunk #{} is already upstream while the rest is not: check that the carried overlay does not add it twice",
                 h.file, h.hunk
@@ -413,9 +455,6 @@ fn classify_one(
             Status::Clean
         }
     };
-    if status != Status::Conflict {
-        chains.to_chain = merged;
-    }
     let upstreamed = hunks
         .iter()
         .filter(|h| h.status == HunkStatus::Upstreamed)
@@ -423,7 +462,7 @@ fn classify_one(
     let mut changed_symbols: Vec<String> =
         symbol_changes.iter().map(|c| c.symbol.clone()).collect();
     changed_symbols.dedup();
-    Ok(OverlayDrift {
+    OverlayDrift {
         name: ov.name.clone(),
         status,
         partially_upstreamed: upstreamed > 0 && upstreamed < hunks.len(),
@@ -433,7 +472,7 @@ fn classify_one(
         changed_symbols,
         symbol_changes,
         hunks,
-    })
+    }
 }
 
 /// Places one file patch's hunks at the target chain (never with fuzz), recording each hunk's fate
