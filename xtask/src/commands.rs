@@ -196,8 +196,9 @@ pub fn status(g: &Global) -> Result<ExitCode> {
         && st.pending.is_some()
     {
         pending.push(format!(
-            "an apply into {} was interrupted: `cargo xtask apply` finishes it",
-            ctx.rel(&apply_dir)
+            "an apply into {} was interrupted: `{}` finishes it",
+            ctx.rel(&apply_dir),
+            xtask_command(g, "apply")
         ));
     }
     let bump_dir = ctx.project.root.join("target").join("bump").join(&up.name);
@@ -934,6 +935,26 @@ pub fn xtask_command(g: &Global, rest: &str) -> String {
     }
     let _ = write!(c, " {rest}");
     c
+}
+
+/// `text` with this run's `--root`/`--upstream` added to every `` `cargo xtask …` `` it suggests
+/// (the engine's messages do not know them).
+pub fn with_globals(g: &Global, text: &str) -> String {
+    const CMD: &str = "`cargo xtask ";
+    let prefix = xtask_command(g, "");
+    let mut parts = text.split(CMD);
+    let mut out = parts.next().unwrap_or_default().to_string();
+    for p in parts {
+        out.push('`');
+        if p.starts_with("--root ") || p.starts_with("--upstream ") {
+            out.push_str("cargo xtask ");
+        } else {
+            out.push_str(prefix.trim_end());
+            out.push(' ');
+        }
+        out.push_str(p);
+    }
+    out
 }
 
 pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {

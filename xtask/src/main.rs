@@ -105,11 +105,14 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
+            // Commands suggested in the message carry this run's --root/--upstream, so they can
+            // be pasted as they are.
+            let text = commands::with_globals(&cli.global, &format!("{e:#}"));
             if cli.global.json {
-                let msg = serde_json::json!({ "error": format!("{e:#}") });
+                let msg = serde_json::json!({ "error": text });
                 println!("{msg}");
             }
-            eprintln!("error: {e:#}");
+            eprintln!("error: {text}");
             ExitCode::from(2)
         }
     }

@@ -223,3 +223,26 @@ fn printed_next_steps_work_when_pasted() {
     let done = f.out(cmd.output().unwrap()).ok();
     assert!(done.stdout.contains("pinned up at"), "{}", done.stdout);
 }
+
+/// The engine's suggestions (here: apply refusing a tree with edits) carry the run's --root and
+/// --upstream too.
+#[test]
+fn suggested_commands_in_errors_carry_root_and_upstream() {
+    let f = Fixture::new(&[("a.txt", "a\n")]);
+    let dir = f.t().join("tree");
+    let d = dir.to_str().unwrap();
+    f.xtask(&["--upstream", "up", "apply", "--dir", d]).ok();
+    std::fs::write(dir.join("a.txt"), "edited\n").unwrap();
+    let out = f.xtask(&["--upstream", "up", "apply", "--dir", d]).code(2);
+    assert!(
+        out.stderr
+            .contains("`cargo xtask --root $TMP/project --upstream up refresh --dir"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("--root $TMP/project --root"),
+        "{}",
+        out.stderr
+    );
+}
