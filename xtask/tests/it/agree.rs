@@ -201,3 +201,56 @@ fn overlays_after_a_conflict_are_blocked_by_it_not_conflicts_of_their_own() {
     );
     assert!(row("0003-Change-b").starts_with("clean"), "{}", out.stdout);
 }
+
+/// Upstream takes one of the overlay's two hunks: drift says review (partially upstreamed), the
+/// bump stops with the merge in the bump tree, and `--continue` carries what is left.
+#[test]
+fn a_partly_upstreamed_overlay_stops_for_review_then_continue_carries_the_rest() {
+    let f = Fixture::new(&[("a.txt", &lines(|i| format!("l{i}\n")))]);
+    let two = |i: usize| match i {
+        5 => "FIVE\n".to_string(),
+        25 => "TWENTY-FIVE\n".to_string(),
+        _ => format!("l{i}\n"),
+    };
+    f.add_overlay(
+        "Two changes",
+        &[("a.txt", Some(&lines(two)))],
+        "Overlay-Kind: upstreamable",
+    );
+    let new = f.commit_upstream(
+        &[(
+            "a.txt",
+            &lines(|i| {
+                if i == 5 {
+                    "FIVE\n".into()
+                } else {
+                    format!("l{i}\n")
+                }
+            }),
+        )],
+        "take the first",
+    );
+    let v = drift_json(&f, 1);
+    assert_eq!(v["overlays"][0]["status"], "review", "{v}");
+    assert_eq!(v["overlays"][0]["partially_upstreamed"], true, "{v}");
+    let before = f.project_snapshot();
+    let out = f.xtask(&["bump-pin", "main"]).code(1);
+    assert!(
+        out.stdout.contains("STOPPED for review")
+            && out.stdout.contains("a.txt hunk #1 is already upstream"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(before, f.project_snapshot());
+    assert_eq!(f.read(f.root.join("target/bump/up/a.txt")), lines(two));
+    let out = f.xtask(&["bump-pin", "--continue"]).ok();
+    assert!(out.stdout.contains("resolved by hand"), "{}", out.stdout);
+    assert_eq!(pins_rev(&f), new);
+    let patch = f.read(f.root.join("overlays/up/0001-Two-changes.patch"));
+    assert!(
+        patch.contains("+TWENTY-FIVE") && !patch.contains("+FIVE"),
+        "{patch}"
+    );
+    f.xtask(&["check"]).ok();
+    f.xtask(&["drift", "--to", &new]).ok();
+}
