@@ -246,3 +246,28 @@ fn suggested_commands_in_errors_carry_root_and_upstream() {
         out.stderr
     );
 }
+
+/// `--abort` needs no REV (it used to be required, and then ignored).
+#[test]
+fn abort_needs_no_rev() {
+    let f = Fixture::new(&[("a.txt", &lines(20, |i| format!("l{i}\n")))]);
+    let ten = |t: &'static str| {
+        move |i: usize| {
+            if i == 10 {
+                t.to_string()
+            } else {
+                format!("l{i}\n")
+            }
+        }
+    };
+    f.add_overlay(
+        "Ten",
+        &[("a.txt", Some(&lines(20, ten("TEN\n"))))],
+        "Overlay-Kind: local-only",
+    );
+    f.commit_upstream(&[("a.txt", &lines(20, ten("ten up\n")))], "conflict");
+    f.xtask(&["bump-pin", "main"]).code(1);
+    let out = f.xtask(&["bump-pin", "--abort"]).ok();
+    assert!(out.stdout.contains("bump abandoned"), "{}", out.stdout);
+    assert!(!f.root.join("target/bump/up").exists());
+}
