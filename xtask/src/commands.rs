@@ -1,6 +1,5 @@
 //! The commands: load the project, call the engine, print.
 
-use crate::workspace_root;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,6 +17,29 @@ use overlay::upstream::{UpstreamRepo, default_cache_root};
 use crate::Global;
 use crate::progress::Progress;
 
+/// The project: `--root`, else the nearest folder holding pins.toml from the current directory
+/// upward (as git and cargo find theirs).
+pub fn project_root(g: &Global) -> Result<PathBuf> {
+    let pins = overlay::manifest::PINS_FILE;
+    if let Some(r) = &g.root {
+        if !r.join(pins).is_file() {
+            bail!(
+                "{}: not a project (no {pins} there); pass the folder that holds {pins} to --root",
+                r.display()
+            );
+        }
+        return Ok(r.clone());
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    match cwd.ancestors().find(|d| d.join(pins).is_file()) {
+        Some(d) => Ok(d.to_path_buf()),
+        None => bail!(
+            "not in a project: no {pins} in {} or any folder above it; run inside a project or pass --root DIR",
+            cwd.display()
+        ),
+    }
+}
+
 pub struct Ctx {
     pub project: Project,
     pub json: bool,
@@ -30,7 +52,7 @@ impl Ctx {
     /// Loads the project under its lock: `Shared` for commands that only read it, `Exclusive` for
     /// those that write the project or a tree. Finishes a write a killed process left first.
     pub fn load(g: &Global, mode: LockMode, command: &str) -> Result<Ctx> {
-        let root = g.root.clone().unwrap_or_else(workspace_root);
+        let root = project_root(g)?;
         // No lock (and no target/ created) where there is no project: let load explain.
         let lock = if root.join(overlay::manifest::PINS_FILE).exists()
             || overlay::txn::pending(&root)
@@ -174,8 +196,9 @@ pub fn status(g: &Global) -> Result<ExitCode> {
         && st.pending.is_some()
     {
         pending.push(format!(
-            "an apply into {} was interrupted: `cargo xtask apply` finishes it",
-            ctx.rel(&apply_dir)
+            "an apply into {} was interrupted: `{}` finishes it",
+            ctx.rel(&apply_dir),
+            xtask_command(g, "apply")
         ));
     }
     let bump_dir = ctx.project.root.join("target").join("bump").join(&up.name);
@@ -183,11 +206,12 @@ pub fn status(g: &Global) -> Result<ExitCode> {
         && let Ok(b) = serde_json::from_str::<overlay::bump::BumpState>(&t)
     {
         pending.push(format!(
-            "a bump to {} is in progress in {} (resolving {}): resolve, then `cargo xtask bump-pin {} --continue`, or `--abort`",
+            "a bump to {} is in progress in {} (resolving {}): resolve, then `{}`, or `{}`",
             short(&b.to),
             ctx.rel(&bump_dir),
             b.resolving,
-            short(&b.to)
+            xtask_command(g, "bump-pin --continue"),
+            xtask_command(g, "bump-pin --abort")
         ));
     }
     for p in &pending {
@@ -533,8 +557,11 @@ pub struct DriftArgs {
 
 /// Resolves a commit-ish in the upstream cache, fetching once if it is unknown.
 pub fn resolve_rev(ctx: &Ctx, repo: &UpstreamRepo, rev: &str) -> Result<git2::Oid> {
-    if let Ok(id) = repo.resolve(rev) {
-        return Ok(id);
+    match repo.resolve(rev) {
+        Ok(id) => return Ok(id),
+        // More history cannot make an abbreviation less ambiguous.
+        Err(e) if e.to_string().contains("is ambiguous") => return Err(e.into()),
+        Err(_) => {}
     }
     let up = ctx.upstream();
     let mut bar = Progress::new(&format!("fetching {}", up.name));
@@ -574,7 +601,9 @@ fn paint(s: &str, status: overlay::drift::Status) -> String {
         overlay::drift::Status::Clean => "32",
         overlay::drift::Status::Moved => "36",
         overlay::drift::Status::ContextDrift => "33",
+        overlay::drift::Status::Review => "33;1",
         overlay::drift::Status::Upstreamed => "35",
+        overlay::drift::Status::Blocked => "90",
         overlay::drift::Status::Conflict => "31",
     };
     format!("\x1b[{code}m{s}\x1b[0m")
@@ -609,6 +638,18 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
             let _ = write!(h, "  since {} {}", short(&b.sha), b.subject);
         }
         h.push('\n');
+        if let Some(by) = &d.blocked_by {
+            let _ = writeln!(
+                h,
+                "      blocked by {by}: it touches the same files; it is evaluated once that conflict is resolved"
+            );
+        }
+        for c in &d.conflicts {
+            let _ = writeln!(h, "      the 3-way merge conflicts in {c}");
+        }
+        for r in &d.review {
+            let _ = writeln!(h, "      review: {r}");
+        }
         for c in &d.symbol_changes {
             let what = if c.removed { "removed" } else { "changed" };
             let _ = writeln!(
@@ -636,6 +677,7 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
                     a as isize - hk.recorded as isize
                 ),
                 (H::Upstreamed, _) => "already upstream".to_string(),
+                (H::Merged, _) => format!("merged: {}", hk.reason.as_deref().unwrap_or("")),
                 (H::Conflict, _) => format!("conflict: {}", hk.reason.as_deref().unwrap_or("")),
                 (H::Moved, None) => "moved".to_string(),
             };
@@ -819,8 +861,10 @@ fn build_mlx_bundle(
 
 #[derive(clap::Args)]
 pub struct BumpArgs {
-    /// The new upstream commit-ish (resolved to a full commit id for pins.toml)
-    pub rev: String,
+    /// The new upstream commit-ish (resolved to a full commit id for pins.toml); with `--continue`
+    /// or `--abort` it may be left out (the bump in progress knows it)
+    #[arg(required_unless_present_any = ["cont", "abort"])]
+    pub rev: Option<String>,
     /// Report what would happen; write nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -907,6 +951,49 @@ fn bump_tree_is_for(dir: &Path, resolving: &str) -> bool {
     })
 }
 
+/// A `bump-pin` command line to print as a next step: with the `--root`, `--upstream` and `--dir`
+/// this run was given, so it can be pasted as is.
+fn bump_command(g: &Global, a: &BumpArgs, rest: &str) -> String {
+    let mut c = xtask_command(g, &format!("bump-pin {rest}"));
+    if let Some(d) = &a.dir {
+        let _ = write!(c, " --dir {}", d.display());
+    }
+    c
+}
+
+/// A command line to print as a next step, with the `--root` and `--upstream` this run was given.
+pub fn xtask_command(g: &Global, rest: &str) -> String {
+    let mut c = String::from("cargo xtask");
+    if let Some(r) = &g.root {
+        let _ = write!(c, " --root {}", r.display());
+    }
+    if let Some(u) = &g.upstream {
+        let _ = write!(c, " --upstream {u}");
+    }
+    let _ = write!(c, " {rest}");
+    c
+}
+
+/// `text` with this run's `--root`/`--upstream` added to every `` `cargo xtask …` `` it suggests
+/// (the engine's messages do not know them).
+pub fn with_globals(g: &Global, text: &str) -> String {
+    const CMD: &str = "`cargo xtask ";
+    let prefix = xtask_command(g, "");
+    let mut parts = text.split(CMD);
+    let mut out = parts.next().unwrap_or_default().to_string();
+    for p in parts {
+        out.push('`');
+        if p.starts_with("--root ") || p.starts_with("--upstream ") {
+            out.push_str("cargo xtask ");
+        } else {
+            out.push_str(prefix.trim_end());
+            out.push(' ');
+        }
+        out.push_str(p);
+    }
+    out
+}
+
 pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
     use overlay::bump::{Action, BUMP_STATE, BumpState};
     let ctx = Ctx::load(g, LockMode::Exclusive, "bump-pin")?;
@@ -930,9 +1017,21 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         remove_tree(&dir)?;
     }
     if a.abort {
-        let Some(_) = state else {
+        let Some(s) = &state else {
             bail!("no bump in progress in {}", dir.display())
         };
+        if let Some(rev) = &a.rev {
+            let repo = ctx.open_upstream()?;
+            let want = resolve_rev(&ctx, &repo, rev)?;
+            if want.to_string() != s.to {
+                bail!(
+                    "the bump in progress goes to {}, not {} ({rev}); nothing was removed. `{}` abandons it",
+                    short(&s.to),
+                    short(&want.to_string()),
+                    bump_command(g, a, "--abort")
+                );
+            }
+        }
         remove_tree(&dir)?;
         println!(
             "bump abandoned; {} removed, nothing else changed",
@@ -942,18 +1041,23 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
     }
     match (&state, a.cont) {
         (Some(s), false) => bail!(
-            "a bump to {} is in progress in {}: resolve it and run `bump-pin {} --continue`, or `bump-pin {} --abort`",
+            "a bump to {} is in progress in {} (resolving {}): finish it with `{}`, or abandon it with `{}`",
             short(&s.to),
             dir.display(),
-            a.rev,
-            a.rev
+            s.resolving,
+            bump_command(g, a, "--continue"),
+            bump_command(g, a, "--abort")
         ),
         (None, true) => bail!("no bump in progress in {} to continue", dir.display()),
         _ => {}
     }
     let series = ctx.series()?;
     let repo = ctx.open_upstream()?;
-    let to = resolve_rev(&ctx, &repo, &a.rev)?;
+    let to = match (&a.rev, &state) {
+        (Some(rev), _) => resolve_rev(&ctx, &repo, rev)?,
+        (None, Some(s)) => git2::Oid::from_str(&s.to)?,
+        (None, None) => bail!("bump-pin needs a REV"),
+    };
     let repo = ctx.open_upstream()?;
     let from = git2::Oid::from_str(&up.rev)?;
     if let Some(s) = &state
@@ -1025,7 +1129,23 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         }
     }
     let labels = ("old pin", "overlay", "new upstream");
-    let outcome = overlay::bump::bump(
+    // The overlays drift's classification stops at for review (bump and drift share it).
+    let review: std::collections::BTreeMap<String, Vec<String>> = report
+        .overlays
+        .iter()
+        .filter(|o| o.drift.status == overlay::drift::Status::Review)
+        .map(|o| (o.drift.name.clone(), o.drift.review.clone()))
+        .collect();
+    let guidance = overlay::bump::Guidance {
+        review,
+        renames: overlay::drift::upstream_renames(
+            repo.repo(),
+            from,
+            to,
+            &overlay::drift::relevant_paths(&series),
+        )?,
+    };
+    let outcome = overlay::bump::bump_guided(
         &old_base,
         &new_base,
         &series,
@@ -1034,6 +1154,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         &done,
         resolved,
         labels,
+        &guidance,
     )?;
 
     let mut h = String::new();
@@ -1053,15 +1174,32 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
             Action::Upstreamed => "upstreamed: pass --drop-upstreamed to retire it".to_string(),
             Action::Conflict => format!("CONFLICT in {}", o.conflicts.join(", ")),
             Action::Resolved => "resolved by hand".to_string(),
-            Action::Pending => "not reached".to_string(),
+            Action::Pending => match &d.drift.blocked_by {
+                Some(by) => format!("not reached (blocked by {by})"),
+                None => "not reached".to_string(),
+            },
+            Action::Review => "STOPPED for review".to_string(),
         };
         let _ = writeln!(h, "  {:<13} {}: {what}", d.drift.status.as_str(), o.name);
-        if d.drift.status == overlay::drift::Status::ContextDrift {
-            let _ = writeln!(
-                h,
-                "      review: upstream changed {}",
-                d.drift.changed_symbols.join(", ")
-            );
+        if o.action == Action::Review {
+            for r in &o.conflicts {
+                let _ = writeln!(h, "      review: {r}");
+            }
+        }
+        for c in &d.drift.symbol_changes {
+            // (A review stop already listed the removed ones among its reasons.)
+            let listed = o.action == Action::Review && c.removed;
+            if matches!(o.action, Action::Kept | Action::Rewritten | Action::Review) && !listed {
+                let what = if c.removed { "removed" } else { "changed" };
+                let _ = writeln!(
+                    h,
+                    "      review: upstream {what} {}::{} ({})",
+                    c.path, c.symbol, c.watched_because
+                );
+            }
+        }
+        for n in &o.notes {
+            let _ = writeln!(h, "      {n}");
         }
     }
     let json = serde_json::json!({ "upstream": up.name, "from": up.rev, "to": to.to_string(), "dry_run": a.dry_run,
@@ -1071,7 +1209,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         let resolving = outcome
             .overlays
             .iter()
-            .find(|o| o.action == Action::Conflict)
+            .find(|o| matches!(o.action, Action::Conflict | Action::Review))
             .map(|o| o.name.clone())
             .unwrap_or_default();
         if !a.dry_run {
@@ -1084,7 +1222,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
                 done: outcome
                     .overlays
                     .iter()
-                    .take_while(|o| o.action != Action::Conflict)
+                    .take_while(|o| !matches!(o.action, Action::Conflict | Action::Review))
                     .map(|o| (o.name.clone(), o.raw.clone()))
                     .collect(),
                 resolving: resolving.clone(),
@@ -1136,17 +1274,18 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
                 h,
                 "pins.toml and overlays/ are unchanged. To finish the bump:"
             );
-            let _ = writeln!(h, "  1. resolve the conflict markers in {}", dir.display());
-            let _ = writeln!(
-                h,
-                "  2. cargo xtask bump-pin {} --continue{}",
-                a.rev,
-                a.dir
-                    .as_ref()
-                    .map(|d| format!(" --dir {}", d.display()))
-                    .unwrap_or_default()
-            );
-            let _ = writeln!(h, "  (or cargo xtask bump-pin {} --abort)", a.rev);
+            let reviewing = outcome.overlays.iter().any(|o| o.action == Action::Review);
+            if reviewing {
+                let _ = writeln!(
+                    h,
+                    "  1. review {resolving} as merged in {} (edit it there if needed; see docs/drift.md)",
+                    dir.display()
+                );
+            } else {
+                let _ = writeln!(h, "  1. resolve the conflict markers in {}", dir.display());
+            }
+            let _ = writeln!(h, "  2. {}", bump_command(g, a, "--continue"));
+            let _ = writeln!(h, "  (or {})", bump_command(g, a, "--abort"));
         }
         emit(ctx.json, json, h);
         return Ok(ExitCode::from(1));

@@ -6,6 +6,7 @@ mod bench_qmm;
 mod build_mlx;
 mod cuda_bundle;
 mod commands;
+mod diffgit;
 mod fuzz;
 mod metal_sim;
 mod progress;
@@ -81,6 +82,8 @@ enum Cmd {
     Drift(commands::DriftArgs),
     /// Run the engine's libFuzzer targets for a time budget each and report their stats
     Fuzz(fuzz::FuzzArgs),
+    /// Differential test on real history: bump-pin against git cherry-pick, drift against bump-pin
+    Diffgit(diffgit::DiffgitArgs),
 }
 
 fn main() -> ExitCode {
@@ -98,15 +101,19 @@ fn main() -> ExitCode {
         Cmd::BuildMlx(a) => commands::build_mlx(&cli.global, a),
         Cmd::MetalSim(a) => metal_sim::run(a, &cli.global),
         Cmd::Fuzz(a) => fuzz::run(&cli.global, a),
+        Cmd::Diffgit(a) => diffgit::run(&cli.global, a),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
+            // Commands suggested in the message carry this run's --root/--upstream, so they can
+            // be pasted as they are.
+            let text = commands::with_globals(&cli.global, &format!("{e:#}"));
             if cli.global.json {
-                let msg = serde_json::json!({ "error": format!("{e:#}") });
+                let msg = serde_json::json!({ "error": text });
                 println!("{msg}");
             }
-            eprintln!("error: {e:#}");
+            eprintln!("error: {text}");
             ExitCode::from(2)
         }
     }

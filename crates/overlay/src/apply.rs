@@ -137,6 +137,25 @@ fn matches_at(text: &Text, h: &Hunk, pre: &[&str], pos: usize, floor: usize) -> 
         .all(|(a, b)| a == b)
 }
 
+/// Whether the hunk's pre-image sits exactly at its recorded place adjusted by `drift`.
+pub fn at_expected(text: &Text, h: &Hunk, floor: usize, drift: isize) -> bool {
+    let pre: Vec<&str> = h.preimage().collect();
+    let expected = (recorded_index(h) as isize + drift).max(0) as usize;
+    matches_at(text, h, &pre, expected, floor)
+}
+
+/// Whether the hunk's post-image already sits at its recorded place adjusted by `drift` (0-based
+/// start when it does): the change is already there, whatever else matches further down.
+pub fn already_applied_at(text: &Text, h: &Hunk, floor: usize, drift: isize) -> Option<usize> {
+    let rev = reverse(h);
+    let post: Vec<&str> = rev.preimage().collect();
+    if post.is_empty() {
+        return None;
+    }
+    let expected = (recorded_index(h) as isize + drift).max(0) as usize;
+    matches_at(text, &rev, &post, expected, floor).then_some(expected)
+}
+
 /// Where a hunk's pre-image starts in `text` (0-based), searching from `floor`: the recorded place
 /// (adjusted by `drift`, the offset of the previous hunk) first, then a unique exact match.
 pub fn locate(text: &Text, h: &Hunk, floor: usize, drift: isize) -> Result<usize, Failure> {

@@ -36,14 +36,20 @@ pub enum Action {
     Resolved,
     /// Not reached because an earlier overlay conflicts.
     Pending,
+    /// Merged, but drift's classification asks for review (a watched definition removed upstream,
+    /// part of the overlay already upstream): the bump stops with the merge in the bump tree.
+    Review,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OverlayBump {
     pub name: String,
     pub action: Action,
-    /// Files with conflict markers (for `Conflict`).
+    /// Files with conflict markers (for `Conflict`), or why it stops (for `Review`).
     pub conflicts: Vec<String>,
+    /// What the bump changed beyond the hunks (a `Depends-On` trailer dropped, say).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     #[serde(skip)]
     pub raw: Option<String>,
 }
@@ -127,19 +133,85 @@ pub fn merge3(
     opts.ancestor_label(labels.0)
         .our_label(labels.1)
         .their_label(labels.2);
-    let r = git2::merge_file(&a, &o, &t, Some(&mut opts))
+    let mut r = git2::merge_file(&a, &o, &t, Some(&mut opts))
         .map_err(|e| Error::git(format!("merging {path}"), e))?;
+    if !r.is_automergeable() {
+        // git's cherry-pick and rebase (merge-ort) diff with histogram, which libgit2 lacks; its
+        // closest, patience, resolves most of what Myers alignment leaves as false conflicts.
+        opts.patience(true);
+        let p = git2::merge_file(&a, &o, &t, Some(&mut opts))
+            .map_err(|e| Error::git(format!("merging {path}"), e))?;
+        if p.is_automergeable() {
+            r = p;
+        }
+    }
     let Some(content) = r.content().strip_prefix(GUARD) else {
         return Err(
             Error::input(path, None, "internal: the 3-way merge lost its guard line")
                 .with_help("please report it with the three inputs"),
         );
     };
-    Ok(if r.is_automergeable() {
-        Ok(content.to_vec())
+    if r.is_automergeable() {
+        return Ok(Ok(content.to_vec()));
+    }
+    // xdiff's Myers alignment can leave a "conflict" whose two sides are the same lines (git's
+    // cherry-pick, with histogram, does not): both sides made the same change, so take it.
+    let (collapsed, remaining) = collapse_identical(content, labels.1, labels.2);
+    Ok(if remaining == 0 {
+        Ok(collapsed)
     } else {
-        Err(content.to_vec())
+        Err(collapsed)
     })
+}
+
+/// Replaces every conflict region whose two sides are identical by that text; returns the result
+/// and how many real conflicts remain.
+pub fn collapse_identical(content: &[u8], ours: &str, theirs: &str) -> (Vec<u8>, usize) {
+    let open = format!("<<<<<<< {ours}");
+    let close = format!(">>>>>>> {theirs}");
+    let is = |l: &[u8], m: &str| l.strip_suffix(b"\n").unwrap_or(l) == m.as_bytes();
+    let lines: Vec<&[u8]> = content.split_inclusive(|&b| b == b'\n').collect();
+    let (mut out, mut remaining, mut i) = (Vec::new(), 0, 0);
+    while i < lines.len() {
+        if !is(lines[i], &open) {
+            out.extend_from_slice(lines[i]);
+            i += 1;
+            continue;
+        }
+        // <<<<<<< ours / [||||||| base] / ======= / theirs / >>>>>>> theirs
+        let mut j = i + 1;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut part = 0; // 0 ours, 1 base, 2 theirs
+        let mut closed = false;
+        while j < lines.len() {
+            let l = lines[j];
+            if part < 2 && l.starts_with(b"||||||| ") {
+                part = 1;
+            } else if part < 2 && is(l, "=======") {
+                part = 2;
+            } else if part == 2 && is(l, &close) {
+                closed = true;
+                break;
+            } else if part == 0 {
+                a.extend_from_slice(l);
+            } else if part == 2 {
+                b.extend_from_slice(l);
+            }
+            j += 1;
+        }
+        if !closed {
+            lines[i..].iter().for_each(|l| out.extend_from_slice(l));
+            return (out, remaining + 1);
+        }
+        if a == b {
+            out.extend_from_slice(&a);
+        } else {
+            lines[i..=j].iter().for_each(|l| out.extend_from_slice(l));
+            remaining += 1;
+        }
+        i = j + 1;
+    }
+    (out, remaining)
 }
 
 /// A superset of libgit2's `git_str_is_binary`: a NUL, or any control byte that is not whitespace,
@@ -171,17 +243,28 @@ fn set(tree: &mut Tree, path: &str, bytes: Option<Vec<u8>>, mode: u32) {
 
 /// Merges one overlay onto `new_before`. Returns the merged tree, or the tree with conflict markers
 /// and the conflicting paths.
-fn merge_overlay(
+///
+/// `renames` are upstream's renames between the two pins (old path -> new path): a file the
+/// overlay changes that upstream moved is merged at its new path, as git's merge follows renames.
+pub fn merge_overlay(
     ov: &Overlay,
     old_before: &Tree,
     old_after: &Tree,
     new_before: &Tree,
     src: &dyn BlobSource,
     labels: (&str, &str, &str),
+    renames: &BTreeMap<String, String>,
 ) -> Result<(Tree, Vec<String>)> {
     let mut out = new_before.clone();
     let mut conflicts = Vec::new();
     for fp in &ov.files {
+        if let Some(moved) = follow_rename(fp, new_before, renames) {
+            merge_moved(
+                fp, &moved, old_before, old_after, new_before, src, labels, &mut out,
+            )
+            .map(|c| conflicts.extend(c))?;
+            continue;
+        }
         let base = match &fp.old_path {
             Some(p) => text(old_before, p, src)?,
             None => None,
@@ -238,6 +321,66 @@ fn merge_overlay(
         }
     }
     Ok((out, conflicts))
+}
+
+/// Where upstream has the file an overlay modifies when it is no longer at its old path: at the
+/// path the overlay renames it to (upstream did the same rename), or where upstream moved it.
+fn follow_rename(
+    fp: &FilePatch,
+    new_before: &Tree,
+    renames: &BTreeMap<String, String>,
+) -> Option<String> {
+    let old = fp.old_path.as_deref()?;
+    let new = fp.new_path.as_deref()?;
+    if new_before.entries.contains_key(old) {
+        return None;
+    }
+    if fp.is_rename() && new_before.entries.contains_key(new) {
+        return Some(new.to_string());
+    }
+    renames
+        .get(old)
+        .filter(|p| new_before.entries.contains_key(p.as_str()))
+        .cloned()
+}
+
+/// Merges a modified file whose upstream version now lives at `moved`; the result goes there
+/// (or to the overlay's own new name when it renames the file the same way). Returns conflicts.
+#[allow(clippy::too_many_arguments)]
+fn merge_moved(
+    fp: &FilePatch,
+    moved: &str,
+    old_before: &Tree,
+    old_after: &Tree,
+    new_before: &Tree,
+    src: &dyn BlobSource,
+    labels: (&str, &str, &str),
+    out: &mut Tree,
+) -> Result<Vec<String>> {
+    let old = fp.old_path.as_deref().expect("followed");
+    let new = fp.new_path.as_deref().expect("followed");
+    let base = text(old_before, old, src)?.unwrap_or_default();
+    let ours = text(old_after, new, src)?.unwrap_or_default();
+    let theirs = text(new_before, moved, src)?.unwrap_or_default();
+    if fp.is_rename() && new != moved {
+        return Ok(vec![format!(
+            "{old} (renamed to {new} by the overlay, to {moved} upstream)"
+        )]);
+    }
+    let mode = fp
+        .new_mode
+        .or_else(|| new_before.entries.get(moved).map(|e| e.mode))
+        .unwrap_or(MODE_FILE);
+    Ok(match merge3(&base, &ours, &theirs, moved, labels)? {
+        Ok(m) => {
+            set(out, moved, Some(m), mode);
+            vec![]
+        }
+        Err(m) => {
+            set(out, moved, Some(m), mode);
+            vec![format!("{moved} (upstream moved {old} there)")]
+        }
+    })
 }
 
 /// The canonical file patches taking `before` to `after` for `paths`.
@@ -348,7 +491,8 @@ pub fn rewrite(
 }
 
 /// Carries `series` from `old_base` to `new_base`. `done` are overlays already carried (from a
-/// `--continue`), `resolved` the tree the user resolved for the next overlay, if any.
+/// `--continue`), `resolved` the tree the user resolved for the next overlay, if any; `review`
+/// the overlays drift's classification stops at for review, with the reasons.
 #[allow(clippy::too_many_arguments)]
 pub fn bump(
     old_base: &Tree,
@@ -360,6 +504,42 @@ pub fn bump(
     resolved: Option<(&str, &Tree)>,
     labels: (&str, &str, &str),
 ) -> Result<Outcome> {
+    bump_guided(
+        old_base,
+        new_base,
+        series,
+        src,
+        drop_upstreamed,
+        done,
+        resolved,
+        labels,
+        &Guidance::default(),
+    )
+}
+
+/// What drift's classification adds to a bump.
+#[derive(Debug, Default)]
+pub struct Guidance {
+    /// The overlays to stop at for review, with the reasons.
+    pub review: BTreeMap<String, Vec<String>>,
+    /// Upstream's renames between the pins (old path -> new path).
+    pub renames: BTreeMap<String, String>,
+}
+
+/// [`bump`] with drift's review list and upstream's renames.
+#[allow(clippy::too_many_arguments)]
+pub fn bump_guided(
+    old_base: &Tree,
+    new_base: &Tree,
+    series: &Series,
+    src: &dyn BlobSource,
+    drop_upstreamed: bool,
+    done: &[(String, Option<String>)],
+    resolved: Option<(&str, &Tree)>,
+    labels: (&str, &str, &str),
+    guidance: &Guidance,
+) -> Result<Outcome> {
+    let review = &guidance.review;
     let mut old_chain = old_base.clone();
     let mut new_chain = new_base.clone();
     let mut out = Vec::new();
@@ -372,6 +552,7 @@ pub fn bump(
                 name: ov.name.clone(),
                 action: Action::Pending,
                 conflicts: vec![],
+                notes: vec![],
                 raw: None,
             });
             old_chain = old_next;
@@ -384,6 +565,7 @@ pub fn bump(
                     name: ov.name.clone(),
                     action: Action::Dropped,
                     conflicts: vec![],
+                    notes: vec![],
                     raw: None,
                 }),
                 Some(raw) => {
@@ -398,6 +580,7 @@ pub fn bump(
                         name: ov.name.clone(),
                         action,
                         conflicts: vec![],
+                        notes: vec![],
                         raw: Some(raw.clone()),
                     });
                 }
@@ -409,6 +592,8 @@ pub fn bump(
             .files
             .iter()
             .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
+            .flatten()
+            .flat_map(|p| [guidance.renames.get(&p).cloned(), Some(p)])
             .flatten()
             .collect();
         if let Some((name, tree)) = resolved
@@ -434,23 +619,33 @@ pub fn bump(
                 return Err(Error::input(&ov.path, None, "the resolved tree carries none of this overlay's changes").with_help("if upstream now has them all, use --drop-upstreamed; else resolve the conflict in the tree"));
             }
             let (raw, _) = rewrite(ov, files, &new_chain, tree, src)?;
+            let (raw, notes) = drop_vanished_dependencies(ov, raw, new_base, src)?;
             new_chain = tree.clone();
             out.push(OverlayBump {
                 name: ov.name.clone(),
                 action: Action::Resolved,
                 conflicts: vec![],
+                notes,
                 raw: Some(raw),
             });
             old_chain = old_next;
             continue;
         }
-        let (merged, conflicts) =
-            merge_overlay(ov, &old_chain, &old_next, &new_chain, src, labels)?;
+        let (merged, conflicts) = merge_overlay(
+            ov,
+            &old_chain,
+            &old_next,
+            &new_chain,
+            src,
+            labels,
+            &guidance.renames,
+        )?;
         if !conflicts.is_empty() {
             out.push(OverlayBump {
                 name: ov.name.clone(),
                 action: Action::Conflict,
                 conflicts,
+                notes: vec![],
                 raw: None,
             });
             conflict_tree = Some(merged);
@@ -468,8 +663,21 @@ pub fn bump(
                 name: ov.name.clone(),
                 action,
                 conflicts: vec![],
+                notes: vec![],
                 raw: None,
             });
+            old_chain = old_next;
+            continue;
+        }
+        if let Some(why) = review.get(&ov.name) {
+            out.push(OverlayBump {
+                name: ov.name.clone(),
+                action: Action::Review,
+                conflicts: why.clone(),
+                notes: vec![],
+                raw: None,
+            });
+            conflict_tree = Some(merged);
             old_chain = old_next;
             continue;
         }
@@ -483,6 +691,7 @@ pub fn bump(
                 Action::Kept
             },
             conflicts: vec![],
+            notes: vec![],
             raw: Some(raw),
         });
         old_chain = old_next;
@@ -507,6 +716,37 @@ pub fn bump(
         conflict_tree,
         series_raw,
     })
+}
+
+/// After a review, `Depends-On` trailers naming a definition the new upstream no longer has are
+/// removed from the overlay (they could never be checked again), and said so.
+fn drop_vanished_dependencies(
+    ov: &Overlay,
+    raw: String,
+    new_base: &Tree,
+    src: &dyn BlobSource,
+) -> Result<(String, Vec<String>)> {
+    let mut notes = Vec::new();
+    let mut raw = raw;
+    for d in &ov.trailers.depends_on {
+        let bytes = new_base.bytes(&d.path, src)?.unwrap_or_default();
+        let ix = crate::symbols::scan(&String::from_utf8_lossy(&bytes));
+        if ix.fingerprint_of(&d.symbol).is_some() {
+            continue;
+        }
+        let line = format!("Depends-On: {}::{}\n", d.path, d.symbol);
+        if let Some(at) = raw.find(&line) {
+            raw.replace_range(at..at + line.len(), "");
+            notes.push(format!(
+                "dropped `Depends-On: {}::{}` (no longer upstream); add the definition it depends on now, if any",
+                d.path, d.symbol
+            ));
+        }
+    }
+    if !notes.is_empty() {
+        parse_overlay(&ov.name, &ov.path, &raw)?;
+    }
+    Ok((raw, notes))
 }
 
 /// Replaces `rev` of `[upstream.<name>]` in pins.toml, keeping everything else byte for byte.
@@ -614,4 +854,27 @@ pub fn conflict_markers(tree: &Tree, base: &Tree, src: &dyn BlobSource) -> Resul
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::collapse_identical;
+
+    #[test]
+    fn identical_sides_are_not_a_conflict_different_ones_stay() {
+        let m = b"a\n<<<<<<< overlay\nx\ny\n=======\nx\ny\n>>>>>>> new upstream\nb\n<<<<<<< overlay\n1\n||||||| old pin\n0\n=======\n2\n>>>>>>> new upstream\n";
+        let (out, remaining) = collapse_identical(m, "overlay", "new upstream");
+        assert_eq!(remaining, 1);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "a\nx\ny\nb\n<<<<<<< overlay\n1\n||||||| old pin\n0\n=======\n2\n>>>>>>> new upstream\n"
+        );
+        // An unterminated region stays as it is, and counts.
+        let (out, remaining) =
+            collapse_identical(b"<<<<<<< overlay\nx\n", "overlay", "new upstream");
+        assert_eq!(
+            (out.as_slice(), remaining),
+            (&b"<<<<<<< overlay\nx\n"[..], 1)
+        );
+    }
 }

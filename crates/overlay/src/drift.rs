@@ -22,7 +22,12 @@ pub enum Status {
     Clean,
     Moved,
     ContextDrift,
+    /// Carried by the merge, but a watched definition was removed upstream or part of the overlay
+    /// is already upstream: `bump-pin` stops at it for review.
+    Review,
     Upstreamed,
+    /// After a conflicting overlay that touches the same files: its fate depends on the resolution.
+    Blocked,
     Conflict,
 }
 
@@ -32,7 +37,9 @@ impl Status {
             Status::Clean => "clean",
             Status::Moved => "moved",
             Status::ContextDrift => "context-drift",
+            Status::Review => "review",
             Status::Upstreamed => "upstreamed",
+            Status::Blocked => "blocked",
             Status::Conflict => "conflict",
         }
     }
@@ -47,6 +54,8 @@ impl Status {
 pub enum HunkStatus {
     Exact,
     Moved,
+    /// Its context changed so it cannot be placed textually, but the 3-way merge carries it.
+    Merged,
     Upstreamed,
     Conflict,
 }
@@ -82,6 +91,13 @@ pub struct OverlayDrift {
     pub status: Status,
     /// Some hunks (not all) are already upstream.
     pub partially_upstreamed: bool,
+    /// For `blocked`: the earlier conflicting overlay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_by: Option<String>,
+    /// For `review`: why the bump stops at this overlay.
+    pub review: Vec<String>,
+    /// For `conflict`: the files where the 3-way merge leaves conflict markers.
+    pub conflicts: Vec<String>,
     pub changed_symbols: Vec<String>,
     pub symbol_changes: Vec<SymbolChange>,
     pub hunks: Vec<HunkDrift>,
@@ -207,219 +223,502 @@ fn file_entry(text: &Text, mode: u32) -> Entry {
 
 /// Classifies every overlay of `series` for a move of the upstream from `from` to `to`, evaluating
 /// the series as a chain (each overlay on top of the previous ones) on both sides.
+///
+/// This is the one classification `drift` and `bump-pin` share: whether an overlay conflicts, is
+/// upstream, or carries across is decided by the same 3-way merge `bump-pin` performs
+/// ([`crate::bump::merge_overlay`], git's algorithm); hunk placement and the watched symbols only
+/// add what needs a human's review. An overlay after a conflicting one that touches a file the
+/// conflicting one touches is `blocked` by it (its result depends on the resolution).
+///
+/// `renames` are upstream's renames between the two commits ([`upstream_renames`]): a file an
+/// overlay changes that upstream moved is followed to its new path, as git's merge does.
 pub fn classify(
     from: &Tree,
     to: &Tree,
     series: &Series,
     src: &dyn BlobSource,
     caches: &mut Caches,
+    renames: &BTreeMap<String, String>,
 ) -> Result<Vec<OverlayDrift>> {
-    let mut from_chain = from.clone();
-    let mut to_chain = to.clone();
+    let mut chains = Chains {
+        from_up: from,
+        to_up: to,
+        from_chain: from.clone(),
+        to_chain: to.clone(),
+        renames,
+    };
+    // Files of conflicting (or blocked) overlays, and which overlay holds each first.
+    let mut stuck: BTreeMap<String, String> = BTreeMap::new();
     let mut out = Vec::new();
     for ov in &series.overlays {
-        out.push(classify_one(
-            ov,
-            from,
-            to,
-            &mut from_chain,
-            &mut to_chain,
-            src,
-            caches,
-        )?);
+        let paths = overlay_paths(ov);
+        if let Some(by) = paths.iter().find_map(|p| stuck.get(p)) {
+            let by = by.clone();
+            chains.from_chain.apply_overlay(ov, src)?;
+            for p in paths {
+                stuck.entry(p).or_insert_with(|| by.clone());
+            }
+            out.push(OverlayDrift::blocked(&ov.name, by));
+            continue;
+        }
+        let d = classify_one(ov, &mut chains, src, caches)?;
+        if d.status == Status::Conflict {
+            for p in paths {
+                stuck.entry(p).or_insert_with(|| ov.name.clone());
+            }
+        }
+        out.push(d);
     }
     Ok(out)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The paths an overlay reads or writes.
+fn overlay_paths(ov: &Overlay) -> Vec<String> {
+    ov.files
+        .iter()
+        .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
+        .flatten()
+        .collect()
+}
+
+/// Upstream at both commits, and the series applied so far on each side.
+struct Chains<'a> {
+    from_up: &'a Tree,
+    to_up: &'a Tree,
+    from_chain: Tree,
+    to_chain: Tree,
+    renames: &'a BTreeMap<String, String>,
+}
+
+impl OverlayDrift {
+    fn blocked(name: &str, by: String) -> OverlayDrift {
+        OverlayDrift {
+            name: name.to_string(),
+            status: Status::Blocked,
+            partially_upstreamed: false,
+            blocked_by: Some(by),
+            review: Vec::new(),
+            conflicts: Vec::new(),
+            changed_symbols: Vec::new(),
+            symbol_changes: Vec::new(),
+            hunks: Vec::new(),
+        }
+    }
+}
+
 fn classify_one(
     ov: &Overlay,
-    from_up: &Tree,
-    to_up: &Tree,
-    from_chain: &mut Tree,
-    to_chain: &mut Tree,
+    chains: &mut Chains<'_>,
     src: &dyn BlobSource,
     caches: &mut Caches,
 ) -> Result<OverlayDrift> {
-    let mut hunks = Vec::new();
     let mut watched: BTreeMap<(String, String), String> = BTreeMap::new();
     for d in &ov.trailers.depends_on {
         watched.insert((d.path.clone(), d.symbol.clone()), "Depends-On".into());
     }
-    let mut to_next = to_chain.clone();
+    let mut hunks = Vec::new();
+    let mut to_next = chains.to_chain.clone();
     for fp in &ov.files {
-        let file = fp.path().to_string();
-        let mut push = |i: usize, h: &Hunk, status, actual, symbol, reason: Option<String>| {
-            hunks.push(HunkDrift {
-                file: file.clone(),
-                hunk: i + 1,
-                status,
-                recorded: h.old_start,
-                actual,
-                symbol,
-                reason,
-            });
-        };
-        // The old pin: where each hunk sits and which definition it is in.
-        let from_text = match &fp.old_path {
-            Some(p) => caches
-                .text(from_chain, p, src)?
-                .ok_or_else(|| not_at_pin(ov, fp))?,
-            None => Arc::new(Text::parse("")),
-        };
-        let from_syms = match &fp.old_path {
-            Some(p) => caches.symbols(from_chain, p, src)?,
-            None => None,
-        };
-        let (_, from_pl) =
-            crate::apply::apply_hunks(&from_text, fp).map_err(|_| not_at_pin(ov, fp))?;
-        let from_pos: Vec<usize> = from_pl
+        place_file(
+            ov,
+            fp,
+            &chains.from_chain,
+            &mut to_next,
+            src,
+            caches,
+            &mut hunks,
+            &mut watched,
+            chains.renames,
+        )?;
+    }
+    let symbol_changes = watch_symbols(
+        ov,
+        watched,
+        (chains.from_up, chains.to_up),
+        chains.renames,
+        src,
+        caches,
+    )?;
+    // The merge bump-pin performs decides conflict / upstream / carried.
+    let mut from_next = chains.from_chain.clone();
+    from_next.apply_overlay(ov, src)?;
+    // Every hunk placed with its whole context unchanged: upstream's edits are outside every
+    // hunk's context, where git's merge is the same splice (it needs no merge, which keeps
+    // `--per-commit` fast; `cargo xtask diffgit` checks the agreement with bump-pin's merge).
+    let textual = !hunks.is_empty()
+        && hunks
             .iter()
-            .zip(&fp.hunks)
-            .map(|(p, h)| p.actual - usize::from(h.old_len > 0))
+            .all(|h| matches!(h.status, HunkStatus::Exact | HunkStatus::Moved));
+    if textual {
+        chains.from_chain = from_next;
+        chains.to_chain = to_next;
+        return Ok(finish(
+            ov,
+            Status::Clean,
+            hunks,
+            symbol_changes,
+            Vec::new(),
+            Vec::new(),
+        ));
+    }
+    let labels = ("old pin", "overlay", "new upstream");
+    let (merged, conflicts) = crate::bump::merge_overlay(
+        ov,
+        &chains.from_chain,
+        &from_next,
+        &chains.to_chain,
+        src,
+        labels,
+        chains.renames,
+    )?;
+    let carried = if conflicts.is_empty() {
+        let paths = overlay_paths(ov)
+            .into_iter()
+            .flat_map(|p| [chains.renames.get(&p).cloned(), Some(p)])
+            .flatten()
             .collect();
-        let pin_symbol = |i: usize| {
+        crate::bump::canonical_files(&chains.to_chain, &merged, &paths, src)?
+    } else {
+        Vec::new()
+    };
+    chains.from_chain = from_next;
+    let status = if !conflicts.is_empty() {
+        Status::Conflict
+    } else if carried.is_empty() {
+        // Nothing left to carry: every change is already upstream.
+        for h in &mut hunks {
+            if h.status != HunkStatus::Upstreamed {
+                h.status = HunkStatus::Upstreamed;
+                h.reason = Some("the 3-way merge finds the change already upstream".into());
+            }
+        }
+        Status::Upstreamed
+    } else {
+        for h in &mut hunks {
+            if h.status == HunkStatus::Conflict {
+                // Textually misplaced, but git's merge carries it: review, not a conflict.
+                h.status = HunkStatus::Merged;
+                h.reason = h
+                    .reason
+                    .take()
+                    .map(|r| format!("{r}; the 3-way merge carries it"));
+            }
+        }
+        Status::Clean
+    };
+    if status != Status::Conflict {
+        chains.to_chain = merged;
+    }
+    Ok(finish(
+        ov,
+        status,
+        hunks,
+        symbol_changes,
+        Vec::new(),
+        conflicts,
+    ))
+}
+
+/// The overlay's status from its hunks and watched symbols, once the merge has not conflicted and
+/// left something to carry (`Clean` passed in) — or `status` as decided by the merge.
+fn finish(
+    ov: &Overlay,
+    status: Status,
+    hunks: Vec<HunkDrift>,
+    symbol_changes: Vec<SymbolChange>,
+    mut review: Vec<String>,
+    conflicts: Vec<String>,
+) -> OverlayDrift {
+    let status = if status != Status::Clean {
+        status
+    } else {
+        for h in hunks.iter().filter(|h| h.status == HunkStatus::Upstreamed) {
+            review.push(format!(
+                "{} hunk #{} is already upstream while the rest is not: check that the carried overlay does not add it twice",
+                h.file, h.hunk
+            ));
+        }
+        for c in symbol_changes.iter().filter(|c| c.removed) {
+            review.push(format!(
+                "upstream removed {}::{} ({})",
+                c.path, c.symbol, c.watched_because
+            ));
+        }
+        let any = |s: HunkStatus| hunks.iter().any(|h| h.status == s);
+        if !review.is_empty() {
+            Status::Review
+        } else if !symbol_changes.is_empty() || any(HunkStatus::Merged) {
+            Status::ContextDrift
+        } else if any(HunkStatus::Moved) {
+            Status::Moved
+        } else {
+            Status::Clean
+        }
+    };
+    let upstreamed = hunks
+        .iter()
+        .filter(|h| h.status == HunkStatus::Upstreamed)
+        .count();
+    let mut changed_symbols: Vec<String> =
+        symbol_changes.iter().map(|c| c.symbol.clone()).collect();
+    changed_symbols.dedup();
+    OverlayDrift {
+        name: ov.name.clone(),
+        status,
+        partially_upstreamed: upstreamed > 0 && upstreamed < hunks.len(),
+        blocked_by: None,
+        review,
+        conflicts,
+        changed_symbols,
+        symbol_changes,
+        hunks,
+    }
+}
+
+/// Places one file patch's hunks at the target chain (never with fuzz), recording each hunk's fate
+/// and the definitions to watch; updates `to_next` with the placed hunks.
+#[allow(clippy::too_many_arguments)]
+fn place_file(
+    ov: &Overlay,
+    fp: &FilePatch,
+    from_chain: &Tree,
+    to_next: &mut Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+    hunks: &mut Vec<HunkDrift>,
+    watched: &mut BTreeMap<(String, String), String>,
+    renames: &BTreeMap<String, String>,
+) -> Result<()> {
+    let file = fp.path().to_string();
+    let mut push = |i: usize, h: &Hunk, status, actual, symbol, reason: Option<String>| {
+        hunks.push(HunkDrift {
+            file: file.clone(),
+            hunk: i + 1,
+            status,
+            recorded: h.old_start,
+            actual,
+            symbol,
+            reason,
+        });
+    };
+    // The old pin: which definition each hunk is in.
+    let pin_symbols = pin_side(ov, fp, from_chain, src, caches, watched)?;
+    let pin_symbol = |i: usize| pin_symbols[i].clone();
+    // The target.
+    if fp.is_new() {
+        let path = fp.new_path.as_deref().expect("new file has a path");
+        let (status, reason) = place_new_file(ov, fp, path, to_next, src, caches)?;
+        for (i, h) in fp.hunks.iter().enumerate() {
+            let actual = (status == HunkStatus::Exact).then_some(h.old_start);
+            push(i, h, status, actual, None, reason.clone());
+        }
+        return Ok(());
+    }
+    let mut old_path = fp.old_path.as_deref().expect("not new");
+    let mut moved_note = None;
+    if !to_next.entries.contains_key(old_path) {
+        // Upstream moved the file (or made the overlay's own rename): look for it there.
+        let target = match fp.new_path.as_deref() {
+            Some(n) if fp.is_rename() && to_next.entries.contains_key(n) => Some(n),
+            _ => renames.get(old_path).map(String::as_str),
+        };
+        if let Some(t) = target.filter(|t| to_next.entries.contains_key(*t)) {
+            moved_note = Some(format!("upstream has {old_path} as {t}"));
+            old_path = t;
+        }
+    }
+    let Some(to_text) = caches.text(to_next, old_path, src)? else {
+        let (status, reason) = if fp.is_delete() {
+            (HunkStatus::Upstreamed, None)
+        } else {
+            (
+                HunkStatus::Conflict,
+                Some(format!("{old_path} no longer exists upstream")),
+            )
+        };
+        fp.hunks
+            .iter()
+            .enumerate()
+            .for_each(|(i, h)| push(i, h, status, None, pin_symbol(i), reason.clone()));
+        return Ok(());
+    };
+    let to_syms = caches
+        .symbols(to_next, old_path, src)?
+        .expect("text exists");
+    let (mut cursor, mut drift) = (0usize, 0isize);
+    let mut placed: Vec<(&Hunk, usize)> = Vec::new();
+    for (i, h) in fp.hunks.iter().enumerate() {
+        let sym = pin_symbol(i);
+        // Is the change already there, at its place? Asked before searching for the old text
+        // anywhere else (an insertion's context can reappear below the inserted lines).
+        if !crate::apply::at_expected(&to_text, h, cursor, drift)
+            && let Some(pos) = crate::apply::already_applied_at(&to_text, h, cursor, drift)
+        {
+            push(i, h, HunkStatus::Upstreamed, Some(pos + 1), sym, None);
+            cursor = pos + reverse(h).preimage().count();
+            continue;
+        }
+        match locate(&to_text, h, cursor, drift) {
+            Ok(pos) => {
+                let now = symbol_for(&to_syms, &to_text, h, pos);
+                if now != sym {
+                    let reason = format!(
+                        "its context now matches only at line {} {}, but it was written {}",
+                        pos + 1,
+                        now.as_deref()
+                            .map_or("outside any definition".into(), |s| format!("inside {s}")),
+                        sym.as_deref()
+                            .map_or("outside any definition".into(), |s| format!("inside {s}"))
+                    );
+                    push(i, h, HunkStatus::Conflict, Some(pos + 1), sym, Some(reason));
+                    continue;
+                }
+                let status = if moved_note.is_some() {
+                    HunkStatus::Merged
+                } else if pos + usize::from(h.old_len > 0) == h.old_start {
+                    HunkStatus::Exact
+                } else {
+                    HunkStatus::Moved
+                };
+                push(
+                    i,
+                    h,
+                    status,
+                    Some(pos + usize::from(h.old_len > 0)),
+                    sym,
+                    moved_note.clone(),
+                );
+                drift = pos as isize - (h.old_start as isize - isize::from(h.old_len > 0));
+                cursor = pos + h.preimage().count();
+                placed.push((h, pos));
+            }
+            Err(why) => {
+                let rev = reverse(h);
+                match locate(&to_text, &rev, cursor, drift) {
+                    Ok(pos) => {
+                        push(i, h, HunkStatus::Upstreamed, Some(pos + 1), sym, None);
+                        cursor = pos + rev.preimage().count();
+                    }
+                    Err(_) => push(i, h, HunkStatus::Conflict, None, sym, Some(why.to_string())),
+                }
+            }
+        }
+    }
+    let result = splice(&to_text, &placed);
+    let mode = to_next.entries.get(old_path).map_or(MODE_FILE, |e| e.mode);
+    if fp.is_delete() && placed.len() == fp.hunks.len() {
+        to_next.entries.remove(old_path);
+    } else if !placed.is_empty() {
+        to_next.entries.remove(old_path);
+        let new_path = fp.new_path.as_deref().unwrap_or(old_path);
+        to_next.entries.insert(
+            new_path.to_string(),
+            file_entry(&result, fp.new_mode.unwrap_or(mode)),
+        );
+    }
+    Ok(())
+}
+
+/// Where each hunk of `fp` sits at the old pin and which definition it is in (per hunk); adds the
+/// definitions its hunks touch or sit in to `watched`.
+fn pin_side(
+    ov: &Overlay,
+    fp: &FilePatch,
+    from_chain: &Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+    watched: &mut BTreeMap<(String, String), String>,
+) -> Result<Vec<Option<String>>> {
+    let from_text = match &fp.old_path {
+        Some(p) => caches
+            .text(from_chain, p, src)?
+            .ok_or_else(|| not_at_pin(ov, fp))?,
+        None => Arc::new(Text::parse("")),
+    };
+    let from_syms = match &fp.old_path {
+        Some(p) => caches.symbols(from_chain, p, src)?,
+        None => None,
+    };
+    let (_, from_pl) = crate::apply::apply_hunks(&from_text, fp).map_err(|_| not_at_pin(ov, fp))?;
+    let from_pos: Vec<usize> = from_pl
+        .iter()
+        .zip(&fp.hunks)
+        .map(|(p, h)| p.actual - usize::from(h.old_len > 0))
+        .collect();
+    let symbols: Vec<Option<String>> = (0..fp.hunks.len())
+        .map(|i| {
             from_syms
                 .as_ref()
                 .and_then(|ix| symbol_for(ix, &from_text, &fp.hunks[i], from_pos[i]))
-        };
-        if let (Some(ix), Some(p)) = (&from_syms, &fp.old_path) {
-            for (i, h) in fp.hunks.iter().enumerate() {
-                for s in touched(ix, h, from_pos[i]).into_iter().chain(pin_symbol(i)) {
-                    watched
-                        .entry((p.clone(), s))
-                        .or_insert_with(|| format!("encloses hunk #{} of {p}", i + 1));
-                }
-            }
-        }
-        // The target.
-        if fp.is_new() {
-            let want = crate::apply::apply_hunks(&Text::parse(""), fp)
-                .map(|r| r.0)
-                .map_err(|_| not_at_pin(ov, fp))?;
-            let path = fp.new_path.as_deref().expect("new file has a path");
-            match caches.text(&to_next, path, src)? {
-                Some(have) if *have == want => fp
-                    .hunks
-                    .iter()
-                    .enumerate()
-                    .for_each(|(i, h)| push(i, h, HunkStatus::Upstreamed, None, None, None)),
-                Some(_) => fp.hunks.iter().enumerate().for_each(|(i, h)| {
-                    push(
-                        i,
-                        h,
-                        HunkStatus::Conflict,
-                        None,
-                        None,
-                        Some(format!("{path} now exists upstream with other content")),
-                    )
-                }),
-                None => {
-                    fp.hunks.iter().enumerate().for_each(|(i, h)| {
-                        push(i, h, HunkStatus::Exact, Some(h.old_start), None, None)
-                    });
-                    to_next.entries.insert(
-                        path.to_string(),
-                        file_entry(&want, fp.new_mode.unwrap_or(MODE_FILE)),
-                    );
-                }
-            }
-            continue;
-        }
-        let old_path = fp.old_path.as_deref().expect("not new");
-        let Some(to_text) = caches.text(&to_next, old_path, src)? else {
-            let (status, reason) = if fp.is_delete() {
-                (HunkStatus::Upstreamed, None)
-            } else {
-                (
-                    HunkStatus::Conflict,
-                    Some(format!("{old_path} no longer exists upstream")),
-                )
-            };
-            fp.hunks
-                .iter()
-                .enumerate()
-                .for_each(|(i, h)| push(i, h, status, None, pin_symbol(i), reason.clone()));
-            continue;
-        };
-        let to_syms = caches
-            .symbols(&to_next, old_path, src)?
-            .expect("text exists");
-        let (mut cursor, mut drift) = (0usize, 0isize);
-        let mut placed: Vec<(&Hunk, usize)> = Vec::new();
+        })
+        .collect();
+    if let (Some(ix), Some(p)) = (&from_syms, &fp.old_path) {
         for (i, h) in fp.hunks.iter().enumerate() {
-            let sym = pin_symbol(i);
-            match locate(&to_text, h, cursor, drift) {
-                Ok(pos) => {
-                    let now = symbol_for(&to_syms, &to_text, h, pos);
-                    if now != sym {
-                        let reason = format!(
-                            "its context now matches only at line {} {}, but it was written {}",
-                            pos + 1,
-                            now.as_deref()
-                                .map_or("outside any definition".into(), |s| format!("inside {s}")),
-                            sym.as_deref()
-                                .map_or("outside any definition".into(), |s| format!("inside {s}"))
-                        );
-                        push(i, h, HunkStatus::Conflict, Some(pos + 1), sym, Some(reason));
-                        continue;
-                    }
-                    let status = if pos + usize::from(h.old_len > 0) == h.old_start {
-                        HunkStatus::Exact
-                    } else {
-                        HunkStatus::Moved
-                    };
-                    push(
-                        i,
-                        h,
-                        status,
-                        Some(pos + usize::from(h.old_len > 0)),
-                        sym,
-                        None,
-                    );
-                    drift = pos as isize - (h.old_start as isize - isize::from(h.old_len > 0));
-                    cursor = pos + h.preimage().count();
-                    placed.push((h, pos));
-                }
-                Err(why) => {
-                    let rev = reverse(h);
-                    match locate(&to_text, &rev, cursor, drift) {
-                        Ok(pos) => {
-                            push(i, h, HunkStatus::Upstreamed, Some(pos + 1), sym, None);
-                            cursor = pos + rev.preimage().count();
-                        }
-                        Err(_) => {
-                            push(i, h, HunkStatus::Conflict, None, sym, Some(why.to_string()))
-                        }
-                    }
-                }
+            for s in touched(ix, h, from_pos[i])
+                .into_iter()
+                .chain(symbols[i].clone())
+            {
+                watched
+                    .entry((p.clone(), s))
+                    .or_insert_with(|| format!("encloses hunk #{} of {p}", i + 1));
             }
-        }
-        let result = splice(&to_text, &placed);
-        let mode = to_next.entries.get(old_path).map_or(MODE_FILE, |e| e.mode);
-        if fp.is_delete() && placed.len() == fp.hunks.len() {
-            to_next.entries.remove(old_path);
-        } else if !placed.is_empty() {
-            to_next.entries.remove(old_path);
-            let new_path = fp.new_path.as_deref().unwrap_or(old_path);
-            to_next.entries.insert(
-                new_path.to_string(),
-                file_entry(&result, fp.new_mode.unwrap_or(mode)),
-            );
         }
     }
-    // Watched symbols: compare upstream's own versions (overlays excluded) at both commits.
+    Ok(symbols)
+}
+
+/// A file the overlay creates: already upstream with the same content, upstream with another
+/// content (a conflict), or added to `to_next`. One (status, reason) for all its hunks.
+fn place_new_file(
+    ov: &Overlay,
+    fp: &FilePatch,
+    path: &str,
+    to_next: &mut Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<(HunkStatus, Option<String>)> {
+    let want = crate::apply::apply_hunks(&Text::parse(""), fp)
+        .map(|r| r.0)
+        .map_err(|_| not_at_pin(ov, fp))?;
+    Ok(match caches.text(to_next, path, src)? {
+        Some(have) if *have == want => (HunkStatus::Upstreamed, None),
+        Some(_) => (
+            HunkStatus::Conflict,
+            Some(format!("{path} now exists upstream with other content")),
+        ),
+        None => {
+            to_next.entries.insert(
+                path.to_string(),
+                file_entry(&want, fp.new_mode.unwrap_or(MODE_FILE)),
+            );
+            (HunkStatus::Exact, None)
+        }
+    })
+}
+
+/// Watched symbols: upstream's own versions (overlays excluded) compared at both commits.
+fn watch_symbols(
+    ov: &Overlay,
+    watched: BTreeMap<(String, String), String>,
+    (from_up, to_up): (&Tree, &Tree),
+    renames: &BTreeMap<String, String>,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<Vec<SymbolChange>> {
     let mut symbol_changes = Vec::new();
     for ((path, sym), why) in watched {
         let before = caches.symbols(from_up, &path, src)?;
         let Some(a) = before.as_ref().and_then(|ix| ix.fingerprint_of(&sym)) else {
             if why == "Depends-On" {
-                return Err(Error::input(&ov.path, None, format!("Depends-On: {path}::{sym}: no such definition in upstream at the pin"))
+                let line = depends_on_line(ov, &path, &sym);
+                return Err(Error::input(&ov.path, line, format!("Depends-On: {path}::{sym}: no such definition in upstream at the pin"))
                     .with_help("fix the trailer: the path is relative to the upstream root, the symbol a function, class or macro name"));
             }
             continue; // introduced by an overlay, not upstream's
         };
-        let after = caches.symbols(to_up, &path, src)?;
+        // A file upstream moved is compared at its new path.
+        let to_path = renames.get(&path).unwrap_or(&path).clone();
+        let after = caches.symbols(to_up, &to_path, src)?;
         let b = after.as_ref().and_then(|ix| ix.fingerprint_of(&sym));
         if Some(&a) == b.as_ref() {
             continue;
@@ -429,7 +728,7 @@ fn classify_one(
             before.as_ref().expect("found"),
             &sym,
         );
-        let new_text = match (&after, caches.text(to_up, &path, src)?) {
+        let new_text = match (&after, caches.text(to_up, &to_path, src)?) {
             (Some(ix), Some(t)) => symbol_text(&t, ix, &sym),
             _ => String::new(),
         };
@@ -445,37 +744,19 @@ fn classify_one(
             diff: d,
         });
     }
-    let any = |s: HunkStatus| hunks.iter().any(|h| h.status == s);
-    let upstreamed = hunks
-        .iter()
-        .filter(|h| h.status == HunkStatus::Upstreamed)
-        .count();
-    let status = if any(HunkStatus::Conflict) {
-        Status::Conflict
-    } else if upstreamed > 0 {
-        Status::Upstreamed
-    } else if !symbol_changes.is_empty() {
-        Status::ContextDrift
-    } else if any(HunkStatus::Moved) {
-        Status::Moved
-    } else {
-        Status::Clean
-    };
-    from_chain.apply_overlay(ov, src)?;
-    if status != Status::Conflict {
-        *to_chain = to_next;
-    }
-    let mut changed_symbols: Vec<String> =
-        symbol_changes.iter().map(|c| c.symbol.clone()).collect();
-    changed_symbols.dedup();
-    Ok(OverlayDrift {
-        name: ov.name.clone(),
-        status,
-        partially_upstreamed: upstreamed > 0 && upstreamed < hunks.len(),
-        changed_symbols,
-        symbol_changes,
-        hunks,
-    })
+    Ok(symbol_changes)
+}
+
+/// The 1-based line of the overlay file holding `Depends-On: path::sym`, if found.
+pub fn depends_on_line(ov: &Overlay, path: &str, sym: &str) -> Option<usize> {
+    let want = format!("{path}::{sym}");
+    ov.raw
+        .lines()
+        .position(|l| {
+            l.strip_prefix("Depends-On:")
+                .is_some_and(|v| v.trim() == want)
+        })
+        .map(|i| i + 1)
 }
 
 fn ensure_nl(mut s: String) -> String {
@@ -512,6 +793,84 @@ pub fn relevant_paths(series: &Series) -> Vec<String> {
     v.sort();
     v.dedup();
     v
+}
+
+/// Upstream's renames from `from` to `to` of those `paths` that no longer exist at `to` (libgit2's
+/// rename detection, default threshold, keeping only moves that keep the file name), old path ->
+/// new path. Empty, at no cost, when every path is still there.
+pub fn upstream_renames(
+    repo: &git2::Repository,
+    from: git2::Oid,
+    to: git2::Oid,
+    paths: &[String],
+) -> Result<BTreeMap<String, String>> {
+    let tree = |c: git2::Oid| {
+        repo.find_commit(c)
+            .and_then(|c| c.tree())
+            .map_err(|e| Error::git(format!("reading the tree of {c}"), e))
+    };
+    let (a, b) = (tree(from)?, tree(to)?);
+    let gone: Vec<&String> = paths
+        .iter()
+        .filter(|p| {
+            a.get_path(std::path::Path::new(p.as_str())).is_ok()
+                && b.get_path(std::path::Path::new(p.as_str())).is_err()
+        })
+        .collect();
+    if gone.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let mut diff = repo
+        .diff_tree_to_tree(Some(&a), Some(&b), None)
+        .map_err(|e| Error::git("comparing upstream trees", e))?;
+    diff.find_similar(Some(git2::DiffFindOptions::new().renames(true)))
+        .map_err(|e| Error::git("finding upstream renames", e))?;
+    let mut out = BTreeMap::new();
+    for d in diff.deltas() {
+        if d.status() != git2::Delta::Renamed {
+            continue;
+        }
+        let (Some(o), Some(n)) = (d.old_file().path(), d.new_file().path()) else {
+            continue;
+        };
+        let (o, n) = (o.to_string_lossy(), n.to_string_lossy());
+        // libgit2's similarity pairs more files than git's merge does (a deleted workflow with a
+        // new, different one); a move that keeps the file's name is what both agree on.
+        let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+        let similar = || -> Result<bool> {
+            let blob = |id| {
+                repo.find_blob(id)
+                    .map(|b| b.content().to_vec())
+                    .map_err(|e| Error::git("reading a renamed blob", e))
+            };
+            Ok(git_similar(
+                &blob(d.old_file().id())?,
+                &blob(d.new_file().id())?,
+            ))
+        };
+        if gone.iter().any(|g| g.as_str() == o) && name(&o) == name(&n) && similar()? {
+            out.insert(o.to_string(), n.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// git's rename score, approximately: the bytes of lines both files share (as a multiset) over the
+/// larger size, at least 50%.
+fn git_similar(a: &[u8], b: &[u8]) -> bool {
+    let mut have: HashMap<&[u8], usize> = HashMap::new();
+    for l in a.split_inclusive(|&c| c == b'\n') {
+        *have.entry(l).or_default() += 1;
+    }
+    let mut shared = 0usize;
+    for l in b.split_inclusive(|&c| c == b'\n') {
+        if let Some(n) = have.get_mut(l).filter(|n| **n > 0) {
+            *n -= 1;
+            shared += l.len();
+        }
+    }
+    let larger = a.len().max(b.len()).max(1);
+    shared * 2 >= larger
 }
 
 /// A tree holding only `paths` of a commit (those that exist).
@@ -574,11 +933,15 @@ pub fn drift(
     series: &Series,
     per_commit: bool,
 ) -> Result<Report> {
-    let paths = relevant_paths(series);
+    let mut paths = relevant_paths(series);
+    let renames = upstream_renames(repo, from, to, &paths)?;
+    paths.extend(renames.values().cloned());
+    paths.sort();
+    paths.dedup();
     let mut caches = Caches::default();
     let from_tree = subset_tree(repo, from, &paths)?;
     let to_tree = subset_tree(repo, to, &paths)?;
-    let final_drift = classify(&from_tree, &to_tree, series, src, &mut caches)?;
+    let final_drift = classify(&from_tree, &to_tree, series, src, &mut caches, &renames)?;
     let mut blames: Vec<Option<Blame>> = vec![None; final_drift.len()];
     let (mut commits_n, mut evaluated) = (None, None);
     if per_commit && from != to {
@@ -607,10 +970,12 @@ pub fn drift(
         let key =
             |t: &Tree| -> Vec<Option<git2::Oid>> { paths.iter().map(|p| t.blob_id(p)).collect() };
         let mut prev_key = key(&from_tree);
-        let mut prev: Vec<Status> = classify(&from_tree, &from_tree, series, src, &mut caches)?
-            .iter()
-            .map(|d| d.status)
-            .collect();
+        let none = BTreeMap::new();
+        let mut prev: Vec<Status> =
+            classify(&from_tree, &from_tree, series, src, &mut caches, &none)?
+                .iter()
+                .map(|d| d.status)
+                .collect();
         let mut history: Vec<(git2::Oid, Vec<Status>)> = Vec::new();
         let mut n_eval = 0;
         for c in &commits {
@@ -618,7 +983,8 @@ pub fn drift(
             let k = key(&t);
             if k != prev_key {
                 n_eval += 1;
-                prev = classify(&from_tree, &t, series, src, &mut caches)?
+                let renames = upstream_renames(repo, from, *c, &paths)?;
+                prev = classify(&from_tree, &t, series, src, &mut caches, &renames)?
                     .iter()
                     .map(|d| d.status)
                     .collect();

@@ -47,18 +47,22 @@ pub enum Error {
         patch_line: usize,
         reason: String,
     },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{context}: {source}")]
-    Git {
-        context: String,
-        #[source]
-        source: git2::Error,
-    },
+    /// The OS error is part of the message (not a separate `source`, which `{:#}` would print a
+    /// second time).
+    #[error("{}: {}", path.display(), io_message(err))]
+    Io { path: PathBuf, err: std::io::Error },
+    /// libgit2's message without its class/code suffix, once.
+    #[error("{context}: {}", err.message())]
+    Git { context: String, err: git2::Error },
+}
+
+/// "No such file or directory", without Rust's " (os error 2)".
+fn io_message(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -82,14 +86,14 @@ impl Error {
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.as_ref().to_path_buf(),
-            source,
+            err: source,
         }
     }
 
     pub fn git(context: impl Into<String>, source: git2::Error) -> Self {
         Error::Git {
             context: context.into(),
-            source,
+            err: source,
         }
     }
 }

@@ -61,8 +61,52 @@ impl Project {
         cache_root: &Path,
         progress: &mut dyn FnMut(FetchProgress),
     ) -> Result<UpstreamRepo> {
-        UpstreamRepo::open(cache_root, &up.name, &up.url, &up.rev, progress)
+        let text = std::fs::read_to_string(&self.pins.path).unwrap_or_default();
+        let effective = crate::upstream::rewrite_url(&up.url)?;
+        let local = effective.strip_prefix("file://").unwrap_or(&effective);
+        let is_path = local.starts_with('/') || local.starts_with('.') || !local.contains(':');
+        if is_path && !Path::new(local).exists() && !self.root.join(local).exists() {
+            let via = if effective == up.url {
+                String::new()
+            } else {
+                format!(" (as {effective}, through git's insteadOf)")
+            };
+            return Err(Error::input(
+                &self.pins.path,
+                key_line(&text, up.line, "url"),
+                format!("upstream.{}.url: {}{via} does not exist", up.name, up.url),
+            )
+            .with_help("point url at a git repository (a URL or an existing local path)"));
+        }
+        UpstreamRepo::open(cache_root, &up.name, &up.url, &up.rev, progress).map_err(|e| match e {
+            // The cache names pins.toml without knowing where it is: give the file and the line.
+            Error::Input { at, message, help } if at.path == Path::new("pins.toml") => {
+                Error::Input {
+                    at: crate::error::Location::new(
+                        &self.pins.path,
+                        key_line(&text, up.line, "rev"),
+                    ),
+                    message: format!("upstream.{}.rev: {message}", up.name),
+                    help,
+                }
+            }
+            other => other,
+        })
     }
+}
+
+/// The 1-based line of `key = ...` in the table that starts at line `table`.
+fn key_line(text: &str, table: usize, key: &str) -> Option<usize> {
+    text.lines()
+        .enumerate()
+        .skip(table)
+        .take_while(|(_, l)| !l.trim_start().starts_with('['))
+        .find(|(_, l)| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with('='))
+        })
+        .map(|(i, _)| i + 1)
 }
 
 /// Applies every overlay of `series`, in order, to the tree at `rev`.

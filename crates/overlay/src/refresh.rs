@@ -147,20 +147,7 @@ pub fn plan(
     }
     let into_idx = match &into {
         None => None,
-        Some(Target::Existing(name)) => Some(
-            series
-                .overlays
-                .iter()
-                .position(|o| &o.name == name)
-                .map(|i| i + 1)
-                .ok_or_else(|| {
-                    Error::input(
-                        series.dir.join(crate::series::SERIES_FILE),
-                        None,
-                        format!("--into {name}: no such overlay in the series"),
-                    )
-                })?,
-        ),
+        Some(Target::Existing(name)) => Some(find_overlay(series, name)? + 1),
         Some(Target::New { .. }) => Some(n + 1),
     };
     let e = edits(dir, state)?;
@@ -647,4 +634,46 @@ pub fn commit(plan: &Plan, dir: &Path, root: &Path) -> Result<()> {
         txn.write(dir.join(crate::materialize::STATE_FILE), text);
     }
     txn.commit()
+}
+
+/// The overlay `want` names: its file name, the name without `.patch`, its number (`0002`) or the
+/// name without number and `.patch` (`cpu-streamed-qmm-t`); refused when none or several match.
+pub fn find_overlay(series: &Series, want: &str) -> Result<usize> {
+    let want = want.trim();
+    let stem = |n: &str| n.strip_suffix(".patch").unwrap_or(n).to_string();
+    let bare = |n: &str| {
+        let s = stem(n);
+        match s.split_once('-') {
+            Some((num, rest)) if !num.is_empty() && num.bytes().all(|b| b.is_ascii_digit()) => {
+                rest.to_string()
+            }
+            _ => s,
+        }
+    };
+    let names: Vec<&str> = series.overlays.iter().map(|o| o.name.as_str()).collect();
+    let tiers: [&dyn Fn(&str) -> bool; 3] = [&|n| n == want, &|n| stem(n) == stem(want), &|n| {
+        bare(n) == bare(want) || stem(n).split('-').next() == Some(want)
+    }];
+    for tier in tiers {
+        let hits: Vec<usize> = (0..names.len()).filter(|&i| tier(names[i])).collect();
+        match hits.as_slice() {
+            [] => continue,
+            [one] => return Ok(*one),
+            many => {
+                let list: Vec<&str> = many.iter().map(|&i| names[i]).collect();
+                return Err(Error::input(
+                    series.dir.join(crate::series::SERIES_FILE),
+                    None,
+                    format!("--into {want}: names several overlays: {}", list.join(", ")),
+                )
+                .with_help("give the overlay's full file name"));
+            }
+        }
+    }
+    Err(Error::input(
+        series.dir.join(crate::series::SERIES_FILE),
+        None,
+        format!("--into {want}: no such overlay in the series"),
+    )
+    .with_help(format!("the series holds: {}", names.join(", "))))
 }

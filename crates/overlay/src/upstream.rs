@@ -253,14 +253,57 @@ impl UpstreamRepo {
 
     /// Resolves a commit-ish (sha, branch, tag) to a full commit id.
     pub fn resolve(&self, rev: &str) -> Result<git2::Oid> {
-        let obj = self
-            .repo
-            .revparse_single(rev)
-            .map_err(|e| Error::git(format!("resolving {rev:?} in {}", self.effective_url), e))?;
+        let obj = self.repo.revparse_single(rev).map_err(|e| {
+            if e.code() == git2::ErrorCode::Ambiguous {
+                return self.ambiguous(rev);
+            }
+            if e.code() == git2::ErrorCode::NotFound {
+                return Error::input(
+                    &self.effective_url,
+                    None,
+                    format!("{rev:?}: no such commit, branch or tag"),
+                )
+                .with_help("check the spelling; a commit id needs at least 4 hex digits");
+            }
+            Error::git(format!("resolving {rev:?} in {}", self.effective_url), e)
+        })?;
         let c = obj
             .peel_to_commit()
             .map_err(|e| Error::git(format!("{rev:?} is not a commit"), e))?;
         Ok(c.id())
+    }
+
+    /// An ambiguous abbreviated id: the commits it could mean.
+    fn ambiguous(&self, rev: &str) -> Error {
+        let prefix = rev.to_ascii_lowercase();
+        let mut commits = Vec::new();
+        if let Ok(odb) = self.repo.odb() {
+            let _ = odb.foreach(|id| {
+                if id.to_string().starts_with(&prefix)
+                    && let Ok(c) = self.repo.find_commit(*id)
+                {
+                    commits.push(format!(
+                        "{} {}",
+                        &id.to_string()[..12],
+                        c.summary().ok().flatten().unwrap_or("")
+                    ));
+                }
+                commits.len() < 10
+            });
+        }
+        commits.sort();
+        commits.dedup();
+        let list = if commits.is_empty() {
+            "(no commit among them)".to_string()
+        } else {
+            commits.join("; ")
+        };
+        Error::input(
+            &self.effective_url,
+            None,
+            format!("{rev:?} is ambiguous: it abbreviates several objects; commits: {list}"),
+        )
+        .with_help("give more digits of the commit id")
     }
 
     /// The whole tree at a commit, as blob references.

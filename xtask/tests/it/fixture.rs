@@ -200,7 +200,11 @@ impl Fixture {
 
     /// The command `xtask` runs, to spawn several at once.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        // XTASK_UNDER_TEST runs the tests against another build (an older one, to see a
+        // regression test fail before its fix).
+        let bin = std::env::var_os("XTASK_UNDER_TEST")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_xtask").into());
+        let mut cmd = Command::new(bin);
         cmd.arg("--root")
             .arg(&self.root)
             .args(args)

@@ -388,7 +388,9 @@ fn status_names_unfinished_work_and_how_to_finish_it() {
     assert!(
         out.stdout
             .contains("an apply into target/apply/up was interrupted")
-            && out.stdout.contains("`cargo xtask apply` finishes it"),
+            && out
+                .stdout
+                .contains("`cargo xtask --root $TMP/project apply` finishes it"),
         "{}",
         out.stdout
     );

@@ -1,14 +1,17 @@
 //! One integration-test binary (as ripgrep does): every test runs the real `cargo xtask` binary
 //! against synthetic upstream repositories built with real git, and compares with `git am`.
 
+mod agree;
 mod apply;
 mod bump;
 mod concurrency;
+mod diffgit;
 mod drift;
 mod export;
 mod fixture;
 mod hostile;
 mod interrupt;
+mod messages;
 mod refresh;
 mod render;
 mod reports;

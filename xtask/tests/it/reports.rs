@@ -172,7 +172,7 @@ fn hunk_whose_line_counts_lie() {
     edit_patch(&f, "@@ -1,4 +1,4 @@", "@@ -1,5 +1,4 @@");
     expect![[r#"
         error: $TMP/project/overlays/up/0001-Make-b-wider.patch:19: hunk header says -1,5 +1,4 but the body has 4 old and 4 new lines (line 25 is the signature separator)
-          help: the patch was edited by hand or truncated; regenerate it with `cargo xtask refresh` or `git format-patch`
+          help: the patch was edited by hand or truncated; regenerate it with `cargo xtask --root $TMP/project refresh` or `git format-patch`
     "#]]
     .assert_eq(&refused(&f, &["apply"]));
 }

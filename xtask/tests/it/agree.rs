@@ -1,0 +1,256 @@
+//! drift and bump-pin share one classification: on every case here both are run and must agree
+//! (a conflict in one is a conflict in the other, a review stop stops the bump, an overlay after a
+//! conflict is blocked by it, not a conflict of its own).
+
+use crate::fixture::Fixture;
+
+/// A C file: `helper`, then a long `compute` that calls it (padding keeps hunks apart).
+fn lib(helper: &str, helper_body: &str, compute_first: &str) -> String {
+    let pad: String = (1..=12).map(|i| format!("  int p{i} = {i};\n")).collect();
+    format!(
+        "int {helper}(int x) {{\n  int y = x;\n{helper_body}  return y + 1;\n}}\n\nint compute(int a) {{\n{compute_first}{pad}  return {helper}(b);\n}}\n"
+    )
+}
+
+const BODY: &str = "  y += 2;\n  y += 3;\n  y += 4;\n";
+const FIRST: &str = "  int b = a * 2;\n";
+
+fn fixture(overlay_body: &str, overlay_first: &str) -> Fixture {
+    let f = Fixture::new(&[("src/lib.c", &lib("helper", BODY, FIRST))]);
+    f.add_overlay(
+        "Tune compute",
+        &[(
+            "src/lib.c",
+            Some(&lib("helper", overlay_body, overlay_first)),
+        )],
+        "Overlay-Kind: upstreamable\nDepends-On: src/lib.c::helper",
+    );
+    f
+}
+
+fn pins_rev(f: &Fixture) -> String {
+    let t = f.read(f.root.join("pins.toml"));
+    t.lines()
+        .find_map(|l| l.strip_prefix("rev = \""))
+        .unwrap()
+        .trim_end_matches('"')
+        .to_string()
+}
+
+#[track_caller]
+fn drift_json(f: &Fixture, code: i32) -> serde_json::Value {
+    let out = f.xtask(&["drift", "--json"]).code(code);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// Upstream renames `helper` (definition and call): the overlay's `Depends-On` is gone.
+fn rename_helper(f: &Fixture, body: &str) -> String {
+    f.commit_upstream(
+        &[("src/lib.c", &lib("unpack_bits", body, FIRST))],
+        "rename helper",
+    )
+}
+
+#[test]
+fn a_removed_dependency_stops_the_bump_for_review_and_says_removed() {
+    // The overlay's hunk is in compute, not inside the removed helper (repro 03).
+    let f = fixture(BODY, "  int b = a * 3;\n");
+    let new = rename_helper(&f, BODY);
+    let v = drift_json(&f, 1);
+    let o = &v["overlays"][0];
+    assert_eq!(o["status"], "review", "{v}");
+    let removed: Vec<&str> = o["symbol_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["removed"] == true)
+        .map(|c| c["symbol"].as_str().unwrap())
+        .collect();
+    assert_eq!(removed, ["helper"], "{v}");
+    let before = f.project_snapshot();
+    let out = f.xtask(&["bump-pin", "main"]).code(1);
+    assert!(
+        out.stdout
+            .contains("review: upstream removed src/lib.c::helper (Depends-On)")
+            && !out.stdout.contains("changed src/lib.c::helper"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("STOPPED for review"), "{}", out.stdout);
+    assert_eq!(before, f.project_snapshot(), "pin and overlays untouched");
+    assert_ne!(pins_rev(&f), new);
+
+    // Reviewed (nothing to change): --continue carries it and drops the dead trailer, saying so.
+    let out = f.xtask(&["bump-pin", "--continue"]).ok();
+    assert!(
+        out.stdout
+            .contains("dropped `Depends-On: src/lib.c::helper`"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(pins_rev(&f), new);
+    let patch = f.read(f.root.join("overlays/up/0001-Tune-compute.patch"));
+    assert!(!patch.contains("Depends-On"), "{patch}");
+    f.xtask(&["check"]).ok();
+    f.xtask(&["drift", "--to", &new]).ok();
+}
+
+#[test]
+fn a_removed_dependency_with_the_hunk_inside_never_moves_the_pin() {
+    // The overlay's hunk sits inside helper, which upstream renames (repro 03b): drift and bump
+    // agree (review, exit 1) and the pin stays.
+    let f = fixture("  y += 2;\n  // fork: note\n  y += 3;\n  y += 4;\n", FIRST);
+    let new = rename_helper(&f, BODY);
+    let v = drift_json(&f, 1);
+    assert_eq!(v["overlays"][0]["status"], "review", "{v}");
+    let out = f.xtask(&["bump-pin", "main"]).code(1);
+    assert!(
+        out.stdout.contains("review") && out.stdout.contains("STOPPED for review"),
+        "{}",
+        out.stdout
+    );
+    assert_ne!(pins_rev(&f), new, "the pin must not move");
+    // The merged tree is there for review.
+    let merged = f.read(f.root.join("target/bump/up/src/lib.c"));
+    assert!(
+        merged.contains("int unpack_bits(") && merged.contains("// fork: note"),
+        "{merged}"
+    );
+}
+
+fn lines(f: impl Fn(usize) -> String) -> String {
+    (1..=30).map(f).collect()
+}
+
+#[test]
+fn overlays_after_a_conflict_are_blocked_by_it_not_conflicts_of_their_own() {
+    let f = Fixture::new(&[("a.txt", &lines(|i| format!("l{i}\n"))), ("b.txt", "b\n")]);
+    let one = |i: usize| {
+        if i == 10 {
+            "TEN\n".into()
+        } else {
+            format!("l{i}\n")
+        }
+    };
+    f.add_overlay(
+        "Change 10",
+        &[("a.txt", Some(&lines(one)))],
+        "Overlay-Kind: upstreamable",
+    );
+    // Written on top of the first: its context holds line 10 as the first overlay left it.
+    f.add_overlay(
+        "Change 12",
+        &[(
+            "a.txt",
+            Some(&lines(|i| match i {
+                12 => "TWELVE\n".into(),
+                _ => one(i),
+            })),
+        )],
+        "Overlay-Kind: upstreamable",
+    );
+    f.add_overlay(
+        "Change b",
+        &[("b.txt", Some("B\n"))],
+        "Overlay-Kind: local-only",
+    );
+    f.commit_upstream(
+        &[(
+            "a.txt",
+            &lines(|i| match i {
+                10 => "ten upstream\n".into(),
+                _ => format!("l{i}\n"),
+            }),
+        )],
+        "conflicting edit",
+    );
+    let v = drift_json(&f, 1);
+    let st: Vec<&str> = (0..3)
+        .map(|i| v["overlays"][i]["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(st, ["conflict", "blocked", "clean"], "{v}");
+    assert_eq!(
+        v["overlays"][1]["blocked_by"], "0001-Change-10.patch",
+        "{v}"
+    );
+    let out = f.xtask(&["drift"]).code(1);
+    assert!(
+        out.stdout.contains("blocked by 0001-Change-10.patch"),
+        "{}",
+        out.stdout
+    );
+    let out = f.xtask(&["bump-pin", "main", "--dry-run"]).code(1);
+    let row = |name: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    assert!(
+        row("0001-Change-10").starts_with("conflict"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        row("0002-Change-12").starts_with("blocked")
+            && row("0002-Change-12").contains("not reached (blocked by 0001-Change-10.patch)"),
+        "{}",
+        out.stdout
+    );
+    assert!(row("0003-Change-b").starts_with("clean"), "{}", out.stdout);
+}
+
+/// Upstream takes one of the overlay's two hunks: drift says review (partially upstreamed), the
+/// bump stops with the merge in the bump tree, and `--continue` carries what is left.
+#[test]
+fn a_partly_upstreamed_overlay_stops_for_review_then_continue_carries_the_rest() {
+    let f = Fixture::new(&[("a.txt", &lines(|i| format!("l{i}\n")))]);
+    let two = |i: usize| match i {
+        5 => "FIVE\n".to_string(),
+        25 => "TWENTY-FIVE\n".to_string(),
+        _ => format!("l{i}\n"),
+    };
+    f.add_overlay(
+        "Two changes",
+        &[("a.txt", Some(&lines(two)))],
+        "Overlay-Kind: upstreamable",
+    );
+    let new = f.commit_upstream(
+        &[(
+            "a.txt",
+            &lines(|i| {
+                if i == 5 {
+                    "FIVE\n".into()
+                } else {
+                    format!("l{i}\n")
+                }
+            }),
+        )],
+        "take the first",
+    );
+    let v = drift_json(&f, 1);
+    assert_eq!(v["overlays"][0]["status"], "review", "{v}");
+    assert_eq!(v["overlays"][0]["partially_upstreamed"], true, "{v}");
+    let before = f.project_snapshot();
+    let out = f.xtask(&["bump-pin", "main"]).code(1);
+    assert!(
+        out.stdout.contains("STOPPED for review")
+            && out.stdout.contains("a.txt hunk #1 is already upstream"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(before, f.project_snapshot());
+    assert_eq!(f.read(f.root.join("target/bump/up/a.txt")), lines(two));
+    let out = f.xtask(&["bump-pin", "--continue"]).ok();
+    assert!(out.stdout.contains("resolved by hand"), "{}", out.stdout);
+    assert_eq!(pins_rev(&f), new);
+    let patch = f.read(f.root.join("overlays/up/0001-Two-changes.patch"));
+    assert!(
+        patch.contains("+TWENTY-FIVE") && !patch.contains("+FIVE"),
+        "{patch}"
+    );
+    f.xtask(&["check"]).ok();
+    f.xtask(&["drift", "--to", &new]).ok();
+}

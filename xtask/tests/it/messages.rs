@@ -1,0 +1,273 @@
+//! Messages and next steps (issue 13, item 10): every error names what is wrong once, with its
+//! file and line; every printed next step works when pasted; the project is found like git finds
+//! a repository.
+
+use std::process::Command;
+
+use crate::fixture::{Fixture, git_env};
+
+fn bin() -> std::ffi::OsString {
+    std::env::var_os("XTASK_UNDER_TEST").unwrap_or_else(|| env!("CARGO_BIN_EXE_xtask").into())
+}
+
+/// `xtask` run in `cwd` without `--root`.
+fn xtask_in(f: &Fixture, cwd: &std::path::Path, args: &[&str]) -> crate::fixture::Out {
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .current_dir(cwd)
+        .env("OVERLAY_CACHE_DIR", &f.cache);
+    git_env(&mut cmd, f.t());
+    f.out(cmd.output().unwrap())
+}
+
+fn lines(n: usize, f: impl Fn(usize) -> String) -> String {
+    (1..=n).map(f).collect()
+}
+
+#[test]
+fn the_project_is_found_from_the_current_directory_upward() {
+    let f = Fixture::new(&[("a.txt", "a\n")]);
+    let deep = f.root.join("overlays/up");
+    let out = xtask_in(&f, &deep, &["status"]).ok();
+    assert!(out.stdout.contains("upstream up:"), "{}", out.stdout);
+    let elsewhere = f.t().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let out = xtask_in(&f, &elsewhere, &["status"]).code(2);
+    assert!(
+        out.stderr.contains("not in a project: no pins.toml in") && out.stderr.contains("--root"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn not_a_project_is_said_once_without_os_error_codes() {
+    let f = Fixture::new(&[("a.txt", "a\n")]);
+    let nothere = f.t().join("nothere");
+    let out = xtask_in(&f, f.t(), &["--root", nothere.to_str().unwrap(), "status"]).code(2);
+    assert!(out.stderr.contains("not a project"), "{}", out.stderr);
+    assert!(!out.stderr.contains("os error"), "{}", out.stderr);
+}
+
+#[test]
+fn a_missing_upstream_path_and_a_missing_pin_name_their_line() {
+    let f = Fixture::new(&[("a.txt", "a\n")]);
+    let pins = f.root.join("pins.toml");
+    let good = f.read(&pins);
+    std::fs::write(
+        &pins,
+        good.replace(f.upstream.to_str().unwrap(), "/nonexistent/upstream"),
+    )
+    .unwrap();
+    let out = f.xtask(&["apply"]).code(2);
+    assert!(
+        out.stderr
+            .contains("pins.toml:2: upstream.up.url: /nonexistent/upstream does not exist")
+            && !out.stderr.contains("unsupported URL protocol"),
+        "{}",
+        out.stderr
+    );
+    std::fs::write(&pins, good.replace(&f.pin, &"1".repeat(40))).unwrap();
+    let out = f.xtask(&["apply"]).code(2);
+    assert!(
+        out.stderr
+            .contains("pins.toml:3: upstream.up.rev: commit 1111"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stderr.matches("class=").count(), 0, "{}", out.stderr);
+}
+
+#[test]
+fn an_unknown_depends_on_names_its_line() {
+    let f = Fixture::new(&[("a.c", "int f(int x) {\n  return x;\n}\n")]);
+    let name = f.add_overlay(
+        "Tweak f",
+        &[("a.c", Some("int f(int x) {\n  return x + 1;\n}\n"))],
+        "Overlay-Kind: local-only\nDepends-On: a.c::nosuch",
+    );
+    let patch = f.read(f.root.join("overlays/up").join(&name));
+    let line = patch
+        .lines()
+        .position(|l| l.starts_with("Depends-On: a.c::nosuch"))
+        .unwrap()
+        + 1;
+    let out = f.xtask(&["drift", "--to", &f.pin]).code(2);
+    assert!(
+        out.stderr
+            .contains(&format!("{name}:{line}: Depends-On: a.c::nosuch")),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn into_accepts_the_name_without_patch_its_number_or_its_subject() {
+    let f = Fixture::new(&[("a.txt", &lines(20, |i| format!("l{i}\n")))]);
+    f.add_overlay(
+        "First",
+        &[(
+            "a.txt",
+            Some(&lines(20, |i| {
+                if i == 5 {
+                    "FIVE\n".into()
+                } else {
+                    format!("l{i}\n")
+                }
+            })),
+        )],
+        "Overlay-Kind: local-only",
+    );
+    let dir = f.t().join("tree");
+    let d = dir.to_str().unwrap();
+    f.xtask(&["apply", "--dir", d]).ok();
+    for (n, want) in [(15, "0001-First"), (16, "0001"), (17, "First")] {
+        let a = f
+            .read(dir.join("a.txt"))
+            .replace(&format!("l{n}\n"), &format!("L{n}\n"));
+        std::fs::write(dir.join("a.txt"), a).unwrap();
+        let out = f.xtask(&["refresh", "--dir", d, "--into", want]).ok();
+        assert!(
+            out.stdout.contains("0001-First.patch"),
+            "{want}: {}",
+            out.stdout
+        );
+    }
+    let out = f
+        .xtask(&["refresh", "--dir", d, "--into", "Second"])
+        .code(2);
+    assert!(
+        out.stderr.contains("no such overlay")
+            && out.stderr.contains("the series holds: 0001-First.patch"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A conflicting bump with `--upstream`: every printed next step, pasted, works.
+#[test]
+fn printed_next_steps_work_when_pasted() {
+    let f = Fixture::new(&[("a.txt", &lines(20, |i| format!("l{i}\n")))]);
+    f.add_overlay(
+        "Ten",
+        &[(
+            "a.txt",
+            Some(&lines(20, |i| {
+                if i == 10 {
+                    "TEN\n".into()
+                } else {
+                    format!("l{i}\n")
+                }
+            })),
+        )],
+        "Overlay-Kind: local-only",
+    );
+    let new = f.commit_upstream(
+        &[(
+            "a.txt",
+            &lines(20, |i| {
+                if i == 10 {
+                    "ten up\n".into()
+                } else {
+                    format!("l{i}\n")
+                }
+            }),
+        )],
+        "conflict",
+    );
+    let out = f.xtask(&["--upstream", "up", "bump-pin", &new]).code(1);
+    let step = |out: &str, verb: &str| -> Vec<String> {
+        let l = out
+            .lines()
+            .find(|l| l.contains(&format!("bump-pin {verb}")))
+            .unwrap_or_else(|| panic!("no {verb} step in {out}"));
+        let cmd = l[l.find("cargo xtask").unwrap() + "cargo xtask".len()..]
+            .trim_end_matches([')', '`'])
+            .split('`')
+            .next()
+            .unwrap();
+        cmd.split_whitespace().map(String::from).collect()
+    };
+    let cont = step(&out.stdout, "--continue");
+    assert!(cont.contains(&"--upstream".to_string()), "{cont:?}");
+    // A second bump-pin names the same steps; --abort with another REV is refused, not ignored.
+    let again = f.xtask(&["--upstream", "up", "bump-pin", &new]).code(2);
+    assert_eq!(step(&again.stderr, "--continue"), cont, "{}", again.stderr);
+    let other = f.commit_upstream(&[("b.txt", "b\n")], "later");
+    let out2 = f.xtask(&["bump-pin", &other, "--abort"]).code(2);
+    assert!(
+        out2.stderr.contains("nothing was removed"),
+        "{}",
+        out2.stderr
+    );
+    assert!(f.root.join("target/bump/up").exists());
+    // Resolve, then run exactly the printed --continue (it carries --root too).
+    let tree = f.root.join("target/bump/up/a.txt");
+    std::fs::write(
+        &tree,
+        lines(20, |i| {
+            if i == 10 {
+                "TEN up\n".into()
+            } else {
+                format!("l{i}\n")
+            }
+        }),
+    )
+    .unwrap();
+    // (Reports are scrubbed of the temporary folder: put it back.)
+    let t = f.t().to_str().unwrap();
+    let args: Vec<String> = cont.iter().map(|a| a.replace("$TMP", t)).collect();
+    let mut cmd = Command::new(bin());
+    cmd.args(&args).env("OVERLAY_CACHE_DIR", &f.cache);
+    git_env(&mut cmd, f.t());
+    let done = f.out(cmd.output().unwrap()).ok();
+    assert!(done.stdout.contains("pinned up at"), "{}", done.stdout);
+}
+
+/// The engine's suggestions (here: apply refusing a tree with edits) carry the run's --root and
+/// --upstream too.
+#[test]
+fn suggested_commands_in_errors_carry_root_and_upstream() {
+    let f = Fixture::new(&[("a.txt", "a\n")]);
+    let dir = f.t().join("tree");
+    let d = dir.to_str().unwrap();
+    f.xtask(&["--upstream", "up", "apply", "--dir", d]).ok();
+    std::fs::write(dir.join("a.txt"), "edited\n").unwrap();
+    let out = f.xtask(&["--upstream", "up", "apply", "--dir", d]).code(2);
+    assert!(
+        out.stderr
+            .contains("`cargo xtask --root $TMP/project --upstream up refresh --dir"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("--root $TMP/project --root"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// `--abort` needs no REV (it used to be required, and then ignored).
+#[test]
+fn abort_needs_no_rev() {
+    let f = Fixture::new(&[("a.txt", &lines(20, |i| format!("l{i}\n")))]);
+    let ten = |t: &'static str| {
+        move |i: usize| {
+            if i == 10 {
+                t.to_string()
+            } else {
+                format!("l{i}\n")
+            }
+        }
+    };
+    f.add_overlay(
+        "Ten",
+        &[("a.txt", Some(&lines(20, ten("TEN\n"))))],
+        "Overlay-Kind: local-only",
+    );
+    f.commit_upstream(&[("a.txt", &lines(20, ten("ten up\n")))], "conflict");
+    f.xtask(&["bump-pin", "main"]).code(1);
+    let out = f.xtask(&["bump-pin", "--abort"]).ok();
+    assert!(out.stdout.contains("bump abandoned"), "{}", out.stdout);
+    assert!(!f.root.join("target/bump/up").exists());
+}
