@@ -478,8 +478,15 @@ pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
     } else {
         format!("{}.patch", a.name)
     };
-    if file_name.contains('/') || file_name.starts_with('.') {
-        bail!("{file_name}: expected a file name like 0003-fix-foo.patch");
+    // The series parser's own rule, so the series never lists a name it then rejects.
+    if let Some(why) = overlay::series::name_problem(&file_name).or_else(|| {
+        file_name
+            .starts_with('.')
+            .then_some("not a hidden file (starting with `.`)")
+    }) {
+        bail!(
+            "{file_name:?}: not a valid overlay name: expected a plain file name, {why}; nothing was written\n  help: use letters, digits, `-`, `_` and `.`, like 0003-fix-foo.patch"
+        );
     }
     let series = ctx.series()?;
     if series.dir.join(&file_name).exists() {

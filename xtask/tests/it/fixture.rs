@@ -199,8 +199,11 @@ impl Fixture {
     }
 
     /// The command `xtask` runs, to spawn several at once.
+    /// `XTASK_TEST_BIN` runs the tests against another build of xtask (say, the one before a fix,
+    /// to see a regression test fail there).
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        let bin = std::env::var_os("XTASK_TEST_BIN").unwrap_or(env!("CARGO_BIN_EXE_xtask").into());
+        let mut cmd = Command::new(bin);
         cmd.arg("--root")
             .arg(&self.root)
             .args(args)

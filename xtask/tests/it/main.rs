@@ -12,4 +12,5 @@ mod interrupt;
 mod refresh;
 mod render;
 mod reports;
+mod safety;
 mod upstream_mlx;

@@ -1,0 +1,131 @@
+//! Everyday maintainer workflows that must never lose, revert or strand work (issue 13): a missing
+//! series, overlay names the series cannot hold, non-canonical overlays, symlinks and modes in a
+//! resolved bump, unrefreshed edits before a bump, junk in the applied tree, downgrades.
+
+use std::path::Path;
+
+use crate::fixture::{Fixture, Out};
+
+const T: &str = "Overlay-Kind: local-only";
+
+/// An upstream with two files, pinned, with one overlay widening `b`.
+fn fixture() -> Fixture {
+    let f = Fixture::new(&[
+        ("src/lib.c", "int a;\nint b;\nint c;\nint d;\nint e;\n"),
+        ("README", "readme\n"),
+    ]);
+    f.add_overlay(
+        "Make b wider",
+        &[(
+            "src/lib.c",
+            Some("int a;\nlong b;\nint c;\nint d;\nint e;\n"),
+        )],
+        T,
+    );
+    f
+}
+
+/// Exit 2 with every `want` in stderr and a help line; the project is byte-identical afterwards.
+#[track_caller]
+fn refused(f: &Fixture, args: &[&str], want: &[&str]) -> Out {
+    let before = f.project_snapshot();
+    let out = f.xtask(args).code(2);
+    for w in want {
+        assert!(
+            out.stderr.contains(w),
+            "{args:?}: wanted {w:?} in:\n{}",
+            out.stderr
+        );
+    }
+    assert!(
+        out.stderr.contains("help:"),
+        "{args:?}: no advice in:\n{}",
+        out.stderr
+    );
+    assert_eq!(before, f.project_snapshot(), "{args:?} changed the project");
+    out
+}
+
+fn applied(f: &Fixture) -> std::path::PathBuf {
+    f.root.join("target/apply/up")
+}
+
+#[allow(dead_code)]
+fn exists(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
+/// Issue 13, item 8: a deleted series gave the plain upstream tree with exit 0.
+#[test]
+fn missing_series_is_an_error_not_an_empty_series() {
+    let f = fixture();
+    std::fs::remove_file(f.root.join("overlays/up/series")).unwrap();
+    for cmd in [&["apply"][..], &["status"], &["check"], &["drift"]] {
+        refused(
+            &f,
+            cmd,
+            &["overlays/up/series: no series file (1 overlay files here would be left out)"],
+        );
+    }
+    assert!(
+        !applied(&f).exists(),
+        "apply wrote a tree without the overlays"
+    );
+    // An empty series file is the way to say "no overlays".
+    std::fs::write(f.root.join("overlays/up/series"), "").unwrap();
+    f.xtask(&["apply"]).ok();
+    assert_eq!(
+        f.read(applied(&f).join("src/lib.c")),
+        "int a;\nint b;\nint c;\nint d;\nint e;\n"
+    );
+}
+
+/// Issue 13, item 6: `new-overlay` accepted names the series parser then rejected (`#`, space, tab),
+/// so every later command failed. Now both use one rule: exit 2, nothing written.
+#[test]
+fn new_overlay_rejects_names_the_series_cannot_hold() {
+    let f = fixture();
+    f.xtask(&["apply"]).ok();
+    std::fs::write(applied(&f).join("new.h"), "#pragma once\n").unwrap();
+    let tree_before = crate::fixture::files_under(&applied(&f), &[]);
+    for name in [
+        "0002-fix#2",
+        "0002 fix",
+        "0002\tfix",
+        "0002-a\u{1}b",
+        "../0002-up",
+        ".hidden",
+    ] {
+        let out = refused(
+            &f,
+            &[
+                "new-overlay",
+                name,
+                "--kind",
+                "local-only",
+                "-m",
+                "Add a header",
+            ],
+            &["not a valid overlay name", "nothing was written"],
+        );
+        assert!(
+            out.stderr
+                .contains(&format!("{:?}", format!("{name}.patch"))),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(tree_before, crate::fixture::files_under(&applied(&f), &[]));
+    }
+    f.xtask(&["status"]).ok();
+    // A good name still works, and the series it writes parses.
+    f.xtask(&[
+        "new-overlay",
+        "0002-add-header",
+        "--kind",
+        "local-only",
+        "-m",
+        "Add a header",
+    ])
+    .ok();
+    f.xtask(&["check"]).ok();
+}
