@@ -806,6 +806,44 @@ pub struct BumpArgs {
     /// Where conflicts are written for resolution [default: target/bump/<upstream>]
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Allow a target that is not a descendant of the pin (it reverts upstream commits)
+    #[arg(long)]
+    pub allow_downgrade: bool,
+}
+
+/// What moving the pin from `from` to `to` reverts, when `to` is not a descendant of `from`: the
+/// commits the pin has and `to` lacks. None for a forward move.
+fn reverted_commits(
+    repo: &git2::Repository,
+    from: git2::Oid,
+    to: git2::Oid,
+) -> Result<Option<String>> {
+    if to == from || repo.graph_descendant_of(to, from)? {
+        return Ok(None);
+    }
+    let (f, t) = (short_id(from), short_id(to));
+    let base = match repo.merge_base(from, to) {
+        Ok(b) => b,
+        Err(_) => return Ok(Some(format!("{t} shares no history with the pin {f}"))),
+    };
+    let mut walk = repo.revwalk()?;
+    walk.push(from)?;
+    walk.hide(to)?;
+    let n = walk.count();
+    Ok(Some(if base == to {
+        format!(
+            "{t} is an ancestor of the pin {f}: the bump reverts {n} upstream commit(s) ({t}..{f})"
+        )
+    } else {
+        format!(
+            "{t} is not a descendant of the pin {f}: the bump reverts {n} upstream commit(s) the pin has and {t} lacks ({t}..{f}, merge base {})",
+            short_id(base)
+        )
+    }))
+}
+
+fn short_id(id: git2::Oid) -> String {
+    id.to_string()[..12].to_string()
 }
 
 fn guard_paths(ctx: &Ctx, series: &Series) -> Vec<PathBuf> {
@@ -943,6 +981,19 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
+    let mut downgrade_note = None;
+    if state.is_none()
+        && let Some(what) = reverted_commits(repo.repo(), from, to)?
+    {
+        if !a.allow_downgrade {
+            bail!(
+                "refusing to move the pin backwards: {what}; nothing was written\n  help: `git log {}..{}` in the upstream lists them; pass --allow-downgrade if reverting them is what you want",
+                short(&to.to_string()),
+                short(&up.rev)
+            );
+        }
+        downgrade_note = Some(what);
+    }
     let old_base = repo.tree_at(from)?;
     let new_base = repo.tree_at(to)?;
     // Statuses for the review list (context drift is carried across but named).
@@ -1015,6 +1066,9 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         short(&to.to_string()),
         if a.dry_run { " (dry run)" } else { "" }
     );
+    if let Some(what) = &downgrade_note {
+        let _ = writeln!(h, "  downgrade (--allow-downgrade): {what}");
+    }
     for (o, d) in outcome.overlays.iter().zip(&report.overlays) {
         let what = match o.action {
             Action::Kept => "kept".to_string(),
@@ -1035,7 +1089,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         }
     }
     let json = serde_json::json!({ "upstream": up.name, "from": up.rev, "to": to.to_string(), "dry_run": a.dry_run,
-        "overlays": outcome.overlays, "drift": report.overlays });
+        "overlays": outcome.overlays, "drift": report.overlays, "reverts": downgrade_note });
 
     if let Some(tree) = &outcome.conflict_tree {
         let resolving = outcome

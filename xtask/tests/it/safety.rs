@@ -129,3 +129,77 @@ fn new_overlay_rejects_names_the_series_cannot_hold() {
     .ok();
     f.xtask(&["check"]).ok();
 }
+
+fn pins_rev(f: &Fixture) -> String {
+    let t = f.read(f.root.join("pins.toml"));
+    t.lines()
+        .find_map(|l| l.strip_prefix("rev = \""))
+        .unwrap()
+        .trim_end_matches('"')
+        .to_string()
+}
+
+/// Issue 13, item 5: `bump-pin` to an ancestor of the pin went back silently ("clean", exit 0).
+/// Backwards or sideways needs --allow-downgrade and says how many commits it reverts.
+#[test]
+fn bump_to_an_ancestor_or_a_side_branch_needs_allow_downgrade() {
+    let f = fixture();
+    let old = f.pin.clone();
+    f.commit_upstream(&[("README", "readme 2\n")], "two");
+    let head = f.commit_upstream(&[("README", "readme 3\n")], "three");
+    f.xtask(&["bump-pin", "main"]).ok();
+    assert_eq!(pins_rev(&f), head);
+    let out = refused(
+        &f,
+        &["bump-pin", &old],
+        &[
+            "is an ancestor of the pin",
+            "reverts 2 upstream commit(s)",
+            "--allow-downgrade",
+        ],
+    );
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    refused(
+        &f,
+        &["bump-pin", &old, "--dry-run"],
+        &["reverts 2 upstream commit(s)"],
+    );
+    // A side branch that lacks the pin's commits.
+    f.git(&f.upstream, &["checkout", "-q", "-b", "side", &old]);
+    let side = f.commit_upstream(&[("README", "side\n")], "side");
+    f.git(&f.upstream, &["checkout", "-q", "main"]);
+    refused(
+        &f,
+        &["bump-pin", &side],
+        &[
+            "is not a descendant of the pin",
+            "reverts 2 upstream commit(s)",
+        ],
+    );
+    // Unrelated history.
+    f.git(&f.upstream, &["checkout", "-q", "--orphan", "other"]);
+    let other = f.commit_upstream(
+        &[("src/lib.c", "int a;\nint b;\nint c;\nint d;\nint e;\n")],
+        "unrelated",
+    );
+    f.git(&f.upstream, &["checkout", "-q", "-f", "main"]);
+    refused(
+        &f,
+        &["bump-pin", &other],
+        &["shares no history with the pin"],
+    );
+    assert_eq!(pins_rev(&f), head);
+    // Asked for, it goes back and says what it reverts.
+    let out = f.xtask(&["bump-pin", &old, "--allow-downgrade"]).ok();
+    assert!(
+        out.stdout.contains("downgrade (--allow-downgrade): "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("reverts 2 upstream commit(s)"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(pins_rev(&f), old);
+}
