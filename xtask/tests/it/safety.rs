@@ -203,3 +203,124 @@ fn bump_to_an_ancestor_or_a_side_branch_needs_allow_downgrade() {
     );
     assert_eq!(pins_rev(&f), old);
 }
+
+fn numbered(f: impl Fn(usize) -> String) -> String {
+    (1..=30).map(f).collect()
+}
+
+fn line_is(n: usize, text: &'static str) -> impl Fn(usize) -> String {
+    move |i| {
+        if i == n {
+            format!("{text}\n")
+        } else {
+            format!("line {i}\n")
+        }
+    }
+}
+
+/// Keeps the overlay's side of every conflict in `path`.
+fn keep_overlay_side(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = String::new();
+    let mut side = 0; // 0 outside, 1 ours (kept), 2 the rest of the conflict
+    for l in text.split_inclusive('\n') {
+        if l.starts_with("<<<<<<< ") {
+            side = 1;
+        } else if side > 0 && (l.starts_with("||||||| ") || l == "=======\n") {
+            side = 2;
+        } else if l.starts_with(">>>>>>> ") {
+            side = 0;
+        } else if side < 2 {
+            out.push_str(l);
+        }
+    }
+    assert_ne!(text, out, "no conflict in {}", path.display());
+    std::fs::write(path, out).unwrap();
+}
+
+/// An upstream holding a symlink and an executable beside a file two overlays edit, and a new
+/// upstream commit that changes both edited lines: two conflicts in a row.
+fn linked_two_conflicts() -> Fixture {
+    let f = Fixture::new(&[
+        ("a.txt", &numbered(|i| format!("line {i}\n"))),
+        ("b.txt", "b\n"),
+    ]);
+    std::os::unix::fs::symlink("a.txt", f.upstream.join("LINK.md")).unwrap();
+    std::fs::write(f.upstream.join("run.sh"), "#!/bin/sh\n").unwrap();
+    f.git(
+        &f.upstream,
+        &["update-index", "--add", "--chmod=+x", "run.sh"],
+    );
+    let pin = f.commit_upstream(&[], "a link and a script");
+    f.write_pins(&pin);
+    f.git(&f.work, &["pull", "-q", "origin", "main"]);
+    let mut f = f;
+    f.pin = pin;
+    f.add_overlay(
+        "Ten",
+        &[("a.txt", Some(&numbered(line_is(10, "line TEN"))))],
+        T,
+    );
+    let after_first = numbered(|i| match i {
+        10 => "line TEN\n".into(),
+        20 => "line TWENTY\n".into(),
+        _ => format!("line {i}\n"),
+    });
+    f.add_overlay("Twenty", &[("a.txt", Some(&after_first))], T);
+    let upstream_side = numbered(|i| match i {
+        10 => "line 10 upstream\n".into(),
+        20 => "line 20 upstream\n".into(),
+        _ => format!("line {i}\n"),
+    });
+    f.commit_upstream(&[("a.txt", &upstream_side)], "upstream edits 10 and 20");
+    f
+}
+
+/// Issue 13, item 1: `--continue` read the bump tree through its symlinks and swept an upstream
+/// symlink (MLX's CLAUDE.md -> AGENTS.md) into the overlay as a regular file; with two conflicts the
+/// bad resolution was saved and the second `--continue` was stuck. Now a resolution carries only the
+/// overlay's own files; links and modes stay upstream's.
+#[test]
+fn continue_never_sweeps_links_modes_or_other_files_into_an_overlay() {
+    let f = linked_two_conflicts();
+    let bump = f.root.join("target/bump/up");
+    f.xtask(&["bump-pin", "main"]).code(1);
+    assert!(
+        std::fs::symlink_metadata(bump.join("LINK.md"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    keep_overlay_side(&bump.join("a.txt"));
+    // An edit outside the overlay's files is refused, named, and nothing is written.
+    std::fs::write(bump.join("b.txt"), "b edited while resolving\n").unwrap();
+    refused(
+        &f,
+        &["bump-pin", "main", "--continue"],
+        &["b.txt (modified)", "does not touch"],
+    );
+    std::fs::write(bump.join("b.txt"), "b\n").unwrap();
+    // The second conflict.
+    f.xtask(&["bump-pin", "main", "--continue"]).code(1);
+    keep_overlay_side(&bump.join("a.txt"));
+    let out = f.xtask(&["bump-pin", "main", "--continue"]).ok();
+    assert!(out.stdout.contains("pinned up at"), "{}", out.stdout);
+    for o in ["0001-Ten.patch", "0002-Twenty.patch"] {
+        let text = f.read(f.root.join("overlays/up").join(o));
+        assert!(
+            !text.contains("LINK.md") && !text.contains("run.sh"),
+            "{o} swept in:\n{text}"
+        );
+        assert_eq!(text.matches("diff --git").count(), 1, "{o}:\n{text}");
+    }
+    f.xtask(&["check"]).ok();
+    f.xtask(&["apply"]).ok();
+    let git = f.git_am_tree_at(&pins_rev(&f));
+    crate::fixture::assert_same_tree(&applied(&f), &git);
+    assert!(
+        std::fs::symlink_metadata(applied(&f).join("LINK.md"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
