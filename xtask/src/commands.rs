@@ -125,6 +125,44 @@ fn emit(json: bool, value: serde_json::Value, human: String) {
     }
 }
 
+/// The default applied tree, when it holds edits no overlay has: (its state, the edits).
+fn applied_edits(ctx: &Ctx) -> Result<Option<(State, overlay::materialize::Edits)>> {
+    let dir = ctx.default_dir();
+    let Some(st) = State::load(&dir)? else {
+        return Ok(None);
+    };
+    if st.upstream != ctx.upstream().name || st.pending.is_some() {
+        return Ok(None);
+    }
+    let edits = overlay::materialize::edits(&dir, &st)?;
+    Ok((!edits.is_empty()).then_some((st, edits)))
+}
+
+/// "modified: a, added: b" for the first few edits.
+fn list_edits(e: &overlay::materialize::Edits) -> String {
+    let all: Vec<String> = e
+        .modified
+        .iter()
+        .map(|p| format!("modified: {p}"))
+        .chain(e.added.iter().map(|p| format!("added: {p}")))
+        .chain(e.deleted.iter().map(|p| format!("deleted: {p}")))
+        .collect();
+    let more = all.len().saturating_sub(10);
+    let mut s = all.into_iter().take(10).collect::<Vec<_>>().join(", ");
+    if more > 0 {
+        let _ = write!(s, ", and {more} more");
+    }
+    s
+}
+
+/// `--upstream NAME` when the command named one, for printed next steps.
+fn upstream_flag(ctx: &Ctx) -> String {
+    ctx.upstream
+        .as_ref()
+        .map(|u| format!(" --upstream {u}"))
+        .unwrap_or_default()
+}
+
 pub fn status(g: &Global) -> Result<ExitCode> {
     let ctx = Ctx::load(g, LockMode::Shared, "status")?;
     let up = ctx.upstream();
@@ -177,6 +215,25 @@ pub fn status(g: &Global) -> Result<ExitCode> {
             "an apply into {} was interrupted: `cargo xtask apply` finishes it",
             ctx.rel(&apply_dir)
         ));
+    }
+    if let Some((st, e)) = applied_edits(&ctx)? {
+        let n = e.all().count();
+        pending.push(if st.rev == up.rev {
+            format!(
+                "{} holds {n} edit(s) no overlay has ({}): `cargo xtask refresh{u}` keeps them, `cargo xtask apply{u} --force` discards them",
+                ctx.rel(&apply_dir),
+                list_edits(&e),
+                u = upstream_flag(&ctx)
+            )
+        } else {
+            format!(
+                "{} was applied at {}, not at the pin, and holds {n} edit(s) no overlay has ({}): refresh cannot take them at another pin; save them elsewhere, then `cargo xtask apply{} --force`",
+                ctx.rel(&apply_dir),
+                short(&st.rev),
+                list_edits(&e),
+                upstream_flag(&ctx)
+            )
+        });
     }
     let bump_dir = ctx.project.root.join("target").join("bump").join(&up.name);
     if let Ok(t) = std::fs::read_to_string(bump_dir.join(overlay::bump::BUMP_STATE))
@@ -980,6 +1037,18 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
             short(&up.rev)
         );
         return Ok(ExitCode::SUCCESS);
+    }
+    if state.is_none()
+        && let Some((st, e)) = applied_edits(&ctx)?
+        && st.rev == up.rev
+    {
+        bail!(
+            "{} holds {} edit(s) no overlay has ({}); a bump would strand them (refresh works only at the pin they were made on); nothing was written\n  help: keep them: `cargo xtask refresh{u}` (or `new-overlay`), then bump; discard them: `cargo xtask apply{u} --force`, then bump",
+            ctx.rel(&ctx.default_dir()),
+            e.all().count(),
+            list_edits(&e),
+            u = upstream_flag(&ctx)
+        );
     }
     let mut downgrade_note = None;
     if state.is_none()

@@ -324,3 +324,55 @@ fn continue_never_sweeps_links_modes_or_other_files_into_an_overlay() {
             .is_symlink()
     );
 }
+
+/// Issue 13, item 2: edits not yet refreshed, then a bump: no warning, `status` silent, then
+/// `refresh` said "apply again" and `apply` said "refresh". Now status shows the edits and bump
+/// refuses, naming them and both ways out.
+#[test]
+fn unrefreshed_edits_block_the_bump_and_show_in_status() {
+    let f = fixture();
+    f.xtask(&["apply"]).ok();
+    let lib = applied(&f).join("src/lib.c");
+    std::fs::write(&lib, "int a;\nlong long b;\nint c;\nint d;\nint e;\n").unwrap();
+    let out = f.xtask(&["status"]).ok();
+    assert!(
+        out.stdout.contains("target/apply/up holds 1 edit(s) no overlay has (modified: src/lib.c): `cargo xtask refresh` keeps them"),
+        "{}",
+        out.stdout
+    );
+    let old = f.pin.clone();
+    let two = f.commit_upstream(&[("README", "readme 2\n")], "two");
+    let tree = crate::fixture::files_under(&applied(&f), &[]);
+    refused(
+        &f,
+        &["bump-pin", &two],
+        &[
+            "holds 1 edit(s) no overlay has (modified: src/lib.c)",
+            "would strand them",
+            "cargo xtask refresh",
+            "apply --force",
+        ],
+    );
+    assert_eq!(pins_rev(&f), old);
+    assert_eq!(
+        tree,
+        crate::fixture::files_under(&applied(&f), &[]),
+        "the edit is kept"
+    );
+    // The first way out: refresh, then bump; the edit survives the bump.
+    f.xtask(&["refresh"]).ok();
+    assert!(!f.xtask(&["status"]).ok().stdout.contains("edit(s)"));
+    f.xtask(&["bump-pin", &two]).ok();
+    f.xtask(&["apply"]).ok();
+    assert_eq!(
+        f.read(&lib),
+        "int a;\nlong long b;\nint c;\nint d;\nint e;\n"
+    );
+    // The second: discard with apply --force.
+    std::fs::write(&lib, "edited again\n").unwrap();
+    let three = f.commit_upstream(&[("README", "readme 3\n")], "three");
+    f.xtask(&["bump-pin", &three]).code(2);
+    f.xtask(&["apply", "--force"]).ok();
+    f.xtask(&["bump-pin", &three]).ok();
+    assert_eq!(pins_rev(&f), three);
+}
