@@ -614,7 +614,8 @@ pub fn write_all(
 /// A tree read from a directory (what the user resolved), without the state files.
 pub fn tree_from_dir(dir: &Path) -> Result<Tree> {
     let mut t = Tree::default();
-    for (p, (_, exec)) in crate::materialize::scan_dir(dir)? {
+    let state = crate::materialize::State::load(dir)?.unwrap_or_default();
+    for (p, (_, exec)) in crate::materialize::scan_dir(dir, state.tracked())? {
         if p == BUMP_STATE {
             continue;
         }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
+use crate::junk::Ignores;
 use crate::tree::{BlobSource, MODE_EXEC, MODE_LINK, Tree, blob_id};
 
 pub const STATE_FILE: &str = ".overlay-state.json";
@@ -40,6 +41,13 @@ impl State {
         }
     }
 
+    /// The paths apply wrote (or is writing) here: never ignored, whatever `.gitignore` says.
+    pub fn tracked(&self) -> impl Iterator<Item = &String> {
+        self.files
+            .keys()
+            .chain(self.pending.iter().flat_map(|p| p.keys()))
+    }
+
     fn is_ours(&self, path: &str, id: &str) -> bool {
         self.files.get(path).is_some_and(|f| f == id)
             || self
@@ -66,9 +74,19 @@ impl Edits {
     }
 }
 
-/// A directory's files: path -> (blob id, executable).
-pub fn scan_dir(dir: &Path) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (git2::Oid, bool)>) -> Result<()> {
+/// A directory's files: path -> (blob id, executable), without ignored junk (see [`crate::junk`]):
+/// `tracked` are the paths apply wrote there, never ignored.
+pub fn scan_dir<'a>(
+    dir: &Path,
+    tracked: impl IntoIterator<Item = &'a String>,
+) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
+    fn walk(
+        root: &Path,
+        dir: &Path,
+        ign: &mut Ignores,
+        out: &mut BTreeMap<String, (git2::Oid, bool)>,
+    ) -> Result<()> {
+        ign.enter(dir);
         for e in std::fs::read_dir(dir).at(dir)? {
             let e = e.at(dir)?;
             let p = e.path();
@@ -86,8 +104,11 @@ pub fn scan_dir(dir: &Path) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
                 continue;
             }
             let ft = e.file_type().at(&p)?;
+            if ign.ignored(&rel, ft.is_dir()) {
+                continue;
+            }
             if ft.is_dir() {
-                walk(root, &p, out)?;
+                walk(root, &p, ign, out)?;
             } else if ft.is_symlink() {
                 let target = std::fs::read_link(&p).at(&p)?;
                 out.insert(rel, (blob_id(target.to_string_lossy().as_bytes()), false));
@@ -96,10 +117,12 @@ pub fn scan_dir(dir: &Path) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
                 out.insert(rel, (blob_id(&bytes), is_exec(&e.metadata().at(&p)?)));
             }
         }
+        ign.leave();
         Ok(())
     }
     let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out)?;
+    let mut ign = Ignores::new(dir, tracked);
+    walk(dir, dir, &mut ign, &mut out)?;
     Ok(out)
 }
 
@@ -115,7 +138,7 @@ fn is_exec(_: &std::fs::Metadata) -> bool {
 
 /// Edits in `dir` relative to its state file.
 pub fn edits(dir: &Path, state: &State) -> Result<Edits> {
-    Ok(edits_in(&scan_dir(dir)?, state))
+    Ok(edits_in(&scan_dir(dir, state.tracked())?, state))
 }
 
 /// Edits in an already scanned directory.
@@ -338,7 +361,7 @@ pub fn write_tree(
         ));
     };
     // One scan serves both the edit check and the write plan: hashing the tree is the slow part.
-    let disk = scan_dir(dir)?;
+    let disk = scan_dir(dir, state.tracked())?;
     let e = edits_in(&disk, &state);
     if !e.is_empty() {
         if !force {

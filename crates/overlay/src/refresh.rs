@@ -565,7 +565,7 @@ pub fn plan(
         new_overlays.push(ov);
     }
     // The new series must reproduce the edited tree, byte for byte.
-    let disk = crate::materialize::scan_dir(dir)?;
+    let disk = crate::materialize::scan_dir(dir, state.tracked())?;
     let want: BTreeMap<&String, String> = disk
         .iter()
         .map(|(p, (id, _))| (p, id.to_string()))

@@ -376,3 +376,88 @@ fn unrefreshed_edits_block_the_bump_and_show_in_status() {
     f.xtask(&["bump-pin", &three]).ok();
     assert_eq!(pins_rev(&f), three);
 }
+
+/// An upstream whose `.gitignore` ignores `/build/` and `*.o`, though it tracks `data.o` (added
+/// before the rule, as `git add -f` would), with the fixture's overlay on top.
+fn with_gitignore() -> Fixture {
+    let mut f = Fixture::new(&[
+        ("src/lib.c", "int a;\nint b;\nint c;\nint d;\nint e;\n"),
+        ("data.o", "tracked though ignored\n"),
+    ]);
+    f.pin = f.commit_upstream(&[(".gitignore", "/build/\n*.o\n")], "ignore build output");
+    f.write_pins(&f.pin.clone());
+    f.git(&f.work, &["pull", "-q", "origin", "main"]);
+    f.add_overlay(
+        "Make b wider",
+        &[(
+            "src/lib.c",
+            Some("int a;\nlong b;\nint c;\nint d;\nint e;\n"),
+        )],
+        T,
+    );
+    f
+}
+
+/// Issue 13, item 4: junk in the applied tree (an in-tree `build/`, `ops.cpp~`) counted as edits:
+/// it blocked refresh, `--into` swept it into an overlay, `apply --force` deleted the build folder.
+/// The tree's `.gitignore` files, git's global excludes and editor leftovers are honoured now,
+/// except for files apply wrote (tracked files are never ignored, as in git).
+#[test]
+fn ignored_junk_in_the_applied_tree_is_not_an_edit() {
+    let f = with_gitignore();
+    f.xtask(&["apply"]).ok();
+    let t = applied(&f);
+    std::fs::create_dir_all(t.join("build/sub")).unwrap();
+    std::fs::write(t.join("build/sub/CMakeCache.txt"), "cache\n").unwrap();
+    std::fs::write(t.join("src/lib.o"), "object\n").unwrap();
+    std::fs::write(t.join("src/lib.c~"), "backup\n").unwrap();
+    std::fs::write(t.join("src/.lib.c.swp"), "swap\n").unwrap();
+    // Junk alone: no edits anywhere.
+    assert!(!f.xtask(&["status"]).ok().stdout.contains("edit(s)"));
+    let out = f.xtask(&["refresh"]).ok();
+    assert!(out.stdout.contains("nothing to refresh"), "{}", out.stdout);
+    // An intended edit beside the junk: refresh takes the edit and nothing else.
+    std::fs::write(
+        t.join("src/lib.c"),
+        "int a;\nlong long b;\nint c;\nint d;\nint e;\n",
+    )
+    .unwrap();
+    std::fs::write(t.join("src/new.c"), "int n;\n").unwrap();
+    let out = f.xtask(&["status"]).ok();
+    assert!(
+        out.stdout
+            .contains("2 edit(s) no overlay has (modified: src/lib.c, added: src/new.c)"),
+        "{}",
+        out.stdout
+    );
+    f.xtask(&["refresh", "--into", "0001-Make-b-wider.patch"])
+        .ok();
+    let ov = f.read(f.root.join("overlays/up/0001-Make-b-wider.patch"));
+    assert!(
+        ov.contains("b/src/new.c") && ov.contains("long long b;"),
+        "{ov}"
+    );
+    for junk in ["build", "lib.o", "lib.c~", "swp"] {
+        assert!(!ov.contains(junk), "{junk} swept into the overlay:\n{ov}");
+    }
+    f.xtask(&["check"]).ok();
+    // A tracked file is never ignored, though `*.o` matches it.
+    std::fs::write(t.join("data.o"), "edited\n").unwrap();
+    assert!(
+        f.xtask(&["status"])
+            .ok()
+            .stdout
+            .contains("(modified: data.o)")
+    );
+    // apply --force discards that edit and leaves the junk alone.
+    let out = f.xtask(&["apply", "--force"]).ok();
+    assert!(
+        out.stdout.contains("discarded 1 edit(s) (--force): data.o"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(f.read(t.join("data.o")), "tracked though ignored\n");
+    assert_eq!(f.read(t.join("build/sub/CMakeCache.txt")), "cache\n");
+    assert_eq!(f.read(t.join("src/lib.o")), "object\n");
+    assert_eq!(f.read(t.join("src/lib.c~")), "backup\n");
+}
