@@ -461,3 +461,113 @@ fn ignored_junk_in_the_applied_tree_is_not_an_edit() {
     assert_eq!(f.read(t.join("src/lib.o")), "object\n");
     assert_eq!(f.read(t.join("src/lib.c~")), "backup\n");
 }
+
+/// Issue 13, item 7: OFFSET had no fix, and NONCANON (a patch made with `-U5`, say) said "refresh
+/// rewrites it" though refresh on an unedited tree does nothing. `canonicalize` rewrites them in
+/// place, verified to give the same tree, and check's report points at it.
+#[test]
+fn canonicalize_fixes_offsets_and_noncanonical_patches_in_place() {
+    let lines = |f: &dyn Fn(usize) -> String| (1..=20).map(f).collect::<String>();
+    let plain = |i: usize| format!("int v{i};\n");
+    let f = Fixture::new(&[("src/lib.c", &lines(&plain))]);
+    let one = lines(&|i| {
+        if i == 5 {
+            "long v5;\n".into()
+        } else {
+            plain(i)
+        }
+    });
+    let name1 = f.add_overlay("Widen v5", &[("src/lib.c", Some(&one))], T);
+    // Made with five lines of context, as another tool might.
+    let dir = f.root.join("overlays/up");
+    f.git(
+        &f.work,
+        &["format-patch", "-1", "-U5", "-o", dir.to_str().unwrap()],
+    );
+    let two = lines(&|i| match i {
+        5 => "long v5;\n".into(),
+        14 => "long v14;\n".into(),
+        _ => plain(i),
+    });
+    let name2 = f.add_overlay("Widen v14", &[("src/lib.c", Some(&two))], T);
+    let p2 = dir.join(&name2);
+    let text = f.read(&p2);
+    assert!(text.contains("@@ -11,7 +11,7 @@"), "{text}");
+    std::fs::write(&p2, text.replace("@@ -11,7 +11,7 @@", "@@ -9,7 +9,7 @@")).unwrap();
+
+    let out = f.xtask(&["check"]).code(1);
+    assert!(
+        out.stdout.contains("NONCANON") && out.stdout.contains("OFFSET"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("`cargo xtask canonicalize` rewrites those overlays in place"),
+        "{}",
+        out.stdout
+    );
+
+    let before = f.project_snapshot();
+    let out = f.xtask(&["canonicalize", "--dry-run"]).ok();
+    assert!(
+        out.stdout
+            .contains(&format!("would rewrite {name1}: NONCANON")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "would rewrite {name2}: OFFSET src/lib.c hunk #1 (+2)"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(before, f.project_snapshot(), "a dry run writes nothing");
+
+    // Refusals change nothing: an unknown name, an overlay that does not apply.
+    refused(
+        &f,
+        &["canonicalize", "0009-nope.patch"],
+        &["0009-nope.patch: no such overlay in the series"],
+    );
+    std::fs::write(&p2, f.read(&p2).replace("-int v14;", "-int v99;")).unwrap();
+    refused(
+        &f,
+        &["canonicalize", &name1],
+        &[
+            &name2,
+            "does not apply at the pin, so nothing was rewritten",
+        ],
+    );
+    std::fs::write(&p2, f.read(&p2).replace("-int v99;", "-int v14;")).unwrap();
+
+    // An applied tree with an unrefreshed edit stays refreshable across the rewrite.
+    f.xtask(&["apply"]).ok();
+    let lib = applied(&f).join("src/lib.c");
+    let edited = f.read(&lib).replace("long v14;", "long long v14;");
+    std::fs::write(&lib, &edited).unwrap();
+    let out = f.xtask(&["canonicalize"]).ok();
+    assert!(
+        out.stdout.contains("2 overlay(s) rewritten"),
+        "{}",
+        out.stdout
+    );
+    let new1 = f.read(dir.join(&name1));
+    assert!(
+        new1.contains("Subject: [PATCH] Widen v5") && new1.contains("Overlay-Kind: local-only"),
+        "{new1}"
+    );
+    f.xtask(&["check"]).ok();
+    assert!(
+        f.xtask(&["canonicalize"])
+            .ok()
+            .stdout
+            .contains("nothing to rewrite")
+    );
+    f.xtask(&["refresh"]).ok();
+    assert_eq!(f.read(&lib), edited);
+    f.xtask(&["check"]).ok();
+    f.xtask(&["apply"]).ok();
+    crate::fixture::assert_same_tree(&applied(&f), &f.git_am_tree());
+}
