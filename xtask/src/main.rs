@@ -84,7 +84,18 @@ enum Cmd {
     Fuzz(fuzz::FuzzArgs),
 }
 
+/// A reader that stops early (`| head`) ends us quietly, as it ends git or grep: Rust ignores
+/// SIGPIPE, so the next write would fail and `println!` would panic (exit 101).
+fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: restoring the default action of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     let result = match &cli.cmd {
         Cmd::Status => commands::status(&cli.global),

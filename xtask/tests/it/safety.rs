@@ -571,3 +571,33 @@ fn canonicalize_fixes_offsets_and_noncanonical_patches_in_place() {
     f.xtask(&["apply"]).ok();
     crate::fixture::assert_same_tree(&applied(&f), &f.git_am_tree());
 }
+
+/// Issue 13, minor: `drift --json | head -1` panicked with exit 101 (broken pipe). A reader that
+/// stops early now ends the command quietly, as it ends git.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let f = fixture();
+    f.commit_upstream(&[("README", "readme 2\n")], "two");
+    f.xtask(&["status"]).ok(); // fetch first, so the next command writes at once
+    for args in [&["drift", "--json"][..], &["status", "--json"]] {
+        let mut child = f
+            .command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader is gone before the first write
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+        use std::os::unix::process::ExitStatusExt;
+        assert!(
+            out.status.signal() == Some(libc::SIGPIPE) || out.status.code() == Some(0),
+            "{args:?}: {:?} {stderr}",
+            out.status
+        );
+    }
+}
