@@ -601,3 +601,31 @@ fn a_closed_stdout_ends_quietly() {
         );
     }
 }
+
+/// Issue 13, minor: a failed fetch left an empty bare repository in the cache.
+#[test]
+fn a_failed_fetch_leaves_no_empty_cache_repository() {
+    let f = fixture();
+    let pins = f.read(f.root.join("pins.toml"));
+    let gone = f.t().join("no-such-upstream");
+    std::fs::write(
+        f.root.join("pins.toml"),
+        pins.replace(f.upstream.to_str().unwrap(), gone.to_str().unwrap()),
+    )
+    .unwrap();
+    f.xtask(&["apply"]).code(2);
+    let left: Vec<_> = std::fs::read_dir(f.cache.join("upstreams"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        left.iter().all(|n| !n.ends_with(".git")),
+        "left in the cache: {left:?}"
+    );
+    // The right URL still works afterwards.
+    std::fs::write(f.root.join("pins.toml"), pins).unwrap();
+    f.xtask(&["apply"]).ok();
+}
