@@ -146,6 +146,7 @@ fn list_edits(e: &overlay::materialize::Edits) -> String {
         .map(|p| format!("modified: {p}"))
         .chain(e.added.iter().map(|p| format!("added: {p}")))
         .chain(e.deleted.iter().map(|p| format!("deleted: {p}")))
+        .chain(e.mode.iter().map(|p| format!("mode changed: {p}")))
         .collect();
     let more = all.len().saturating_sub(10);
     let mut s = all.into_iter().take(10).collect::<Vec<_>>().join(", ");

@@ -26,6 +26,10 @@ pub struct State {
     /// During a write: the ids being written. A file matching either record is ours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<BTreeMap<String, String>>,
+    /// The files written executable. Absent in states written before modes were recorded (their
+    /// modes are then not compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<BTreeSet<String>>,
 }
 
 impl State {
@@ -63,15 +67,34 @@ pub struct Edits {
     pub modified: Vec<String>,
     pub added: Vec<String>,
     pub deleted: Vec<String>,
+    /// Same content, executable bit changed (`chmod +x`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mode: Vec<String>,
 }
 
 impl Edits {
     pub fn is_empty(&self) -> bool {
-        self.modified.is_empty() && self.added.is_empty() && self.deleted.is_empty()
+        self.modified.is_empty()
+            && self.added.is_empty()
+            && self.deleted.is_empty()
+            && self.mode.is_empty()
     }
     pub fn all(&self) -> impl Iterator<Item = &String> {
-        self.modified.iter().chain(&self.added).chain(&self.deleted)
+        self.modified
+            .iter()
+            .chain(&self.added)
+            .chain(&self.deleted)
+            .chain(&self.mode)
     }
+}
+
+/// The executable paths of a tree, as recorded in a state file.
+pub fn exec_paths(tree: &Tree) -> BTreeSet<String> {
+    tree.entries
+        .iter()
+        .filter(|(_, e)| e.mode == MODE_EXEC)
+        .map(|(p, _)| p.clone())
+        .collect()
 }
 
 /// A directory's files: path -> (blob id, executable), without ignored junk (see [`crate::junk`]):
@@ -144,13 +167,17 @@ pub fn edits(dir: &Path, state: &State) -> Result<Edits> {
 /// Edits in an already scanned directory.
 fn edits_in(disk: &BTreeMap<String, (git2::Oid, bool)>, state: &State) -> Edits {
     let mut e = Edits::default();
-    for (p, (id, _)) in disk {
+    // Modes are compared only when recorded and no write is half done.
+    let exec = state.exec.as_ref().filter(|_| state.pending.is_none());
+    for (p, (id, is_exec)) in disk {
         if !state.files.contains_key(p)
             && !state.pending.as_ref().is_some_and(|x| x.contains_key(p))
         {
             e.added.push(p.clone());
         } else if !state.is_ours(p, &id.to_string()) {
             e.modified.push(p.clone());
+        } else if exec.is_some_and(|x| x.contains(p) != *is_exec) {
+            e.mode.push(p.clone());
         }
     }
     for p in state.files.keys() {
@@ -183,6 +210,11 @@ fn edits_error(dir: &Path, e: &Edits) -> Error {
     list.extend(e.modified.iter().map(|p| format!("modified: {p}")));
     list.extend(e.added.iter().map(|p| format!("added:    {p}")));
     list.extend(e.deleted.iter().map(|p| format!("deleted:  {p}")));
+    list.extend(
+        e.mode
+            .iter()
+            .map(|p| format!("mode:     {p} (executable bit changed)")),
+    );
     let n = list.len();
     if list.len() > 20 {
         list.truncate(20);
@@ -293,6 +325,7 @@ pub fn write_tree(
         series_hash: origin.series_hash.to_string(),
         files: desired.clone(),
         pending: None,
+        exec: Some(exec_paths(tree)),
     };
     if let Some(p) = tree.entries.keys().find(|p| reserved(p)) {
         return Err(Error::input(

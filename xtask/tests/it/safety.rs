@@ -629,3 +629,58 @@ fn a_failed_fetch_leaves_no_empty_cache_repository() {
     std::fs::write(f.root.join("pins.toml"), pins).unwrap();
     f.xtask(&["apply"]).ok();
 }
+
+/// Issue 13, minor: `chmod +x` in the applied tree was dropped without a word (refresh ignored it,
+/// apply silently undid it). Now it is an edit: status names it, refresh refuses to drop it, apply
+/// refuses to undo it without --force.
+#[test]
+fn a_changed_executable_bit_is_an_edit_never_dropped_silently() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    f.xtask(&["apply"]).ok();
+    let lib = applied(&f).join("src/lib.c");
+    let chmod =
+        |mode| std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(mode)).unwrap();
+    chmod(0o755);
+    assert!(
+        f.xtask(&["status"])
+            .ok()
+            .stdout
+            .contains("(mode changed: src/lib.c)")
+    );
+    refused(
+        &f,
+        &["refresh"],
+        &["executable bit of 1 file(s) changed (src/lib.c)", "chmod"],
+    );
+    let out = refused(
+        &f,
+        &["apply"],
+        &["mode:     src/lib.c (executable bit changed)"],
+    );
+    assert!(out.stderr.contains("--force"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::metadata(&lib).unwrap().permissions().mode() & 0o111,
+        0o111,
+        "kept"
+    );
+    chmod(0o644);
+    assert!(
+        f.xtask(&["refresh"])
+            .ok()
+            .stdout
+            .contains("nothing to refresh")
+    );
+    chmod(0o755);
+    let out = f.xtask(&["apply", "--force"]).ok();
+    assert!(
+        out.stdout
+            .contains("discarded 1 edit(s) (--force): src/lib.c"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        std::fs::metadata(&lib).unwrap().permissions().mode() & 0o111,
+        0
+    );
+}
