@@ -1,6 +1,6 @@
-//! SIGKILL at every write step of `apply`, `refresh` and `bump-pin` (the fault-injection hook in
-//! `overlay::fsx`: `OVERLAY_FAULT_KILL_AFTER=N` kills the process at its N-th filesystem write, a
-//! write being torn in half first). After each kill:
+//! SIGKILL at every write step of `apply`, `refresh`, `bump-pin` and `canonicalize` (the
+//! fault-injection hook in `overlay::fsx`: `OVERLAY_FAULT_KILL_AFTER=N` kills the process at its
+//! N-th filesystem write, a write being torn in half first). After each kill:
 //! - every project file (pins.toml, series, overlays) holds either its old or its new bytes;
 //! - after the next command (which recovers), the project is entirely old or entirely new;
 //! - running the command again completes (or says why nothing is left to do), and the result is
