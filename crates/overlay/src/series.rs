@@ -85,10 +85,11 @@ fn missing_series(dir: &Path, path: &Path) -> Error {
     } else {
         format!(" ({} overlay files here would be left out)", patches.len())
     };
-    Error::input(path, None, format!("no series file{found}")).with_help(
-        "restore it (`git checkout -- <overlays>/series`), or create it listing the overlays in \
-         order, one file name per line; an empty file means no overlays",
-    )
+    Error::input(path, None, format!("no series file{found}")).with_help(format!(
+        "restore it (`git checkout -- {}`), or create it listing the overlays in order, one file \
+         name per line; an empty file means no overlays",
+        path.display()
+    ))
 }
 
 impl Series {
