@@ -684,3 +684,35 @@ fn a_changed_executable_bit_is_an_edit_never_dropped_silently() {
         0
     );
 }
+
+/// Issue 13, item 5: two bumps started together (to a commit and to its descendant) moved the pin
+/// backwards when the older target ran last. Whatever the order, the pin ends at the newer one: the
+/// later bump to the older commit refuses.
+#[test]
+fn racing_bumps_never_move_the_pin_backwards() {
+    let f = fixture();
+    let a = f.commit_upstream(&[("README", "a\n")], "a");
+    let b = f.commit_upstream(&[("README", "b\n")], "b");
+    for round in 0..4 {
+        f.write_pins(&f.pin);
+        let (first, second) = if round % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let spawn = |rev: &str| {
+            f.command(&["bump-pin", rev])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (c1, c2) = (spawn(first), spawn(second));
+        let codes = [
+            c1.wait_with_output().unwrap(),
+            c2.wait_with_output().unwrap(),
+        ]
+        .map(|o| o.status.code());
+        assert_eq!(pins_rev(&f), b, "round {round}: codes {codes:?}");
+        assert!(
+            codes.iter().all(|c| matches!(c, Some(0) | Some(2))),
+            "round {round}: {codes:?}"
+        );
+    }
+}
