@@ -50,11 +50,6 @@ fn applied(f: &Fixture) -> std::path::PathBuf {
     f.root.join("target/apply/up")
 }
 
-#[allow(dead_code)]
-fn exists(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok()
-}
-
 /// Issue 13, item 8: a deleted series gave the plain upstream tree with exit 0.
 #[test]
 fn missing_series_is_an_error_not_an_empty_series() {
