@@ -147,6 +147,45 @@ fn emit(json: bool, value: serde_json::Value, human: String) {
     }
 }
 
+/// The default applied tree, when it holds edits no overlay has: (its state, the edits).
+fn applied_edits(ctx: &Ctx) -> Result<Option<(State, overlay::materialize::Edits)>> {
+    let dir = ctx.default_dir();
+    let Some(st) = State::load(&dir)? else {
+        return Ok(None);
+    };
+    if st.upstream != ctx.upstream().name || st.pending.is_some() {
+        return Ok(None);
+    }
+    let edits = overlay::materialize::edits(&dir, &st)?;
+    Ok((!edits.is_empty()).then_some((st, edits)))
+}
+
+/// "modified: a, added: b" for the first few edits.
+fn list_edits(e: &overlay::materialize::Edits) -> String {
+    let all: Vec<String> = e
+        .modified
+        .iter()
+        .map(|p| format!("modified: {p}"))
+        .chain(e.added.iter().map(|p| format!("added: {p}")))
+        .chain(e.deleted.iter().map(|p| format!("deleted: {p}")))
+        .chain(e.mode.iter().map(|p| format!("mode changed: {p}")))
+        .collect();
+    let more = all.len().saturating_sub(10);
+    let mut s = all.into_iter().take(10).collect::<Vec<_>>().join(", ");
+    if more > 0 {
+        let _ = write!(s, ", and {more} more");
+    }
+    s
+}
+
+/// `--upstream NAME` when the command named one, for printed next steps.
+fn upstream_flag(ctx: &Ctx) -> String {
+    ctx.upstream
+        .as_ref()
+        .map(|u| format!(" --upstream {u}"))
+        .unwrap_or_default()
+}
+
 pub fn status(g: &Global) -> Result<ExitCode> {
     let ctx = Ctx::load(g, LockMode::Shared, "status")?;
     let up = ctx.upstream();
@@ -200,6 +239,25 @@ pub fn status(g: &Global) -> Result<ExitCode> {
             ctx.rel(&apply_dir),
             xtask_command(g, "apply")
         ));
+    }
+    if let Some((st, e)) = applied_edits(&ctx)? {
+        let n = e.all().count();
+        pending.push(if st.rev == up.rev {
+            format!(
+                "{} holds {n} edit(s) no overlay has ({}): `cargo xtask refresh{u}` keeps them, `cargo xtask apply{u} --force` discards them",
+                ctx.rel(&apply_dir),
+                list_edits(&e),
+                u = upstream_flag(&ctx)
+            )
+        } else {
+            format!(
+                "{} was applied at {}, not at the pin, and holds {n} edit(s) no overlay has ({}): refresh cannot take them at another pin; save them elsewhere, then `cargo xtask apply{} --force`",
+                ctx.rel(&apply_dir),
+                short(&st.rev),
+                list_edits(&e),
+                upstream_flag(&ctx)
+            )
+        });
     }
     let bump_dir = ctx.project.root.join("target").join("bump").join(&up.name);
     if let Ok(t) = std::fs::read_to_string(bump_dir.join(overlay::bump::BUMP_STATE))
@@ -356,6 +414,16 @@ pub fn check(g: &Global) -> Result<ExitCode> {
         let _ = writeln!(h, "  UNLISTED {}: {}", f.overlay, f.message);
     }
     let _ = writeln!(h, "{} finding(s)", findings.len());
+    if findings
+        .iter()
+        .any(|f| matches!(f.kind, FindingKind::Offset | FindingKind::NotCanonical))
+    {
+        let _ = writeln!(
+            h,
+            "OFFSET and NONCANON: `cargo xtask canonicalize{}` rewrites those overlays in place (same tree)",
+            upstream_flag(&ctx)
+        );
+    }
     emit(
         ctx.json,
         serde_json::json!({ "upstream": up.name, "rev": up.rev, "findings": findings }),
@@ -366,6 +434,93 @@ pub fn check(g: &Global) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+#[derive(clap::Args)]
+pub struct CanonicalizeArgs {
+    /// Overlays to rewrite, as the series names them [default: every one check flags]
+    #[arg(value_name = "OVERLAY")]
+    pub overlays: Vec<String>,
+    /// Report what would be rewritten; write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `canonicalize`: rewrites the overlays `check` reports as OFFSET or NONCANON in place, in one
+/// transaction, each verified to give the same tree. The default tree's state follows the new
+/// series (its files are the same by construction), so unrefreshed edits there stay refreshable.
+pub fn canonicalize(g: &Global, a: &CanonicalizeArgs) -> Result<ExitCode> {
+    let ctx = Ctx::load(g, LockMode::Exclusive, "canonicalize")?;
+    let up = ctx.upstream();
+    let series = ctx.series()?;
+    let repo = ctx.open_upstream()?;
+    let base = repo.tree_at(git2::Oid::from_str(&up.rev)?)?;
+    let rewrites = overlay::check::canonicalize(&base, &series, &repo, &a.overlays)?;
+    let mut h = String::new();
+    for r in &rewrites {
+        let _ = writeln!(
+            h,
+            "{} {}: {}",
+            if a.dry_run {
+                "would rewrite"
+            } else {
+                "rewrote"
+            },
+            r.overlay,
+            r.findings.join("; ")
+        );
+    }
+    if rewrites.is_empty() {
+        let _ = writeln!(
+            h,
+            "nothing to rewrite: every overlay applies at its line and is canonical"
+        );
+    }
+    let json = serde_json::json!({ "upstream": up.name, "rev": up.rev, "dry_run": a.dry_run, "rewritten": rewrites });
+    if a.dry_run || rewrites.is_empty() {
+        emit(ctx.json, json, h);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut writes: Vec<(PathBuf, Option<String>)> = rewrites
+        .iter()
+        .map(|r| (r.path.clone(), Some(r.new.clone())))
+        .collect();
+    let mut guard: std::collections::BTreeMap<String, String> = rewrites
+        .iter()
+        .map(|r| {
+            let id = overlay::tree::blob_id(r.old.as_bytes()).to_string();
+            (r.path.to_string_lossy().to_string(), id)
+        })
+        .collect();
+    let dir = ctx.default_dir();
+    if let Some(mut st) = State::load(&dir)?
+        && st.upstream == up.name
+        && st.rev == up.rev
+        && st.pending.is_none()
+        && st.series_hash == series.content_hash()
+    {
+        let mut new_series = series.clone();
+        for ov in &mut new_series.overlays {
+            if let Some(r) = rewrites.iter().find(|r| r.overlay == ov.name) {
+                ov.raw = r.new.clone();
+            }
+        }
+        st.series_hash = new_series.content_hash();
+        let state_path = dir.join(overlay::materialize::STATE_FILE);
+        guard.insert(
+            state_path.to_string_lossy().to_string(),
+            overlay::tree::blob_id(&std::fs::read(&state_path)?).to_string(),
+        );
+        writes.push((state_path, Some(serde_json::to_string_pretty(&st)?)));
+    }
+    overlay::bump::write_all(&ctx.project.root, &writes, &guard, &[])?;
+    let _ = writeln!(
+        h,
+        "{} overlay(s) rewritten; the series gives the same tree",
+        rewrites.len()
+    );
+    emit(ctx.json, json, h);
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args)]
@@ -502,8 +657,15 @@ pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
     } else {
         format!("{}.patch", a.name)
     };
-    if file_name.contains('/') || file_name.starts_with('.') {
-        bail!("{file_name}: expected a file name like 0003-fix-foo.patch");
+    // The series parser's own rule, so the series never lists a name it then rejects.
+    if let Some(why) = overlay::series::name_problem(&file_name).or_else(|| {
+        file_name
+            .starts_with('.')
+            .then_some("not a hidden file (starting with `.`)")
+    }) {
+        bail!(
+            "{file_name:?}: not a valid overlay name: expected a plain file name, {why}; nothing was written\n  help: use letters, digits, `-`, `_` and `.`, like 0003-fix-foo.patch"
+        );
     }
     let series = ctx.series()?;
     if series.dir.join(&file_name).exists() {
@@ -880,6 +1042,44 @@ pub struct BumpArgs {
     /// Where conflicts are written for resolution [default: target/bump/<upstream>]
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Allow a target that is not a descendant of the pin (it reverts upstream commits)
+    #[arg(long)]
+    pub allow_downgrade: bool,
+}
+
+/// What moving the pin from `from` to `to` reverts, when `to` is not a descendant of `from`: the
+/// commits the pin has and `to` lacks. None for a forward move.
+fn reverted_commits(
+    repo: &git2::Repository,
+    from: git2::Oid,
+    to: git2::Oid,
+) -> Result<Option<String>> {
+    if to == from || repo.graph_descendant_of(to, from)? {
+        return Ok(None);
+    }
+    let (f, t) = (short_id(from), short_id(to));
+    let base = match repo.merge_base(from, to) {
+        Ok(b) => b,
+        Err(_) => return Ok(Some(format!("{t} shares no history with the pin {f}"))),
+    };
+    let mut walk = repo.revwalk()?;
+    walk.push(from)?;
+    walk.hide(to)?;
+    let n = walk.count();
+    Ok(Some(if base == to {
+        format!(
+            "{t} is an ancestor of the pin {f}: the bump reverts {n} upstream commit(s) ({t}..{f})"
+        )
+    } else {
+        format!(
+            "{t} is not a descendant of the pin {f}: the bump reverts {n} upstream commit(s) the pin has and {t} lacks ({t}..{f}, merge base {})",
+            short_id(base)
+        )
+    }))
+}
+
+fn short_id(id: git2::Oid) -> String {
+    id.to_string()[..12].to_string()
 }
 
 fn guard_paths(ctx: &Ctx, series: &Series) -> Vec<PathBuf> {
@@ -1077,6 +1277,31 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
+    if state.is_none()
+        && let Some((st, e)) = applied_edits(&ctx)?
+        && st.rev == up.rev
+    {
+        bail!(
+            "{} holds {} edit(s) no overlay has ({}); a bump would strand them (refresh works only at the pin they were made on); nothing was written\n  help: keep them: `cargo xtask refresh{u}` (or `new-overlay`), then bump; discard them: `cargo xtask apply{u} --force`, then bump",
+            ctx.rel(&ctx.default_dir()),
+            e.all().count(),
+            list_edits(&e),
+            u = upstream_flag(&ctx)
+        );
+    }
+    let mut downgrade_note = None;
+    if state.is_none()
+        && let Some(what) = reverted_commits(repo.repo(), from, to)?
+    {
+        if !a.allow_downgrade {
+            bail!(
+                "refusing to move the pin backwards: {what}; nothing was written\n  help: `git log {}..{}` in the upstream lists them; pass --allow-downgrade if reverting them is what you want",
+                short(&to.to_string()),
+                short(&up.rev)
+            );
+        }
+        downgrade_note = Some(what);
+    }
     let old_base = repo.tree_at(from)?;
     let new_base = repo.tree_at(to)?;
     // Statuses for the review list (context drift is carried across but named).
@@ -1166,6 +1391,9 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         short(&to.to_string()),
         if a.dry_run { " (dry run)" } else { "" }
     );
+    if let Some(what) = &downgrade_note {
+        let _ = writeln!(h, "  downgrade (--allow-downgrade): {what}");
+    }
     for (o, d) in outcome.overlays.iter().zip(&report.overlays) {
         let what = match o.action {
             Action::Kept => "kept".to_string(),
@@ -1203,7 +1431,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         }
     }
     let json = serde_json::json!({ "upstream": up.name, "from": up.rev, "to": to.to_string(), "dry_run": a.dry_run,
-        "overlays": outcome.overlays, "drift": report.overlays });
+        "overlays": outcome.overlays, "drift": report.overlays, "reverts": downgrade_note });
 
     if let Some(tree) = &outcome.conflict_tree {
         let resolving = outcome

@@ -61,8 +61,10 @@ enum Cmd {
     Status,
     /// Materialize the pinned upstream plus the overlays into a directory
     Apply(commands::ApplyArgs),
-    /// Verify every overlay applies exactly at the pin and is canonical
+    /// Verify every overlay applies exactly at the pin and is canonical (`canonicalize` fixes OFFSET and NONCANON)
     Check,
+    /// Rewrite overlays that apply off their recorded lines or are not canonical, in place (same tree, verified)
+    Canonicalize(commands::CanonicalizeArgs),
     /// Turn edits in a materialized tree back into overlays
     Refresh(commands::RefreshArgs),
     /// Start a new overlay from the edits in a materialized tree that no overlay owns
@@ -86,12 +88,24 @@ enum Cmd {
     Diffgit(diffgit::DiffgitArgs),
 }
 
+/// A reader that stops early (`| head`) ends us quietly, as it ends git or grep: Rust ignores
+/// SIGPIPE, so the next write would fail and `println!` would panic (exit 101).
+fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: restoring the default action of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     let result = match &cli.cmd {
         Cmd::Status => commands::status(&cli.global),
         Cmd::Apply(a) => commands::apply(&cli.global, a),
         Cmd::Check => commands::check(&cli.global),
+        Cmd::Canonicalize(a) => commands::canonicalize(&cli.global, a),
         Cmd::Refresh(a) => commands::refresh(&cli.global, a),
         Cmd::NewOverlay(a) => commands::new_overlay(&cli.global, a),
         Cmd::Drift(a) => commands::drift(&cli.global, a),

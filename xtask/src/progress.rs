@@ -33,25 +33,60 @@ impl Progress {
     }
 
     pub fn update(&mut self, pos: u64, len: u64) {
+        // Nothing to receive (an up-to-date fetch): no `0/0` bar or line.
+        if len == 0 {
+            return;
+        }
         if let Some(b) = &self.bar {
             b.set_length(len);
             b.set_position(pos);
             return;
         }
-        let complete = pos == len && len > 0;
+        if let Some(line) = self.line(pos, len) {
+            eprintln!("{line}");
+        }
+    }
+
+    /// The plain line to print for this update, if one is due.
+    fn line(&mut self, pos: u64, len: u64) -> Option<String> {
+        if len == 0 {
+            return None;
+        }
+        let complete = pos == len;
         let due = self
             .last
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(2));
         if (due || complete) && !self.done {
             self.done = complete;
-            eprintln!("{}: {pos}/{len}", self.label);
             self.last = Some(Instant::now());
+            return Some(format!("{}: {pos}/{len}", self.label));
         }
+        None
     }
 
     pub fn finish(self) {
         if let Some(b) = self.bar {
             b.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_to_fetch_prints_no_zero_of_zero() {
+        let mut p = Progress {
+            bar: None,
+            label: "fetching up".into(),
+            last: None,
+            done: false,
+        };
+        assert_eq!(p.line(0, 0), None, "an up-to-date fetch draws nothing");
+        assert_eq!(p.line(1, 4).as_deref(), Some("fetching up: 1/4"));
+        assert_eq!(p.line(2, 4), None, "throttled");
+        assert_eq!(p.line(4, 4).as_deref(), Some("fetching up: 4/4"));
+        assert_eq!(p.line(4, 4), None, "once complete, done");
     }
 }

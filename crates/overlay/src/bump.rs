@@ -490,6 +490,54 @@ pub fn rewrite(
     Ok((raw, true))
 }
 
+/// The paths of `ov` that the resolved `tree` changes against `new_chain`. A change anywhere else
+/// is refused: a resolution carries only the overlay's own files.
+fn resolution_paths(
+    ov: &Overlay,
+    paths: &BTreeSet<String>,
+    tree: &Tree,
+    new_chain: &Tree,
+) -> Result<BTreeSet<String>> {
+    let differs = |p: &String| {
+        tree.blob_id(p) != new_chain.blob_id(p)
+            || tree.entries.get(p).map(|e| e.mode) != new_chain.entries.get(p).map(|e| e.mode)
+    };
+    let all: BTreeSet<&String> = tree
+        .entries
+        .keys()
+        .chain(new_chain.entries.keys())
+        .collect();
+    let outside: Vec<String> = all
+        .into_iter()
+        .filter(|p| !paths.contains(*p) && differs(p))
+        .map(|p| {
+            let what = match (tree.entries.get(p), new_chain.entries.get(p)) {
+                (None, _) => "deleted",
+                (_, None) => "added",
+                (Some(a), Some(b)) if a.mode != b.mode => "type or mode changed",
+                _ => "modified",
+            };
+            format!("{p} ({what})")
+        })
+        .collect();
+    if !outside.is_empty() {
+        return Err(Error::input(
+            &ov.path,
+            None,
+            format!(
+                "the resolved bump tree also changes {} file(s) this overlay does not touch: {}; nothing was written",
+                outside.len(),
+                outside.join(", ")
+            ),
+        )
+        .with_help(
+            "a resolution carries only the overlay's own files: undo those changes in the bump tree, then --continue again; \
+             carry them after the bump in a new overlay (`apply`, edit, `new-overlay`)",
+        ));
+    }
+    Ok(paths.iter().filter(|p| differs(p)).cloned().collect())
+}
+
 /// Carries `series` from `old_base` to `new_base`. `done` are overlays already carried (from a
 /// `--continue`), `resolved` the tree the user resolved for the next overlay, if any; `review`
 /// the overlays drift's classification stops at for review, with the reasons.
@@ -599,28 +647,21 @@ pub fn bump_guided(
         if let Some((name, tree)) = resolved
             && name == ov.name
         {
-            // The user's resolution, whatever files it touched.
-            let all: BTreeSet<String> = tree
-                .entries
-                .keys()
-                .chain(new_chain.entries.keys())
-                .cloned()
-                .collect();
-            let changed: BTreeSet<String> = all
-                .into_iter()
-                .filter(|p| {
-                    tree.blob_id(p) != new_chain.blob_id(p)
-                        || tree.entries.get(p).map(|e| e.mode)
-                            != new_chain.entries.get(p).map(|e| e.mode)
-                })
-                .collect();
+            // The user's resolution, on the files this overlay touches: nothing else (an upstream
+            // symlink, a mode, a file the merge did not write) is ever swept into it.
+            let changed = resolution_paths(ov, &paths, tree, &new_chain)?;
             let files = canonical_files(&new_chain, tree, &changed, src)?;
             if files.is_empty() {
                 return Err(Error::input(&ov.path, None, "the resolved tree carries none of this overlay's changes").with_help("if upstream now has them all, use --drop-upstreamed; else resolve the conflict in the tree"));
             }
             let (raw, _) = rewrite(ov, files, &new_chain, tree, src)?;
             let (raw, notes) = drop_vanished_dependencies(ov, raw, new_base, src)?;
-            new_chain = tree.clone();
+            for p in &changed {
+                match tree.entries.get(p) {
+                    Some(e) => new_chain.entries.insert(p.clone(), e.clone()),
+                    None => new_chain.entries.remove(p),
+                };
+            }
             out.push(OverlayBump {
                 name: ov.name.clone(),
                 action: Action::Resolved,
@@ -813,16 +854,26 @@ pub fn write_all(
 /// A tree read from a directory (what the user resolved), without the state files.
 pub fn tree_from_dir(dir: &Path) -> Result<Tree> {
     let mut t = Tree::default();
-    for (p, (_, exec)) in crate::materialize::scan_dir(dir)? {
+    let state = crate::materialize::State::load(dir)?.unwrap_or_default();
+    for (p, (_, exec)) in crate::materialize::scan_dir(dir, state.tracked())? {
         if p == BUMP_STATE {
             continue;
         }
         let path = dir.join(&p);
-        let bytes = std::fs::read(&path).at(&path)?;
-        let mode = if exec {
-            crate::tree::MODE_EXEC
+        let is_link = std::fs::symlink_metadata(&path)
+            .at(&path)?
+            .file_type()
+            .is_symlink();
+        // A symlink is its target, as git stores it; reading through it would turn it into a copy
+        // of the file it points at.
+        let (bytes, mode) = if is_link {
+            let target = std::fs::read_link(&path).at(&path)?;
+            let target = target.to_string_lossy().as_bytes().to_vec();
+            (target, crate::tree::MODE_LINK)
+        } else if exec {
+            (std::fs::read(&path).at(&path)?, crate::tree::MODE_EXEC)
         } else {
-            MODE_FILE
+            (std::fs::read(&path).at(&path)?, MODE_FILE)
         };
         t.entries.insert(
             p,

@@ -5,7 +5,9 @@
 use crate::apply::Text;
 use crate::diff;
 use crate::error::{Error, Result};
-use crate::patch::{FilePatch, Hunk};
+use std::collections::BTreeSet;
+
+use crate::patch::{FilePatch, Hunk, Overlay, parse_overlay};
 use crate::series::Series;
 use crate::tree::{BlobSource, Tree};
 
@@ -137,7 +139,7 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
                 hunk: Some(p.hunk),
                 patch_line: Some(fp.hunks[p.hunk - 1].patch_line),
                 message: format!(
-                    "applies at line {}, recorded at {} (offset {:+})",
+                    "applies at line {}, recorded at {} (offset {:+}); `cargo xtask canonicalize` records it at its line",
                     p.actual,
                     p.recorded,
                     p.offset()
@@ -159,7 +161,7 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
                             .get(hunk - 1)
                             .map_or(fp.patch_line, |h| h.patch_line),
                     ),
-                    message: format!("{why}; `refresh` rewrites it canonically"),
+                    message: format!("{why}; `cargo xtask canonicalize` rewrites it canonically"),
                 });
             }
         }
@@ -175,4 +177,119 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
         });
     }
     Ok(findings)
+}
+
+/// One overlay rewritten canonically by [`canonicalize`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Rewrite {
+    pub overlay: String,
+    #[serde(skip)]
+    pub path: std::path::PathBuf,
+    /// What was wrong: the findings `check` reports for it (OFFSET, NONCANON).
+    pub findings: Vec<String>,
+    #[serde(skip)]
+    pub old: String,
+    #[serde(skip)]
+    pub new: String,
+}
+
+/// Rewrites the overlays named in `only` (every one when empty) that `check` finds off their
+/// recorded lines or not canonical: the same change re-diffed with git's defaults at its exact
+/// lines, prelude (header, message, trailers) kept. Each rewrite is verified to give the same tree
+/// with no offset and no finding. The whole series must apply; an overlay that does not is refused
+/// (nothing can be canonical on top of it).
+pub fn canonicalize(
+    base: &Tree,
+    series: &Series,
+    src: &dyn BlobSource,
+    only: &[String],
+) -> Result<Vec<Rewrite>> {
+    for name in only {
+        if !series.overlays.iter().any(|o| &o.name == name) {
+            return Err(Error::input(
+                series.dir.join(crate::series::SERIES_FILE),
+                None,
+                format!("{name}: no such overlay in the series"),
+            )
+            .with_help("name overlays as the series lists them (`cargo xtask status`)"));
+        }
+    }
+    let mut out = Vec::new();
+    let mut tree = base.clone();
+    for ov in &series.overlays {
+        let before = tree.clone();
+        let outcome = tree.apply_overlay(ov, src).map_err(|e| match e {
+            Error::Apply { reason, patch_line, file, .. } => Error::input(
+                &ov.path,
+                Some(patch_line),
+                format!("{file}: {reason}; it does not apply at the pin, so nothing was rewritten"),
+            )
+            .with_help("canonicalize only re-diffs changes that apply; carry this one by hand (edit it, or `bump-pin` from the commit it was made on)"),
+            e => e,
+        })?;
+        if !only.is_empty() && !only.contains(&ov.name) {
+            continue;
+        }
+        let mut findings: Vec<String> = outcome
+            .offsets()
+            .map(|(p, pl)| format!("OFFSET {p} hunk #{} ({:+})", pl.hunk, pl.offset()))
+            .collect();
+        if findings.is_empty() {
+            for fp in &ov.files {
+                if let Some((hunk, why)) = canonical_difference(fp, &before, &tree, src)? {
+                    findings.push(format!("NONCANON {} hunk #{hunk}: {why}", fp.path()));
+                }
+            }
+        }
+        if findings.is_empty() {
+            continue;
+        }
+        let new = rerender(ov, &before, &tree, src)?;
+        out.push(Rewrite {
+            overlay: ov.name.clone(),
+            path: ov.path.clone(),
+            findings,
+            old: ov.raw.clone(),
+            new,
+        });
+    }
+    Ok(out)
+}
+
+/// `ov` re-diffed canonically between `before` and `after`, verified: it parses, applies to
+/// `before` at its exact lines, gives `after` on every path, and `check` finds nothing in it.
+fn rerender(ov: &Overlay, before: &Tree, after: &Tree, src: &dyn BlobSource) -> Result<String> {
+    let paths: BTreeSet<String> = ov
+        .files
+        .iter()
+        .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
+        .flatten()
+        .collect();
+    let files = crate::bump::canonical_files(before, after, &paths, src)?;
+    let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
+    let raw = format!(
+        "{}{}",
+        ov.prelude,
+        crate::render::render_patch_body(&files, before, after, &signature, src)?
+    );
+    let new = parse_overlay(&ov.name, &ov.path, &raw)?;
+    let mut t = before.clone();
+    let outcome = t.apply_overlay(&new, src)?;
+    let same = t.entries.len() == after.entries.len()
+        && after.entries.iter().all(|(p, e)| {
+            t.entries.get(p).is_some_and(|x| x.mode == e.mode) && t.blob_id(p) == after.blob_id(p)
+        });
+    let mut canonical = true;
+    for fp in &new.files {
+        canonical &= canonical_difference(fp, before, &t, src)?.is_none();
+    }
+    if !same || outcome.offsets().next().is_some() || !canonical {
+        return Err(Error::input(
+            &ov.path,
+            None,
+            "internal: the canonical rewrite does not reproduce the overlay's tree; nothing was written",
+        )
+        .with_help("please report it with the overlay file"));
+    }
+    Ok(raw)
 }

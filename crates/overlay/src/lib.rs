@@ -10,6 +10,7 @@ pub mod drift;
 pub mod error;
 pub mod export;
 pub mod fsx;
+pub mod junk;
 pub mod lock;
 pub mod manifest;
 pub mod materialize;

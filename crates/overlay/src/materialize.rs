@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
+use crate::junk::Ignores;
 use crate::tree::{BlobSource, MODE_EXEC, MODE_LINK, Tree, blob_id};
 
 pub const STATE_FILE: &str = ".overlay-state.json";
@@ -25,6 +26,10 @@ pub struct State {
     /// During a write: the ids being written. A file matching either record is ours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<BTreeMap<String, String>>,
+    /// The files written executable. Absent in states written before modes were recorded (their
+    /// modes are then not compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<BTreeSet<String>>,
 }
 
 impl State {
@@ -38,6 +43,13 @@ impl State {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io(&p, e)),
         }
+    }
+
+    /// The paths apply wrote (or is writing) here: never ignored, whatever `.gitignore` says.
+    pub fn tracked(&self) -> impl Iterator<Item = &String> {
+        self.files
+            .keys()
+            .chain(self.pending.iter().flat_map(|p| p.keys()))
     }
 
     fn is_ours(&self, path: &str, id: &str) -> bool {
@@ -55,20 +67,49 @@ pub struct Edits {
     pub modified: Vec<String>,
     pub added: Vec<String>,
     pub deleted: Vec<String>,
+    /// Same content, executable bit changed (`chmod +x`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mode: Vec<String>,
 }
 
 impl Edits {
     pub fn is_empty(&self) -> bool {
-        self.modified.is_empty() && self.added.is_empty() && self.deleted.is_empty()
+        self.modified.is_empty()
+            && self.added.is_empty()
+            && self.deleted.is_empty()
+            && self.mode.is_empty()
     }
     pub fn all(&self) -> impl Iterator<Item = &String> {
-        self.modified.iter().chain(&self.added).chain(&self.deleted)
+        self.modified
+            .iter()
+            .chain(&self.added)
+            .chain(&self.deleted)
+            .chain(&self.mode)
     }
 }
 
-/// A directory's files: path -> (blob id, executable).
-pub fn scan_dir(dir: &Path) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (git2::Oid, bool)>) -> Result<()> {
+/// The executable paths of a tree, as recorded in a state file.
+pub fn exec_paths(tree: &Tree) -> BTreeSet<String> {
+    tree.entries
+        .iter()
+        .filter(|(_, e)| e.mode == MODE_EXEC)
+        .map(|(p, _)| p.clone())
+        .collect()
+}
+
+/// A directory's files: path -> (blob id, executable), without ignored junk (see [`crate::junk`]):
+/// `tracked` are the paths apply wrote there, never ignored.
+pub fn scan_dir<'a>(
+    dir: &Path,
+    tracked: impl IntoIterator<Item = &'a String>,
+) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
+    fn walk(
+        root: &Path,
+        dir: &Path,
+        ign: &mut Ignores,
+        out: &mut BTreeMap<String, (git2::Oid, bool)>,
+    ) -> Result<()> {
+        ign.enter(dir);
         for e in std::fs::read_dir(dir).at(dir)? {
             let e = e.at(dir)?;
             let p = e.path();
@@ -86,8 +127,11 @@ pub fn scan_dir(dir: &Path) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
                 continue;
             }
             let ft = e.file_type().at(&p)?;
+            if ign.ignored(&rel, ft.is_dir()) {
+                continue;
+            }
             if ft.is_dir() {
-                walk(root, &p, out)?;
+                walk(root, &p, ign, out)?;
             } else if ft.is_symlink() {
                 let target = std::fs::read_link(&p).at(&p)?;
                 out.insert(rel, (blob_id(target.to_string_lossy().as_bytes()), false));
@@ -96,10 +140,12 @@ pub fn scan_dir(dir: &Path) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
                 out.insert(rel, (blob_id(&bytes), is_exec(&e.metadata().at(&p)?)));
             }
         }
+        ign.leave();
         Ok(())
     }
     let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out)?;
+    let mut ign = Ignores::new(dir, tracked);
+    walk(dir, dir, &mut ign, &mut out)?;
     Ok(out)
 }
 
@@ -115,19 +161,23 @@ fn is_exec(_: &std::fs::Metadata) -> bool {
 
 /// Edits in `dir` relative to its state file.
 pub fn edits(dir: &Path, state: &State) -> Result<Edits> {
-    Ok(edits_in(&scan_dir(dir)?, state))
+    Ok(edits_in(&scan_dir(dir, state.tracked())?, state))
 }
 
 /// Edits in an already scanned directory.
 fn edits_in(disk: &BTreeMap<String, (git2::Oid, bool)>, state: &State) -> Edits {
     let mut e = Edits::default();
-    for (p, (id, _)) in disk {
+    // Modes are compared only when recorded and no write is half done.
+    let exec = state.exec.as_ref().filter(|_| state.pending.is_none());
+    for (p, (id, is_exec)) in disk {
         if !state.files.contains_key(p)
             && !state.pending.as_ref().is_some_and(|x| x.contains_key(p))
         {
             e.added.push(p.clone());
         } else if !state.is_ours(p, &id.to_string()) {
             e.modified.push(p.clone());
+        } else if exec.is_some_and(|x| x.contains(p) != *is_exec) {
+            e.mode.push(p.clone());
         }
     }
     for p in state.files.keys() {
@@ -160,6 +210,11 @@ fn edits_error(dir: &Path, e: &Edits) -> Error {
     list.extend(e.modified.iter().map(|p| format!("modified: {p}")));
     list.extend(e.added.iter().map(|p| format!("added:    {p}")));
     list.extend(e.deleted.iter().map(|p| format!("deleted:  {p}")));
+    list.extend(
+        e.mode
+            .iter()
+            .map(|p| format!("mode:     {p} (executable bit changed)")),
+    );
     let n = list.len();
     if list.len() > 20 {
         list.truncate(20);
@@ -270,6 +325,7 @@ pub fn write_tree(
         series_hash: origin.series_hash.to_string(),
         files: desired.clone(),
         pending: None,
+        exec: Some(exec_paths(tree)),
     };
     if let Some(p) = tree.entries.keys().find(|p| reserved(p)) {
         return Err(Error::input(
@@ -338,7 +394,7 @@ pub fn write_tree(
         ));
     };
     // One scan serves both the edit check and the write plan: hashing the tree is the slow part.
-    let disk = scan_dir(dir)?;
+    let disk = scan_dir(dir, state.tracked())?;
     let e = edits_in(&disk, &state);
     if !e.is_empty() {
         if !force {

@@ -50,7 +50,7 @@ impl Project {
                     dir.display()
                 ),
             )
-            .with_help("create it (an empty folder is an empty series)"));
+            .with_help("create it with an empty `series` file (no overlays)"));
         }
         Series::load(&dir)
     }

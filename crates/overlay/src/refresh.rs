@@ -151,6 +151,19 @@ pub fn plan(
         Some(Target::New { .. }) => Some(n + 1),
     };
     let e = edits(dir, state)?;
+    if let Some(p) = e.mode.first() {
+        // Overlays carry lines; a changed executable bit would be dropped without a word.
+        return Err(Error::input(
+            dir.join(p),
+            None,
+            format!(
+                "the executable bit of {} file(s) changed ({}); refresh carries lines, not modes",
+                e.mode.len(),
+                e.mode.join(", ")
+            ),
+        )
+        .with_help("undo it (`chmod -x`/`chmod +x`) and refresh again; to carry a mode change, write its overlay with git (`git format-patch` records modes)"));
+    }
     let mut plan = Plan::default();
     if e.is_empty() {
         plan.unchanged = series.overlays.iter().map(|o| o.name.clone()).collect();
@@ -552,7 +565,7 @@ pub fn plan(
         new_overlays.push(ov);
     }
     // The new series must reproduce the edited tree, byte for byte.
-    let disk = crate::materialize::scan_dir(dir)?;
+    let disk = crate::materialize::scan_dir(dir, state.tracked())?;
     let want: BTreeMap<&String, String> = disk
         .iter()
         .map(|(p, (id, _))| (p, id.to_string()))
@@ -606,6 +619,7 @@ pub fn plan(
         series_hash: new_series.content_hash(),
         files: have.into_iter().map(|(k, v)| (k.clone(), v)).collect(),
         pending: None,
+        exec: Some(crate::materialize::exec_paths(&prev_tree)),
     });
     Ok(plan)
 }

@@ -16,6 +16,26 @@ pub struct Series {
     pub overlays: Vec<Overlay>,
 }
 
+/// Why `name` cannot be an overlay's file name in a series, if it cannot: the one rule both the
+/// series parser and `new-overlay` apply, so a name one accepts the other never rejects. A name is a
+/// plain file name of the overlay folder: not empty, not `.` or `..`, no `/` or `\`, no `#` (it
+/// starts a comment), no whitespace (it separates options) and no control characters.
+pub fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("not an empty name")
+    } else if name == "." || name == ".." || name.contains(['/', '\\']) {
+        Some("not a path")
+    } else if name.contains('#') {
+        Some("without `#` (it starts a comment)")
+    } else if name.contains(char::is_whitespace) {
+        Some("without whitespace (it separates words)")
+    } else if name.contains(char::is_control) {
+        Some("without control characters")
+    } else {
+        None
+    }
+}
+
 /// The series entries with their 1-based line numbers.
 pub fn parse_series_names(path: &Path, text: &str) -> Result<Vec<(String, usize)>> {
     let mut names: Vec<(String, usize)> = Vec::new();
@@ -29,11 +49,11 @@ pub fn parse_series_names(path: &Path, text: &str) -> Result<Vec<(String, usize)
             return Err(Error::input(path, Some(n), format!("expected one file name, found {entry:?}"))
                 .with_help("options such as quilt's -p1 are not supported: overlays are always git's a/ b/ form"));
         }
-        if entry.contains('/') || entry.contains('\\') || entry == "." || entry == ".." {
+        if let Some(why) = name_problem(entry) {
             return Err(Error::input(
                 path,
                 Some(n),
-                format!("{entry:?}: expected a file name in this folder, not a path"),
+                format!("{entry:?}: expected a file name in this folder, {why}"),
             )
             .with_help("put the overlay file in this folder and list its plain name"));
         }
@@ -50,14 +70,40 @@ pub fn parse_series_names(path: &Path, text: &str) -> Result<Vec<(String, usize)
     Ok(names)
 }
 
+/// The error for an overlay folder without its `series` file, naming the overlays it would leave out.
+fn missing_series(dir: &Path, path: &Path) -> Error {
+    let mut patches: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".patch"))
+        .collect();
+    patches.sort();
+    let found = if patches.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} overlay files here would be left out)", patches.len())
+    };
+    Error::input(path, None, format!("no series file{found}")).with_help(format!(
+        "restore it (`git checkout -- {}`), or create it listing the overlays in order, one file \
+         name per line; an empty file means no overlays",
+        path.display()
+    ))
+}
+
 impl Series {
-    /// Reads the series file and parses every overlay it names. A folder without a series file is an
-    /// empty series.
+    /// Reads the series file and parses every overlay it names. The series file is required: a
+    /// missing one is an error, never an empty series (a deleted or lost `series` would otherwise
+    /// give the plain upstream tree with every overlay silently left out). No overlays is an empty
+    /// file.
     pub fn load(dir: &Path) -> Result<Series> {
         let path = dir.join(SERIES_FILE);
         let raw = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir.is_dir() => String::new(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(missing_series(dir, &path));
+            }
             Err(e) => return Err(Error::io(&path, e)),
         };
         let mut overlays = Vec::new();

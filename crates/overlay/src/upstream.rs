@@ -135,9 +135,11 @@ impl UpstreamRepo {
         let _lock = lock_exclusive(&cache_path.with_extension("lock"), &mut || {
             eprintln!("waiting for another process using {}", cache_path.display());
         })?;
+        let mut fresh = false;
         let repo = match git2::Repository::open_bare(&cache_path) {
             Ok(r) => r,
             Err(_) => {
+                fresh = true;
                 // Create in a temp dir and rename, so an interrupted init never leaves a half repo.
                 std::fs::create_dir_all(cache_root.join("upstreams")).at(cache_root)?;
                 let tmp = cache_path.with_extension(format!("tmp{}", std::process::id()));
@@ -155,7 +157,13 @@ impl UpstreamRepo {
             cache_path,
         };
         if !me.has_commit(rev) {
-            me.fetch(url, progress)?;
+            if let Err(e) = me.fetch(url, progress) {
+                // A cache entry made just now holds nothing: leave no empty repository behind.
+                if fresh {
+                    let _ = std::fs::remove_dir_all(&me.cache_path);
+                }
+                return Err(e);
+            }
             // A fresh handle sees new packs and alternates.
             me.repo = git2::Repository::open_bare(&me.cache_path)
                 .map_err(|e| Error::git(format!("opening {}", me.cache_path.display()), e))?;

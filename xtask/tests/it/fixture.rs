@@ -199,10 +199,13 @@ impl Fixture {
     }
 
     /// The command `xtask` runs, to spawn several at once.
+    /// `XTASK_TEST_BIN` runs the tests against another build of xtask (say, the one before a fix,
+    /// to see a regression test fail there).
     pub fn command(&self, args: &[&str]) -> Command {
-        // XTASK_UNDER_TEST runs the tests against another build (an older one, to see a
-        // regression test fail before its fix).
+        // XTASK_UNDER_TEST (or XTASK_TEST_BIN) runs the tests against another build (an older
+        // one, to see a regression test fail before its fix).
         let bin = std::env::var_os("XTASK_UNDER_TEST")
+            .or_else(|| std::env::var_os("XTASK_TEST_BIN"))
             .unwrap_or_else(|| env!("CARGO_BIN_EXE_xtask").into());
         let mut cmd = Command::new(bin);
         cmd.arg("--root")

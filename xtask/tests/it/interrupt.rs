@@ -1,6 +1,6 @@
-//! SIGKILL at every write step of `apply`, `refresh` and `bump-pin` (the fault-injection hook in
-//! `overlay::fsx`: `OVERLAY_FAULT_KILL_AFTER=N` kills the process at its N-th filesystem write, a
-//! write being torn in half first). After each kill:
+//! SIGKILL at every write step of `apply`, `refresh`, `bump-pin` and `canonicalize` (the
+//! fault-injection hook in `overlay::fsx`: `OVERLAY_FAULT_KILL_AFTER=N` kills the process at its
+//! N-th filesystem write, a write being torn in half first). After each kill:
 //! - every project file (pins.toml, series, overlays) holds either its old or its new bytes;
 //! - after the next command (which recovers), the project is entirely old or entirely new;
 //! - running the command again completes (or says why nothing is left to do), and the result is
@@ -411,4 +411,68 @@ fn status_names_unfinished_work_and_how_to_finish_it() {
         "{}",
         out.stdout
     );
+}
+
+#[test]
+fn canonicalize_rewrites_overlays_and_the_tree_state_all_or_nothing() {
+    let f = two_overlays();
+    // Both overlays off their recorded lines: canonicalize rewrites both.
+    for (name, from, to) in [
+        (
+            "0001-Change-line-10.patch",
+            "@@ -7,7 +7,7 @@",
+            "@@ -5,7 +5,7 @@",
+        ),
+        ("0002-Change-b-add-d.patch", "@@ -1 +1 @@", "@@ -2 +2 @@"),
+    ] {
+        let p = f.root.join("overlays/up").join(name);
+        let text = f.read(&p);
+        assert!(text.contains(from), "{text}");
+        std::fs::write(&p, text.replace(from, to)).unwrap();
+    }
+    f.xtask(&["check"]).code(1);
+    f.xtask(&["apply"]).ok();
+    let state_path = f.root.join("target/apply/up/.overlay-state.json");
+    let state0 = std::fs::read(&state_path).unwrap();
+    let old = project(&f);
+    let args = ["canonicalize"];
+    let out = f.xtask(&args).ok();
+    assert!(
+        out.stdout.contains("2 overlay(s) rewritten"),
+        "{}",
+        out.stdout
+    );
+    let new = project(&f);
+    let state_new = std::fs::read(&state_path).unwrap();
+    assert_ne!(state0, state_new, "the tree's state follows the new series");
+    let reset = || {
+        restore(&f.root.join("overlays"), &strip(&old, "overlays"));
+        std::fs::write(&state_path, &state0).unwrap();
+    };
+    reset();
+    let steps = count_steps(&f, &args);
+    assert!(steps >= 4, "only {steps} steps");
+    for n in 1..=steps {
+        reset();
+        killed_at(&f, &args, n);
+        each_file_old_or_new(&project(&f), &old, &new, n);
+        f.xtask(&["status"]).ok();
+        all_old_or_all_new(&project(&f), &old, &new, n);
+        let state = std::fs::read(&state_path).unwrap();
+        assert_eq!(
+            state == state_new,
+            project(&f) == new,
+            "step {n}: overlays and the tree's state moved apart"
+        );
+        f.xtask(&args).ok();
+        assert_eq!(project(&f), new, "step {n}");
+        assert_eq!(std::fs::read(&state_path).unwrap(), state_new, "step {n}");
+        f.xtask(&["check"]).ok();
+        let out = f.xtask(&["refresh"]).ok();
+        assert!(
+            out.stdout.contains("nothing to refresh"),
+            "step {n}: {}",
+            out.stdout
+        );
+    }
 }

@@ -15,4 +15,5 @@ mod messages;
 mod refresh;
 mod render;
 mod reports;
+mod safety;
 mod upstream_mlx;

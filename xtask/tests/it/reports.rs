@@ -71,8 +71,9 @@ fn check_reports_non_canonical_and_unlisted_overlays() {
     let out = f.xtask(&["check"]).code(1);
     expect![[r#"
         check: 1 overlay(s) against up@$PIN12
-          NONCANON 0001-Make-b-wider.patch: src/lib.c hunk #1 (0001-Make-b-wider.patch:19): git diff writes @@ -1,4 +1,4 @@ with 1+2 context lines, the overlay has @@ -1,3 +1,3 @@ with 1+1; `refresh` rewrites it canonically
+          NONCANON 0001-Make-b-wider.patch: src/lib.c hunk #1 (0001-Make-b-wider.patch:19): git diff writes @@ -1,4 +1,4 @@ with 1+2 context lines, the overlay has @@ -1,3 +1,3 @@ with 1+1; `cargo xtask canonicalize` rewrites it canonically
         1 finding(s)
+        OFFSET and NONCANON: `cargo xtask canonicalize` rewrites those overlays in place (same tree)
     "#]]
     .assert_eq(&out.stdout);
     let out = f.xtask(&["check", "--json"]).code(1);
@@ -83,7 +84,7 @@ fn check_reports_non_canonical_and_unlisted_overlays() {
               "file": "src/lib.c",
               "hunk": 1,
               "kind": "not-canonical",
-              "message": "git diff writes @@ -1,4 +1,4 @@ with 1+2 context lines, the overlay has @@ -1,3 +1,3 @@ with 1+1; `refresh` rewrites it canonically",
+              "message": "git diff writes @@ -1,4 +1,4 @@ with 1+2 context lines, the overlay has @@ -1,3 +1,3 @@ with 1+1; `cargo xtask canonicalize` rewrites it canonically",
               "overlay": "0001-Make-b-wider.patch",
               "patch_line": 19
             }
