@@ -53,6 +53,7 @@ fn status_human_and_json() {
             "name": "up",
             "overlays": "overlays/up",
             "rev": "$PIN",
+            "sources": [],
             "url": "$TMP/upstream"
           }
         }
