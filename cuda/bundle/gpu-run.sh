@@ -34,3 +34,4 @@ timeout $(( $(left) - 110 )) $W/lib/qmv_lib bench ${BENCH_SHAPES:-} >> $OUT/lib.
 wait $hb && timeout $(( $(left) - 15 )) $W/hb/qmv_harness bench ${BENCH_SHAPES:-} > $OUT/harness.jsonl; echo "kernel bench rc=$?"
 echo "total: $(( $(date +%s) - t0 )) s"
 python3 $H/summarize.py $OUT/lib.jsonl $OUT/harness.jsonl $OUT/peers.jsonl | cut -c1-220
+python3 $B/cuda/bench/collect.py $OUT/results.json $OUT/env.txt $OUT/lib.jsonl $OUT/harness.jsonl $OUT/peers.jsonl

@@ -23,6 +23,8 @@ pub enum Bench {
     Qmm(crate::bench_qmm::QmmArgs),
     /// build-mlx: no-op time and the time after touching one overlay (and a cold build with --cold)
     Build(BuildBenchArgs),
+    /// The CUDA qmv on a GPU machine: render a run's results JSON as tables and a plot
+    QmvCuda(crate::bench_qmv_cuda::QmvCudaArgs),
 }
 
 #[derive(clap::Args)]
@@ -50,6 +52,7 @@ pub fn run(g: &Global, b: &Bench) -> Result<ExitCode> {
         Bench::DriftScan(a) => drift_scan(g, a),
         Bench::Build(a) => build(g, a),
         Bench::Qmm(a) => crate::bench_qmm::run(a, g.json),
+        Bench::QmvCuda(a) => crate::bench_qmv_cuda::run(a),
     }
 }
 

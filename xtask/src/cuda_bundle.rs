@@ -114,7 +114,11 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
             files,
         });
     }
-    copy_dir(&ctx.project.root.join("cuda"), &root.join("cuda"))?;
+    // The project's scripts and harnesses, where it has them (a downstream fork may not).
+    let scripts = ctx.project.root.join("cuda");
+    if scripts.is_dir() {
+        copy_dir(&scripts, &root.join("cuda"))?;
+    }
     let manifest = Manifest {
         schema: 1,
         upstream: up.name.clone(),
@@ -193,7 +197,8 @@ fn export_source(s: &Source, dest: &Path) -> Result<usize> {
 fn selected(s: &Source, path: &str) -> bool {
     s.paths.is_empty()
         || s.paths.iter().any(|p| {
-            path == p || (path.starts_with(p.as_str()) && path.as_bytes().get(p.len()) == Some(&b'/'))
+            path == p
+                || (path.starts_with(p.as_str()) && path.as_bytes().get(p.len()) == Some(&b'/'))
         })
 }
 
@@ -270,4 +275,31 @@ fn archive(root: &Path, tmp: &Path, out: &Path) -> Result<u64> {
     file.sync_all()?;
     std::fs::rename(tmp, out).with_context(|| format!("{}: cannot write", out.display()))?;
     Ok(std::fs::metadata(out)?.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::layout_path;
+
+    #[test]
+    fn cccl_release_layout_is_include_of_the_three_projects() {
+        let l = Some("cccl-release");
+        assert_eq!(
+            layout_path(l, "libcudacxx/include/cuda/std/array").as_deref(),
+            Some("include/cuda/std/array")
+        );
+        assert_eq!(
+            layout_path(l, "cub/cub/cub.cuh").as_deref(),
+            Some("include/cub/cub.cuh")
+        );
+        assert_eq!(
+            layout_path(l, "thrust/thrust/version.h").as_deref(),
+            Some("include/thrust/version.h")
+        );
+        assert_eq!(layout_path(l, "README.md"), None);
+        assert_eq!(
+            layout_path(None, "c/CMakeLists.txt").as_deref(),
+            Some("c/CMakeLists.txt")
+        );
+    }
 }

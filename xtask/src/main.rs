@@ -3,9 +3,10 @@
 
 mod bench;
 mod bench_qmm;
+mod bench_qmv_cuda;
 mod build_mlx;
-mod cuda_bundle;
 mod commands;
+mod cuda_bundle;
 mod diffgit;
 mod fuzz;
 mod metal_sim;

@@ -132,7 +132,9 @@ fn parse_source(
         return Err(Error::input(
             path,
             Some(line),
-            format!("source name {dep:?}: expected the FetchContent name (letters, digits, '-' or '_')"),
+            format!(
+                "source name {dep:?}: expected the FetchContent name (letters, digits, '-' or '_')"
+            ),
         ));
     }
     let url = raw.url.get_ref().trim().to_string();
@@ -157,14 +159,15 @@ fn parse_source(
         let rel = Path::new(p.get_ref());
         let bad = p.get_ref().is_empty()
             || rel.is_absolute()
-            || rel
-                .components()
-                .any(|c| !matches!(c, Component::Normal(_)));
+            || rel.components().any(|c| !matches!(c, Component::Normal(_)));
         if bad {
             return Err(err(
                 p.span(),
                 "paths",
-                format!("expected a path inside the repository, found {:?}", p.get_ref()),
+                format!(
+                    "expected a path inside the repository, found {:?}",
+                    p.get_ref()
+                ),
             ));
         }
         paths.push(p.into_inner());
@@ -408,6 +411,62 @@ json = "/opt/json"
               help: add one: [upstream.mlx] url = "https://github.com/ml-explore/mlx" rev = "<40-hex commit>" overlays = "overlays/mlx""#]]
         .assert_eq(&err(""));
         assert!(err("[upstream.x]\nurl = 3\n").starts_with("pins.toml:2"));
+    }
+
+    const SOURCES: &str = r#"
+[upstream.a]
+url = "/srv/a.git"
+rev = "1111111111111111111111111111111111111111"
+overlays = "overlays/a"
+
+[upstream.a.sources.cutlass]
+url = "https://example.com/cutlass"
+rev = "2222222222222222222222222222222222222222"
+tag = "v4.4.2"
+paths = ["include"]
+backends = ["cuda"]
+
+[upstream.a.sources.cccl]
+url = "https://example.com/cccl"
+rev = "3333333333333333333333333333333333333333"
+layout = "cccl-release"
+"#;
+
+    #[test]
+    fn sources_are_pinned_like_upstreams() {
+        let pins = parse(SOURCES).unwrap();
+        let s = &pins.upstreams[0].sources;
+        let names: Vec<_> = s.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["cccl", "cutlass"]);
+        assert_eq!(s[1].tag.as_deref(), Some("v4.4.2"));
+        assert_eq!(s[1].paths, ["include"]);
+        assert_eq!(s[1].backends, ["cuda"]);
+        assert_eq!(s[0].layout.as_deref(), Some("cccl-release"));
+        assert_eq!(s[1].line, 7);
+    }
+
+    #[test]
+    fn bad_sources_name_their_line() {
+        let tag_as_rev = SOURCES.replace("2222222222222222222222222222222222222222", "v4.4.2");
+        expect_test::expect![[r#"pins.toml:9: upstream.a.sources.cutlass.rev: expected a full 40-hex commit id, found "v4.4.2" (put the tag in `tag`)"#]]
+            .assert_eq(&err(&tag_as_rev));
+        let escape = SOURCES.replace("[\"include\"]", "[\"../x\"]");
+        assert!(
+            err(&escape).starts_with("pins.toml:11: upstream.a.sources.cutlass.paths:"),
+            "{}",
+            err(&escape)
+        );
+        let layout = SOURCES.replace("cccl-release", "zip");
+        let e = err(&layout);
+        assert!(
+            e.starts_with("pins.toml:17: upstream.a.sources.cccl.layout: unknown layout \"zip\""),
+            "{e}"
+        );
+        assert!(e.contains("known layouts: cccl-release"), "{e}");
+        let helper = SOURCES.replace("https://example.com/cccl", "ext::sh -c x");
+        assert!(err(&helper).starts_with("pins.toml:15: upstream.a.sources.cccl.url:"));
+        let unknown = SOURCES.replace("tag = ", "tga = ");
+        assert!(err(&unknown).contains("tga"), "{}", err(&unknown));
     }
 
     #[test]

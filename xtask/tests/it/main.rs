@@ -4,6 +4,7 @@
 mod agree;
 mod apply;
 mod bump;
+mod bundle;
 mod concurrency;
 mod diffgit;
 mod drift;

@@ -1,0 +1,96 @@
+//! `build-mlx --backend cuda --bundle`: the offline build a GPU machine without Rust receives.
+
+use std::process::Command;
+
+use crate::fixture::Fixture;
+
+/// A bundle holds the materialized tree (overlays applied), each pinned source at its commit
+/// with only its `paths`, the CMake definitions naming them, and the project's cuda/ folder.
+#[test]
+fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
+    let f = Fixture::new(&[
+        ("src/lib.c", "int a;\nint b;\n"),
+        ("CMakeLists.txt", "project(up)\n"),
+    ]);
+    f.add_overlay(
+        "Make b wider",
+        &[("src/lib.c", Some("int a;\nlong b;\n"))],
+        "Overlay-Kind: upstreamable\nUpstream-Status: not-submitted\n",
+    );
+    // A source the build would fetch: a repository of its own, pinned at a commit.
+    let dep = f.t().join("dep");
+    std::fs::create_dir_all(dep.join("include")).unwrap();
+    std::fs::create_dir_all(dep.join("docs")).unwrap();
+    std::fs::write(dep.join("include/dep.h"), "#define DEP 1\n").unwrap();
+    std::fs::write(dep.join("docs/big.md"), "not needed\n").unwrap();
+    f.git(&dep, &["init", "-q"]);
+    f.git(&dep, &["add", "-A"]);
+    f.git(&dep, &["commit", "-q", "-m", "dep"]);
+    std::fs::write(dep.join("include/dep.h"), "#define DEP 2\n").unwrap();
+    let v1 = f.git(&dep, &["rev-parse", "HEAD"]);
+    f.git(&dep, &["commit", "-q", "-am", "later"]);
+    let mut pins = std::fs::read_to_string(f.root.join("pins.toml")).unwrap();
+    pins.push_str(&format!(
+        "\n[upstream.up.sources.dep]\nurl = \"{}\"\nrev = \"{v1}\"\ntag = \"v1\"\npaths = [\"include\"]\nbackends = [\"cuda\"]\n",
+        dep.display()
+    ));
+    std::fs::write(f.root.join("pins.toml"), pins).unwrap();
+    std::fs::create_dir_all(f.root.join("cuda/bundle")).unwrap();
+    std::fs::write(f.root.join("cuda/bundle/build.sh"), "echo build\n").unwrap();
+
+    let archive = f.t().join("b.tar.gz");
+    let out = f
+        .xtask(&[
+            "build-mlx",
+            "--backend",
+            "cuda",
+            "--bundle",
+            archive.to_str().unwrap(),
+        ])
+        .ok();
+    assert!(out.stdout.contains("dep"), "{}", out.stdout);
+    let unpacked = f.t().join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    let tar = Command::new("tar")
+        .args(["-xzf"])
+        .arg(&archive)
+        .arg("-C")
+        .arg(&unpacked)
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let b = unpacked.join("mlx-cuda-bundle");
+    assert_eq!(f.read(b.join("mlx/src/lib.c")), "int a;\nlong b;\n");
+    assert_eq!(f.read(b.join("deps/dep/include/dep.h")), "#define DEP 1\n");
+    assert!(!b.join("deps/dep/docs").exists());
+    assert_eq!(f.read(b.join("cuda/bundle/build.sh")), "echo build\n");
+    let defines = f.read(b.join("cmake-defines.txt"));
+    assert!(
+        defines.contains("FETCHCONTENT_SOURCE_DIR_DEP=@BUNDLE@/deps/dep\n"),
+        "{defines}"
+    );
+    assert!(defines.contains("MLX_BUILD_CUDA=ON\n"), "{defines}");
+    let manifest: serde_json::Value = serde_json::from_str(&f.read(b.join("bundle.json"))).unwrap();
+    assert_eq!(manifest["schema"], 1);
+    assert_eq!(manifest["pin"], f.pin.as_str());
+    assert_eq!(manifest["sources"][0]["rev"], v1.as_str());
+    assert_eq!(manifest["sources"][0]["files"], 1);
+}
+
+/// `--bundle` is for the CUDA backend; anything else is refused and writes nothing.
+#[test]
+fn bundle_needs_the_cuda_backend() {
+    let f = Fixture::new(&[("src/lib.c", "int a;\n")]);
+    let archive = f.t().join("b.tar.gz");
+    let out = f
+        .xtask(&[
+            "build-mlx",
+            "--backend",
+            "cpu",
+            "--bundle",
+            archive.to_str().unwrap(),
+        ])
+        .code(2);
+    assert!(out.stderr.contains("--backend cuda"), "{}", out.stderr);
+    assert!(!archive.exists());
+}
