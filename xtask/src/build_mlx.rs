@@ -886,12 +886,29 @@ fn failure_excerpt(lines: &[String]) -> String {
     }
 }
 
+/// ccache settings that let a translation unit compiled in one build tree hit in another (a new
+/// pin's tree, another cache root's): `base_dir` rewrites absolute paths under the cache's
+/// `builds/` directory into paths relative to the compiler's working directory
+/// (`<tree>/build`), so `/…/builds/<k1>/src/mlx/ops.cpp` and `/…/builds/<k2>/src/mlx/ops.cpp`
+/// both reach the compiler, and the hash, as `../src/mlx/ops.cpp`. `hash_dir=false` leaves that
+/// working directory out of the hash of compilations with debug info (Debug, RelWithDebInfo);
+/// their objects may then name another tree as their compilation directory.
+fn ccache_env(build: &Path) -> Vec<(&'static str, std::ffi::OsString)> {
+    // `<cache>/builds/<dir_key>/build` -> `<cache>/builds`, the parent of every tree.
+    let builds = build.parent().and_then(Path::parent).unwrap_or(build);
+    vec![
+        ("CCACHE_BASEDIR", builds.as_os_str().to_owned()),
+        ("CCACHE_NOHASHDIR", "1".into()),
+    ]
+}
+
 fn ninja_build(build: &Path, jobs: usize) -> Result<()> {
     let mut child = Command::new("cmake")
         .arg("--build")
         .arg(build)
         .arg("--parallel")
         .arg(jobs.to_string())
+        .envs(ccache_env(build))
         // Ninja's default status format, set explicitly because parsing depends on it.
         .env("NINJA_STATUS", "[%f/%t] ")
         .stdin(Stdio::null())

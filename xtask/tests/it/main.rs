@@ -2,6 +2,7 @@
 //! against synthetic upstream repositories built with real git, and compares with `git am`.
 
 mod apply;
+mod build_mlx;
 mod bump;
 mod concurrency;
 mod drift;
