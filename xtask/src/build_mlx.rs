@@ -825,6 +825,8 @@ fn system_json_source_dir(deps: &Path) -> Result<PathBuf> {
 ///   however build-mlx ended (SIGKILL included), and the next build-mlx waits for them.
 /// - on Linux it gets SIGTERM when build-mlx dies (`PR_SET_PDEATHSIG`): an orphaned Ninja stops
 ///   its jobs and exits instead of building on for minutes while the next build-mlx waits.
+///   (The signal follows the spawning *thread*: build-mlx spawns from the thread running `run`,
+///   which outlives its children.)
 fn in_build(cmd: &mut Command, lock: &std::fs::File) {
     #[cfg(unix)]
     {
