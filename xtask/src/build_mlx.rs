@@ -21,6 +21,10 @@
 //! immutable, under `installs/<key>`, and `run` is a no-op when that exists. The stamp records
 //! what the Ninja tree holds now (for people looking at the cache).
 //!
+//! The `.lock` is an flock that the build's own processes inherit (`in_build`), so a killed
+//! build-mlx leaves its tree locked until its Ninja and compilers are gone; Ninja runs with
+//! ccache's `base_dir` at `builds/` (`ccache_env`), so trees of different pins share objects.
+//!
 //! Exit codes: 0 success, 2 for missing dependencies, configure/build/install failures and bad
 //! input. Unexpected I/O failures come back as `Err`.
 
