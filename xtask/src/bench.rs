@@ -45,6 +45,17 @@ pub struct BuildBenchArgs {
     /// Also time a cold build into an empty cache (about 11 minutes on 2 cores)
     #[arg(long)]
     pub cold: bool,
+    /// Instead: a cold build at --from (empty build cache, empty ccache), then `bump-pin --to` and
+    /// the build after the bump, in a scratch copy of the project (about 12 minutes on 2 cores)
+    #[arg(long)]
+    pub bump: bool,
+    /// The pin of the cold build (--bump); the project's series must apply there
+    #[arg(long, default_value = "9a795735ad9a42664e08f42361b405ed570bcf1a")]
+    pub from: String,
+    /// The bump's target (--bump); default: the next MLX commit, which changes mlx/ops.cpp and
+    /// mlx/primitives.cpp only
+    #[arg(long, default_value = "98a188cb8e836a527a1a26b3ba5557bdfdb18a91")]
+    pub to: String,
 }
 
 pub fn run(g: &Global, b: &Bench) -> Result<ExitCode> {
@@ -312,6 +323,9 @@ fn time_build(root: &Path, extra: &[&str]) -> Result<Duration> {
 }
 
 fn build(g: &Global, a: &BuildBenchArgs) -> Result<ExitCode> {
+    if a.bump {
+        return crate::bench_build_bump::run(g, a);
+    }
     let ctx = Ctx::load(g, overlay::lock::Mode::Shared, "bench")?;
     let root = ctx.project.root.clone();
     let up = ctx.upstream().clone();

@@ -21,6 +21,10 @@
 //! immutable, under `installs/<key>`, and `run` is a no-op when that exists. The stamp records
 //! what the Ninja tree holds now (for people looking at the cache).
 //!
+//! The `.lock` is an flock that the build's own processes inherit (`in_build`), so a killed
+//! build-mlx leaves its tree locked until its Ninja and compilers are gone; Ninja runs with
+//! ccache's `base_dir` at `builds/` (`ccache_env`), so trees of different pins share objects.
+//!
 //! Exit codes: 0 success, 2 for missing dependencies, configure/build/install failures and bad
 //! input. Unexpected I/O failures come back as `Err`.
 
@@ -364,14 +368,20 @@ fn run_inner(
     let root = builds.join(&dir_key);
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
 
-    // Two build-mlx runs on one tree would corrupt each other's Ninja state.
+    // Two build-mlx runs on one tree would corrupt each other's Ninja state. The build's own
+    // processes hold this lock too (see `in_build`), so it outlives a killed build-mlx until its
+    // Ninja and compilers have exited.
     let lock_path = builds.join(format!("{dir_key}.lock"));
     let lock = std::fs::File::create(&lock_path)
         .with_context(|| format!("creating {}", lock_path.display()))?;
     match lock.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            eprintln!("waiting for another build-mlx using {} ...", root.display());
+            eprintln!(
+                "waiting for another build-mlx using {} (or the build processes of an \
+                 interrupted one) ...",
+                root.display()
+            );
             lock.lock().context("locking the build directory")?;
         }
         Err(std::fs::TryLockError::Error(e)) => {
@@ -424,14 +434,14 @@ fn run_inner(
         let dir = system_json_source_dir(&root.join("deps"))?;
         defines.push(format!("FETCHCONTENT_SOURCE_DIR_JSON={}", dir.display()));
     }
-    configure(&src, &build, &defines)?;
+    configure(&src, &build, &defines, &lock)?;
 
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
         .max(1);
-    ninja_build(&build, jobs)?;
-    cmake_install(&build)?;
+    ninja_build(&build, jobs, &lock)?;
+    cmake_install(&build, &lock)?;
 
     if find_lib_dir(&install).is_none() {
         return Err(user_err(format!(
@@ -761,6 +771,12 @@ fn launcher_defines(backend: Backend) -> Vec<String> {
         None
     };
     let Some(l) = launcher else { return Vec::new() };
+    if l == "sccache" {
+        // Start sccache's server from here, where the build lock is close-on-exec: a server
+        // started by the first compile would inherit the lock (see `in_build`) and hold it
+        // until it idles out. An already running server makes this fail, which is fine.
+        runs("sccache", &["--start-server"]);
+    }
     let mut v = vec![
         format!("CMAKE_C_COMPILER_LAUNCHER={l}"),
         format!("CMAKE_CXX_COMPILER_LAUNCHER={l}"),
@@ -808,7 +824,51 @@ fn system_json_source_dir(deps: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn configure(src: &Path, build: &Path, defines: &[String]) -> Result<()> {
+/// Makes `cmd` a process of the build that `lock` (the tree's `.lock`, flock'ed) guards:
+///
+/// - it inherits the lock's open file description (close-on-exec is cleared in the child only),
+///   and so do Ninja's compilers and everything else it starts. An flock belongs to the open
+///   file description, and the kernel releases it when the last descriptor referring to it is
+///   closed: the tree stays locked until build-mlx *and* every process of its build have exited,
+///   however build-mlx ended (SIGKILL included), and the next build-mlx waits for them.
+/// - on Linux it gets SIGTERM when build-mlx dies (`PR_SET_PDEATHSIG`): an orphaned Ninja stops
+///   its jobs and exits instead of building on for minutes while the next build-mlx waits.
+///   (The signal follows the spawning *thread*: build-mlx spawns from the thread running `run`,
+///   which outlives its children.)
+fn in_build(cmd: &mut Command, lock: &std::fs::File) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::io::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let fd = lock.as_raw_fd();
+        #[cfg(target_os = "linux")]
+        let parent = std::process::id();
+        // SAFETY: between fork and exec the closure only makes async-signal-safe calls (fcntl,
+        // prctl, getppid) and allocates nothing on its success path.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                #[cfg(target_os = "linux")]
+                {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // build-mlx died before the prctl: nobody would signal this process.
+                    if libc::getppid() as u32 != parent {
+                        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (cmd, lock);
+}
+
+fn configure(src: &Path, build: &Path, defines: &[String], lock: &std::fs::File) -> Result<()> {
     let mut cmd = Command::new("cmake");
     cmd.arg("-S")
         .arg(src)
@@ -829,6 +889,7 @@ fn configure(src: &Path, build: &Path, defines: &[String]) -> Result<()> {
         return Ok(());
     }
     eprintln!("configuring: {}", render_command(&cmd));
+    in_build(&mut cmd, lock);
     let out = cmd.output().context("running cmake")?;
     if !out.status.success() {
         let mut log = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -890,19 +951,51 @@ fn failure_excerpt(lines: &[String]) -> String {
     }
 }
 
-fn ninja_build(build: &Path, jobs: usize) -> Result<()> {
-    let mut child = Command::new("cmake")
-        .arg("--build")
+/// ccache settings that let a translation unit compiled in one build tree hit in another (a new
+/// pin's tree, another cache root's): `base_dir` rewrites absolute paths under the cache's
+/// `builds/` directory into paths relative to the compiler's working directory
+/// (`<tree>/build`), so `/…/builds/<k1>/src/mlx/ops.cpp` and `/…/builds/<k2>/src/mlx/ops.cpp`
+/// both reach the compiler, and the hash, as `../src/mlx/ops.cpp`. `hash_dir=false` leaves that
+/// working directory out of the hash of compilations with debug info (Debug, RelWithDebInfo);
+/// their objects may then name another tree as their compilation directory.
+fn ccache_env(build: &Path) -> Vec<(&'static str, std::ffi::OsString)> {
+    // `<cache>/builds/<dir_key>/build` -> `<cache>/builds`, the parent of every tree.
+    let builds = build.parent().and_then(Path::parent).unwrap_or(build);
+    vec![
+        ("CCACHE_BASEDIR", builds.as_os_str().to_owned()),
+        ("CCACHE_NOHASHDIR", "1".into()),
+    ]
+}
+
+/// The Ninja CMake configured the tree with (`CMAKE_MAKE_PROGRAM`), else `ninja`.
+fn ninja_program(build: &Path) -> PathBuf {
+    std::fs::read_to_string(build.join("CMakeCache.txt"))
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("CMAKE_MAKE_PROGRAM:FILEPATH="))
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from("ninja"))
+}
+
+fn ninja_build(build: &Path, jobs: usize, lock: &std::fs::File) -> Result<()> {
+    // Ninja itself rather than `cmake --build`, which only runs it (`ninja -j N` in the tree):
+    // the process that owns the tree's state is then the one that gets SIGTERM if build-mlx
+    // dies, and it stops its jobs (see `in_build`).
+    let mut cmd = Command::new(ninja_program(build));
+    cmd.arg("-C")
         .arg(build)
-        .arg("--parallel")
+        .arg("-j")
         .arg(jobs.to_string())
+        .envs(ccache_env(build))
         // Ninja's default status format, set explicitly because parsing depends on it.
         .env("NINJA_STATUS", "[%f/%t] ")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running cmake --build")?;
+        .stderr(Stdio::piped());
+    in_build(&mut cmd, lock);
+    let mut child = cmd.spawn().context("running ninja")?;
     let mut stderr = child.stderr.take().context("no stderr pipe")?;
     let err_thread = std::thread::spawn(move || {
         let mut s = String::new();
@@ -945,7 +1038,7 @@ fn ninja_build(build: &Path, jobs: usize) -> Result<()> {
             None => other.push(line),
         }
     }
-    let status = child.wait().context("waiting for cmake --build")?;
+    let status = child.wait().context("waiting for ninja")?;
     if let Some(pb) = &bar {
         pb.finish_and_clear();
     }
@@ -960,12 +1053,11 @@ fn ninja_build(build: &Path, jobs: usize) -> Result<()> {
     Ok(())
 }
 
-fn cmake_install(build: &Path) -> Result<()> {
-    let out = Command::new("cmake")
-        .arg("--install")
-        .arg(build)
-        .output()
-        .context("running cmake --install")?;
+fn cmake_install(build: &Path, lock: &std::fs::File) -> Result<()> {
+    let mut cmd = Command::new("cmake");
+    cmd.arg("--install").arg(build);
+    in_build(&mut cmd, lock);
+    let out = cmd.output().context("running cmake --install")?;
     if !out.status.success() {
         let mut log = String::from_utf8_lossy(&out.stdout).into_owned();
         log.push_str(&String::from_utf8_lossy(&out.stderr));

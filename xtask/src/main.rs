@@ -2,6 +2,7 @@
 //! Exit codes: 0 clean, 1 findings, 2 error.
 
 mod bench;
+mod bench_build_bump;
 mod bench_qmm;
 mod bench_qmv_cuda;
 mod build_mlx;
