@@ -107,7 +107,9 @@ pub fn markdown(r: &Results) -> String {
             .copied();
         let _ = writeln!(
             out,
-            "\n**{bits}-bit, N×K = {n}×{k}** (µs; × upstream at M = 1)\n"
+            "\n**{bits}-bit {} gs {}, N×K = {n}×{k}** (µs; × upstream at M = 1)\n",
+            rows.values().next().map_or("?", |r| r.dtype.as_str()),
+            rows.values().next().map_or(0, |r| r.gs)
         );
         let head: Vec<&str> = COLUMNS.iter().map(|c| c.1).collect();
         let _ = writeln!(out, "| M | {} |", head.join(" | "));

@@ -186,7 +186,10 @@ pub fn run(
         Err(e) => match e.downcast_ref::<UserError>() {
             Some(UserError(msg)) => {
                 if json {
-                    println!("{}", serde_json::json!({ "status": "error", "error": msg }));
+                    println!(
+                        "{}",
+                        serde_json::json!({ "schema": crate::commands::JSON_SCHEMA, "error": msg })
+                    );
                 } else {
                     eprintln!("error: {msg}");
                 }
@@ -534,7 +537,7 @@ fn report(json: bool, status: &str, info: &BuildInfo, info_path: &Path, took: Du
             "build_info": info_path,
             "seconds": took.as_secs_f64(),
         });
-        println!("{v}");
+        println!("{}", crate::commands::versioned(v));
     } else {
         println!(
             "mlx {status} ({}, {}) in {:.2}s\n  library:    {}\n  headers:    {}\n  key:        {}\n  build-info: {}",

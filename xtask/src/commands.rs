@@ -139,8 +139,25 @@ fn short(rev: &str) -> &str {
     &rev[..12.min(rev.len())]
 }
 
+/// The version of every `--json` report's shape (docs/json.md); bumped on a breaking change.
+pub const JSON_SCHEMA: u32 = 1;
+
+/// A `--json` report: the command's object with `"schema"` added.
+pub fn versioned(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(fields) => {
+            let mut out = serde_json::Map::new();
+            out.insert("schema".into(), JSON_SCHEMA.into());
+            out.extend(fields.into_iter().filter(|(k, _)| k != "schema"));
+            serde_json::Value::Object(out)
+        }
+        other => serde_json::json!({ "schema": JSON_SCHEMA, "report": other }),
+    }
+}
+
 fn emit(json: bool, value: serde_json::Value, human: String) {
     if json {
+        let value = versioned(value);
         println!("{}", serde_json::to_string_pretty(&value).expect("json"));
     } else {
         print!("{human}");
@@ -393,7 +410,7 @@ pub fn check(g: &Global) -> Result<ExitCode> {
     for o in &series.overlays {
         let mine: Vec<_> = findings.iter().filter(|f| f.overlay == o.name).collect();
         if mine.is_empty() {
-            let _ = writeln!(h, "  ok       {}", o.name);
+            let _ = writeln!(h, "  {} {}", colour("ok      ", "32"), o.name);
         }
         for f in mine {
             let kind = match f.kind {
@@ -407,7 +424,9 @@ pub fn check(g: &Global) -> Result<ExitCode> {
                 (Some(file), _, _) => file.clone(),
                 _ => String::new(),
             };
-            let _ = writeln!(h, "  {kind:<8} {}: {at}: {}", o.name, f.message);
+            let code = if matches!(f.kind, FindingKind::DoesNotApply) { "31" } else { "33" };
+            let kind = colour(&format!("{kind:<8}"), code);
+            let _ = writeln!(h, "  {kind} {}: {at}: {}", o.name, f.message);
         }
     }
     for f in findings.iter().filter(|f| f.kind == FindingKind::Unlisted) {
@@ -754,11 +773,28 @@ pub fn branch_head(ctx: &Ctx, repo: &UpstreamRepo) -> Result<git2::Oid> {
     Ok(fresh.resolve(&format!("refs/heads/{branch}"))?)
 }
 
-fn paint(s: &str, status: overlay::drift::Status) -> String {
+/// `s` in the ANSI colour `code` when stdout is a terminal and `NO_COLOR` is unset (or empty,
+/// as no-color.org says), else `s` as it is: pipes, files and tests get plain text.
+pub fn colour(s: &str, code: &str) -> String {
     use std::io::IsTerminal;
-    if !std::io::stdout().is_terminal() || std::env::var_os("NO_COLOR").is_some() {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    if !std::io::stdout().is_terminal() || no_color {
         return s.to_string();
     }
+    format!("\x1b[{code}m{s}\x1b[0m")
+}
+
+/// As [`colour`], for stderr.
+pub fn colour_stderr(s: &str, code: &str) -> String {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    if !std::io::stderr().is_terminal() || no_color {
+        return s.to_string();
+    }
+    format!("\x1b[{code}m{s}\x1b[0m")
+}
+
+fn paint(s: &str, status: overlay::drift::Status) -> String {
     let code = match status {
         overlay::drift::Status::Clean => "32",
         overlay::drift::Status::Moved => "36",
@@ -768,7 +804,7 @@ fn paint(s: &str, status: overlay::drift::Status) -> String {
         overlay::drift::Status::Blocked => "90",
         overlay::drift::Status::Conflict => "31",
     };
-    format!("\x1b[{code}m{s}\x1b[0m")
+    colour(s, code)
 }
 
 pub fn render_drift(r: &overlay::drift::Report) -> String {
@@ -987,14 +1023,9 @@ pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitC
     )
 }
 
-fn build_mlx_bundle(
-    ctx: &Ctx,
-    a: &crate::build_mlx::BuildMlxArgs,
-    out: &Path,
-) -> Result<ExitCode> {
+fn build_mlx_bundle(ctx: &Ctx, a: &crate::build_mlx::BuildMlxArgs, out: &Path) -> Result<ExitCode> {
     if a.backend != Some(crate::build_mlx::Backend::Cuda) {
-        eprintln!("error: --bundle builds the CUDA backend only\n  help: add --backend cuda");
-        return Ok(ExitCode::from(2));
+        anyhow::bail!("--bundle builds the CUDA backend only\n  help: add --backend cuda");
     }
     let report = crate::cuda_bundle::write(ctx, a, out)?;
     let mut human = format!(

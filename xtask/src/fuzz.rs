@@ -353,7 +353,10 @@ pub fn run(g: &Global, a: &FuzzArgs) -> Result<ExitCode> {
 
     let crashed = results.iter().any(|r| r.crash.is_some());
     if g.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::commands::versioned(serde_json::to_value(&results)?))?
+        );
     } else {
         let tty = std::io::stdout().is_terminal();
         let header = [

@@ -126,10 +126,11 @@ fn main() -> ExitCode {
             // be pasted as they are.
             let text = commands::with_globals(&cli.global, &format!("{e:#}"));
             if cli.global.json {
-                let msg = serde_json::json!({ "error": text });
+                // The one error shape of every command (docs/json.md).
+                let msg = serde_json::json!({ "schema": commands::JSON_SCHEMA, "error": text });
                 println!("{msg}");
             }
-            eprintln!("error: {text}");
+            eprintln!("{} {text}", commands::colour_stderr("error:", "31;1"));
             ExitCode::from(2)
         }
     }

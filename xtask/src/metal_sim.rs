@@ -96,7 +96,7 @@ pub fn run(args: &MetalSimArgs, global: &Global) -> Result<ExitCode> {
     };
     if args.json || global.json {
         let v = serde_json::json!({ "report": report, "ok": report.ok(), "compare": comparison });
-        println!("{v}");
+        println!("{}", crate::commands::versioned(v));
     } else {
         println!(
             "metal-sim: {} vs {} ({} runs, {})\n",

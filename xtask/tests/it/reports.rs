@@ -47,6 +47,7 @@ fn status_human_and_json() {
             }
           ],
           "pending": [],
+          "schema": 1,
           "upstream": {
             "branch": "main",
             "fetchcontent": {},
@@ -91,6 +92,7 @@ fn check_reports_non_canonical_and_unlisted_overlays() {
             }
           ],
           "rev": "$PIN",
+          "schema": 1,
           "upstream": "up"
         }
     "#]]
@@ -267,4 +269,65 @@ fn binary_patch_and_missing_trailer() {
     let f = fixture();
     edit_patch(&f, "Depends-On: src/lib.c::a", "Depends-On: qdot");
     assert!(refused(&f, &["status"]).contains("Depends-On: expected \"<path>::<symbol>\""));
+}
+
+/// Every `--json` report carries `"schema": 1`, and every error, whatever the command, is
+/// `{"schema": 1, "error": "..."}` on stdout with exit 2 (docs/json.md).
+#[test]
+fn every_json_report_is_versioned_and_errors_share_one_shape() {
+    let f = Fixture::new(&[("src/lib.c", "int a;\nint b;\n")]);
+    f.add_overlay(
+        "Make b wider",
+        &[("src/lib.c", Some("int a;\nlong b;\n"))],
+        "Overlay-Kind: upstreamable\nUpstream-Status: not-submitted\n",
+    );
+    let next = f.commit_upstream(&[("README", "readme\n")], "next");
+    let reports: &[&[&str]] = &[
+        &["status", "--json"],
+        &["check", "--json"],
+        &["apply", "--json"],
+        &["drift", "--json"],
+        &["bump-pin", &next, "--dry-run", "--json"],
+    ];
+    for args in reports {
+        let out = f.xtask(args);
+        assert!(out.code == 0 || out.code == 1, "{args:?}: {}{}", out.stdout, out.stderr);
+        let v: serde_json::Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout));
+        assert_eq!(v["schema"], 1, "{args:?}: {}", out.stdout);
+    }
+    let errors: &[&[&str]] = &[
+        &["bump-pin", "no-such-rev", "--json"],
+        &["refresh", "--into", "no-such-overlay", "--json"],
+        &["build-mlx", "--backend", "cpu", "--bundle", "x.tar.gz", "--json"],
+    ];
+    for args in errors {
+        let out = f.xtask(args).code(2);
+        let v: serde_json::Value = serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout));
+        assert_eq!(v["schema"], 1, "{args:?}: {}", out.stdout);
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{args:?}: {v}");
+    }
+}
+
+/// Colours never reach a pipe or a file, with or without `NO_COLOR` (on a terminal, `check`,
+/// `drift` and errors are coloured unless `NO_COLOR` is set; checked by hand with `script`, whose
+/// pseudo-terminal behaved differently under the test harness).
+#[test]
+fn no_colour_codes_in_pipes() {
+    let f = Fixture::new(&[("src/lib.c", "int a;\nint b;\n")]);
+    f.add_overlay(
+        "Make b wider",
+        &[("src/lib.c", Some("int a;\nlong b;\n"))],
+        "Overlay-Kind: upstreamable\nUpstream-Status: not-submitted\n",
+    );
+    for args in [&["check"][..], &["drift"], &["status"], &["bump-pin", "nope"]] {
+        let out = f.xtask(args);
+        assert!(
+            !out.stdout.contains('\x1b') && !out.stderr.contains('\x1b'),
+            "{args:?}: {} {}",
+            out.stdout,
+            out.stderr
+        );
+    }
 }
