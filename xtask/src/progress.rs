@@ -7,6 +7,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 pub struct Progress {
     bar: Option<ProgressBar>,
+    /// stderr is a terminal: draw a bar (from the first non-empty update) instead of lines.
+    tty: bool,
     label: String,
     last: Option<Instant>,
     done: bool,
@@ -14,18 +16,9 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(label: &str) -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let b = ProgressBar::new(0);
-            b.set_style(
-                ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}")
-                    .expect("valid template")
-                    .progress_chars("=> "),
-            );
-            b.set_message(label.to_string());
-            b
-        });
         Progress {
-            bar,
+            bar: None,
+            tty: std::io::stderr().is_terminal(),
             label: label.to_string(),
             last: None,
             done: false,
@@ -33,11 +26,23 @@ impl Progress {
     }
 
     pub fn update(&mut self, pos: u64, len: u64) {
-        // Nothing to receive (an up-to-date fetch): no `0/0` bar or line.
+        // Nothing to receive (an up-to-date fetch): no `0/0` bar or line. The bar is made at the
+        // first real update, so a terminal never shows an empty one either.
         if len == 0 {
             return;
         }
-        if let Some(b) = &self.bar {
+        if self.tty {
+            let label = &self.label;
+            let b = self.bar.get_or_insert_with(|| {
+                let b = ProgressBar::new(len);
+                b.set_style(
+                    ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}")
+                        .expect("valid template")
+                        .progress_chars("=> "),
+                );
+                b.set_message(label.clone());
+                b
+            });
             b.set_length(len);
             b.set_position(pos);
             return;
@@ -79,6 +84,7 @@ mod tests {
     fn nothing_to_fetch_prints_no_zero_of_zero() {
         let mut p = Progress {
             bar: None,
+            tty: false,
             label: "fetching up".into(),
             last: None,
             done: false,
@@ -88,5 +94,15 @@ mod tests {
         assert_eq!(p.line(2, 4), None, "throttled");
         assert_eq!(p.line(4, 4).as_deref(), Some("fetching up: 4/4"));
         assert_eq!(p.line(4, 4), None, "once complete, done");
+        // On a terminal, no bar exists until there is something to fetch.
+        let mut t = Progress {
+            bar: None,
+            tty: true,
+            label: "fetching up".into(),
+            last: None,
+            done: false,
+        };
+        t.update(0, 0);
+        assert!(t.bar.is_none(), "an up-to-date fetch makes no bar");
     }
 }
