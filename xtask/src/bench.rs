@@ -117,7 +117,14 @@ fn author(
         why,
         trailers,
     );
-    let body = overlay::render::render_patch_body(&[fp], tree, &next, "bench", src)?;
+    let body = overlay::render::render_patch_body(
+        &[fp],
+        tree,
+        &next,
+        "bench",
+        overlay::render::ABBREV,
+        src,
+    )?;
     Ok((format!("{prelude}{body}"), next))
 }
 
@@ -299,7 +306,10 @@ fn drift_scan(g: &Global, a: &DriftScanArgs) -> Result<ExitCode> {
     let json = serde_json::json!({ "commits": commits.len(), "evaluated": report.evaluated, "drift_ms": ours.as_secs_f64() * 1e3,
         "naive_ms": naive.as_secs_f64() * 1e3, "ratio": ratio, "naive_applied": naive_ok });
     if ctx.json {
-        println!("{}", serde_json::to_string_pretty(&crate::commands::versioned(json))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::commands::versioned(json))?
+        );
     } else {
         print!("{h}");
     }
@@ -419,7 +429,12 @@ fn build(g: &Global, a: &BuildBenchArgs) -> Result<ExitCode> {
             .iter()
             .map(|(w, d)| serde_json::json!({ "case": w, "seconds": d.as_secs_f64() }))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&crate::commands::versioned(serde_json::json!({ "runs": v })))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::commands::versioned(
+                serde_json::json!({ "runs": v })
+            ))?
+        );
     } else {
         print!("{h}");
     }

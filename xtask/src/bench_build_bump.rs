@@ -168,7 +168,10 @@ pub fn run(g: &Global, a: &BuildBenchArgs) -> Result<ExitCode> {
             "after_seconds": after.as_secs_f64(), "after_hits": hits, "after_compiled": misses,
             "ratio": ratio,
         });
-        println!("{}", serde_json::to_string_pretty(&crate::commands::versioned(v))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::commands::versioned(v))?
+        );
     } else {
         print!("{h}");
     }

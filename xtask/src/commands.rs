@@ -424,7 +424,11 @@ pub fn check(g: &Global) -> Result<ExitCode> {
                 (Some(file), _, _) => file.clone(),
                 _ => String::new(),
             };
-            let code = if matches!(f.kind, FindingKind::DoesNotApply) { "31" } else { "33" };
+            let code = if matches!(f.kind, FindingKind::DoesNotApply) {
+                "31"
+            } else {
+                "33"
+            };
             let kind = colour(&format!("{kind:<8}"), code);
             let _ = writeln!(h, "  {kind} {}: {at}: {}", o.name, f.message);
         }

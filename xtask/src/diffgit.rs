@@ -173,7 +173,10 @@ fn report(ctx: &Ctx, counts: &Counts) -> Result<ExitCode> {
         let _ = writeln!(h, "  DISAGREE {d}");
     }
     if ctx.json {
-        println!("{}", serde_json::json!({ "schema": crate::commands::JSON_SCHEMA, "diffgit": counts }));
+        println!(
+            "{}",
+            serde_json::json!({ "schema": crate::commands::JSON_SCHEMA, "diffgit": counts })
+        );
     } else {
         print!("{h}");
     }

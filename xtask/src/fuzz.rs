@@ -355,7 +355,9 @@ pub fn run(g: &Global, a: &FuzzArgs) -> Result<ExitCode> {
     if g.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&crate::commands::versioned(serde_json::to_value(&results)?))?
+            serde_json::to_string_pretty(&crate::commands::versioned(serde_json::to_value(
+                &results
+            )?))?
         );
     } else {
         let tty = std::io::stdout().is_terminal();

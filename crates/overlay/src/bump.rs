@@ -484,7 +484,14 @@ pub fn rewrite(
     let raw = format!(
         "{}{}",
         ov.prelude,
-        render_patch_body(&files, before, after, &signature, src)?
+        render_patch_body(
+            &files,
+            before,
+            after,
+            &signature,
+            crate::render::index_width(&ov.raw).unwrap_or(crate::render::ABBREV),
+            src,
+        )?
     );
     parse_overlay(&ov.name, &ov.path, &raw)?;
     Ok((raw, true))

@@ -270,7 +270,14 @@ fn rerender(ov: &Overlay, before: &Tree, after: &Tree, src: &dyn BlobSource) -> 
     let raw = format!(
         "{}{}",
         ov.prelude,
-        crate::render::render_patch_body(&files, before, after, &signature, src)?
+        crate::render::render_patch_body(
+            &files,
+            before,
+            after,
+            &signature,
+            crate::render::index_width(&ov.raw).unwrap_or(crate::render::ABBREV),
+            src,
+        )?
     );
     let new = parse_overlay(&ov.name, &ov.path, &raw)?;
     let mut t = before.clone();

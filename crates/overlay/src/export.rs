@@ -246,7 +246,14 @@ pub fn export(
         let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
         let raw = format!(
             "{prelude}{}",
-            render_patch_body(&files, &new_chain, &merged, &signature, src)?
+            render_patch_body(
+                &files,
+                &new_chain,
+                &merged,
+                &signature,
+                crate::render::index_width(&ov.raw).unwrap_or(crate::render::ABBREV),
+                src,
+            )?
         );
         out.push(Exported {
             overlay: ov.name.clone(),

@@ -549,7 +549,15 @@ pub fn plan(
             let raw = format!(
                 "{}{}",
                 model.prelude,
-                render_patch_body(&model.files, &prev_tree, &after, &signature, src)?
+                render_patch_body(
+                    &model.files,
+                    &prev_tree,
+                    &after,
+                    &signature,
+                    old.and_then(|o| crate::render::index_width(&o.raw))
+                        .unwrap_or(crate::render::ABBREV),
+                    src,
+                )?
             );
             let reparsed = parse_overlay(&name, &series.dir.join(&name), &raw)?;
             plan.writes

@@ -4,23 +4,39 @@ use crate::error::Result;
 use crate::patch::{FilePatch, RenderFile, render_diff, render_diffstat};
 use crate::tree::{BlobSource, Tree};
 
-/// git abbreviates blob ids in `index` lines; any length git accepts works for `git am`.
-const ABBREV: usize = 12;
+/// git abbreviates blob ids in `index` lines; any length git accepts works for `git am`. New
+/// overlays get this many digits; a rewritten overlay keeps the width it had ([`index_width`]).
+pub const ABBREV: usize = 12;
 
-fn abbrev(tree: &Tree, path: Option<&str>) -> String {
+/// The abbreviation width of the first `index` line in `raw` (an overlay's text), if it has one
+/// git could have written (7 to 40 hex digits): rewriting an overlay must not turn git's 7-digit
+/// ids into 12-digit ones for files it did not change.
+pub fn index_width(raw: &str) -> Option<usize> {
+    raw.lines()
+        .filter_map(|l| l.strip_prefix("index "))
+        .filter_map(|rest| rest.split_once(".."))
+        .map(|(old, _)| old)
+        .find(|old| old.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::len)
+        .filter(|w| (7..=40).contains(w))
+}
+
+fn abbrev(tree: &Tree, path: Option<&str>, width: usize) -> String {
     match path.and_then(|p| tree.blob_id(p)) {
-        Some(id) => id.to_string()[..ABBREV].to_string(),
-        None => "0".repeat(ABBREV),
+        Some(id) => id.to_string()[..width].to_string(),
+        None => "0".repeat(width),
     }
 }
 
 /// The text after the `---` line: diffstat, diffs and signature. `before`/`after` are the trees the
-/// files go between (for the index lines).
+/// files go between (for the index lines, abbreviated to `width` digits: [`ABBREV`] for a new
+/// overlay, [`index_width`] of the old text for a rewritten one).
 pub fn render_patch_body(
     files: &[FilePatch],
     before: &Tree,
     after: &Tree,
     signature: &str,
+    width: usize,
     _src: &dyn BlobSource,
 ) -> Result<String> {
     let mut out = String::new();
@@ -31,8 +47,8 @@ pub fn render_patch_body(
         .iter()
         .map(|f| RenderFile {
             patch: f,
-            old_id: abbrev(before, f.old_path.as_deref()),
-            new_id: abbrev(after, f.new_path.as_deref()),
+            old_id: abbrev(before, f.old_path.as_deref(), width),
+            new_id: abbrev(after, f.new_path.as_deref(), width),
             similarity: None,
             mode: f
                 .new_path

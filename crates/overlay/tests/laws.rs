@@ -298,7 +298,15 @@ fn build_series(
         files.sort_by(|x, y| x.path().cmp(y.path()));
         let name = format!("{:04}-overlay.patch", stages.len());
         let mut raw = prelude(stages.len())
-            + &render_patch_body(&files, &before, &after, SIG, &NoBlobs).map_err(fail)?;
+            + &render_patch_body(
+                &files,
+                &before,
+                &after,
+                SIG,
+                overlay::render::ABBREV,
+                &NoBlobs,
+            )
+            .map_err(fail)?;
         if git_abbrev {
             raw = abbreviate_index_lines(&raw);
         }
@@ -381,7 +389,15 @@ fn canonical_fixed_point(
         after.apply_overlay(ov, &NoBlobs).map_err(fail)?;
         let sig = ov.signature.clone().unwrap_or_default();
         let again = ov.prelude.clone()
-            + &render_patch_body(&ov.files, before, &after, &sig, &NoBlobs).map_err(fail)?;
+            + &render_patch_body(
+                &ov.files,
+                before,
+                &after,
+                &sig,
+                overlay::render::ABBREV,
+                &NoBlobs,
+            )
+            .map_err(fail)?;
         prop_assert_eq!(&again, &ov.raw, "{} is not a fixed point", ov.name);
         let reparsed = parse_overlay(&ov.name, &ov.path, &again).map_err(fail)?;
         prop_assert_eq!(&reparsed.files, &ov.files);

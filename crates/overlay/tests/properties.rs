@@ -150,14 +150,14 @@ proptest! {
             &trailers,
         );
         let raw = prelude.clone()
-            + &overlay::render::render_patch_body(&files, &before, &after, &sig, &NoBlobs).unwrap();
+            + &overlay::render::render_patch_body(&files, &before, &after, &sig, overlay::render::ABBREV, &NoBlobs).unwrap();
         let ov = parse_overlay("p.patch", Path::new("p.patch"), &raw)
             .map_err(|e| TestCaseError::fail(format!("{e}\n{raw}")))?;
         same_files(&files, &ov.files)?;
         prop_assert_eq!(ov.signature.as_deref(), Some(sig.as_str()));
 
         let raw2 = prelude
-            + &overlay::render::render_patch_body(&ov.files, &before, &after, &sig, &NoBlobs).unwrap();
+            + &overlay::render::render_patch_body(&ov.files, &before, &after, &sig, overlay::render::ABBREV, &NoBlobs).unwrap();
         prop_assert_eq!(&raw2, &raw);
         let ov2 = parse_overlay("p.patch", Path::new("p.patch"), &raw2).unwrap();
         same_files(&ov.files, &ov2.files)?;

@@ -291,7 +291,12 @@ fn every_json_report_is_versioned_and_errors_share_one_shape() {
     ];
     for args in reports {
         let out = f.xtask(args);
-        assert!(out.code == 0 || out.code == 1, "{args:?}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.code == 0 || out.code == 1,
+            "{args:?}: {}{}",
+            out.stdout,
+            out.stderr
+        );
         let v: serde_json::Value = serde_json::from_str(&out.stdout)
             .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout));
         assert_eq!(v["schema"], 1, "{args:?}: {}", out.stdout);
@@ -299,14 +304,24 @@ fn every_json_report_is_versioned_and_errors_share_one_shape() {
     let errors: &[&[&str]] = &[
         &["bump-pin", "no-such-rev", "--json"],
         &["refresh", "--into", "no-such-overlay", "--json"],
-        &["build-mlx", "--backend", "cpu", "--bundle", "x.tar.gz", "--json"],
+        &[
+            "build-mlx",
+            "--backend",
+            "cpu",
+            "--bundle",
+            "x.tar.gz",
+            "--json",
+        ],
     ];
     for args in errors {
         let out = f.xtask(args).code(2);
         let v: serde_json::Value = serde_json::from_str(out.stdout.trim())
             .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout));
         assert_eq!(v["schema"], 1, "{args:?}: {}", out.stdout);
-        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{args:?}: {v}");
+        assert!(
+            v["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{args:?}: {v}"
+        );
     }
 }
 
@@ -321,7 +336,12 @@ fn no_colour_codes_in_pipes() {
         &[("src/lib.c", Some("int a;\nlong b;\n"))],
         "Overlay-Kind: upstreamable\nUpstream-Status: not-submitted\n",
     );
-    for args in [&["check"][..], &["drift"], &["status"], &["bump-pin", "nope"]] {
+    for args in [
+        &["check"][..],
+        &["drift"],
+        &["status"],
+        &["bump-pin", "nope"],
+    ] {
         let out = f.xtask(args);
         assert!(
             !out.stdout.contains('\x1b') && !out.stderr.contains('\x1b'),

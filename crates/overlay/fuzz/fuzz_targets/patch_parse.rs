@@ -23,7 +23,7 @@ fn render(ov: &Overlay) -> String {
     let sig = ov.signature.clone().unwrap_or_else(|| "overlay".into());
     let empty = Tree::default();
     ov.prelude.clone()
-        + &render_patch_body(&ov.files, &empty, &empty, &sig, &NoBlobs)
+        + &render_patch_body(&ov.files, &empty, &empty, &sig, overlay::render::ABBREV, &NoBlobs)
             .expect("render is infallible")
 }
 
