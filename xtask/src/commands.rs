@@ -418,6 +418,7 @@ pub fn check(g: &Global) -> Result<ExitCode> {
                 FindingKind::Offset => "OFFSET",
                 FindingKind::NotCanonical => "NONCANON",
                 FindingKind::Unlisted => "UNLISTED",
+                FindingKind::UnknownDependency => "DEPENDS",
             };
             let at = match (&f.file, f.hunk, f.patch_line) {
                 (Some(file), Some(hk), Some(l)) => format!("{file} hunk #{hk} ({}:{l})", o.name),

@@ -22,6 +22,9 @@ pub enum FindingKind {
     NotCanonical,
     /// A `*.patch` file in the overlay folder that the series does not list.
     Unlisted,
+    /// A `Depends-On:` trailer names a definition upstream does not have at the pin (a typo would
+    /// otherwise surface only in drift's canary).
+    UnknownDependency,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -103,7 +106,9 @@ pub fn canonical_difference(
 pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<Finding>> {
     let mut findings = Vec::new();
     let mut tree = base.clone();
+    let mut symbols = std::collections::BTreeMap::new();
     for ov in &series.overlays {
+        findings.extend(unknown_dependencies(ov, base, src, &mut symbols)?);
         let before = tree.clone();
         let outcome = match tree.apply_overlay(ov, src) {
             Ok(o) => o,
@@ -177,6 +182,48 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
         });
     }
     Ok(findings)
+}
+
+/// `Depends-On:` trailers of `ov` whose definition upstream's own file at the pin (`base`, no
+/// overlay applied) does not have: the same test drift applies, found before any bump.
+fn unknown_dependencies(
+    ov: &Overlay,
+    base: &Tree,
+    src: &dyn BlobSource,
+    symbols: &mut std::collections::BTreeMap<String, Option<crate::symbols::SymbolIndex>>,
+) -> Result<Vec<Finding>> {
+    let mut out = Vec::new();
+    for d in &ov.trailers.depends_on {
+        if !symbols.contains_key(&d.path) {
+            let index = base
+                .bytes(&d.path, src)?
+                .map(|b| crate::symbols::scan(&String::from_utf8_lossy(&b)));
+            symbols.insert(d.path.clone(), index);
+        }
+        let found = symbols[&d.path]
+            .as_ref()
+            .is_some_and(|ix| ix.fingerprint_of(&d.symbol).is_some());
+        if found {
+            continue;
+        }
+        let why = if symbols[&d.path].is_none() {
+            "upstream has no such file at the pin"
+        } else {
+            "no such definition in upstream's file at the pin"
+        };
+        out.push(Finding {
+            overlay: ov.name.clone(),
+            kind: FindingKind::UnknownDependency,
+            file: Some(d.path.clone()),
+            hunk: None,
+            patch_line: crate::drift::depends_on_line(ov, &d.path, &d.symbol),
+            message: format!(
+                "Depends-On: {}::{}: {why}; fix the trailer (the path is relative to the upstream root, the symbol a function, class or macro name)",
+                d.path, d.symbol
+            ),
+        });
+    }
+    Ok(out)
 }
 
 /// One overlay rewritten canonically by [`canonicalize`].

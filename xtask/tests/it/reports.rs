@@ -351,3 +351,52 @@ fn no_colour_codes_in_pipes() {
         );
     }
 }
+
+/// `check` validates `Depends-On:` trailers against upstream at the pin: a typo is a finding at
+/// the trailer's line (exit 1), not a surprise in the drift canary later.
+#[test]
+fn check_finds_a_depends_on_that_names_nothing() {
+    let f = Fixture::new(&[("src/lib.c", "int a(void) {\n  return 1;\n}\nint b;\n")]);
+    let name = f.add_overlay(
+        "Make b wider",
+        &[("src/lib.c", Some("int a(void) {\n  return 1;\n}\nlong b;\n"))],
+        "Overlay-Kind: upstreamable\nUpstream-Status: not-submitted\nDepends-On: src/lib.c::a\nDepends-On: src/lib.c::aa\nDepends-On: src/gone.c::a\n",
+    );
+    let out = f.xtask(&["check"]).code(1);
+    let raw = f.read(f.root.join("overlays/up").join(&name));
+    let line_of = |needle: &str| raw.lines().position(|l| l == needle).unwrap() + 1;
+    assert!(
+        out.stdout.contains(&format!(
+            "DEPENDS  {name}: src/lib.c: Depends-On: src/lib.c::aa: no such definition"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("Depends-On: src/gone.c::a: upstream has no such file"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("src/lib.c::a:"),
+        "a real definition is no finding: {}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("2 finding(s)"), "{}", out.stdout);
+    let json: serde_json::Value =
+        serde_json::from_str(&f.xtask(&["check", "--json"]).code(1).stdout).unwrap();
+    let lines: Vec<_> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["patch_line"].as_u64().unwrap() as usize)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            line_of("Depends-On: src/lib.c::aa"),
+            line_of("Depends-On: src/gone.c::a")
+        ]
+    );
+}
