@@ -394,7 +394,7 @@ fn canonical_fixed_point(
                 before,
                 &after,
                 &sig,
-                overlay::render::ABBREV,
+                overlay::render::index_width(&ov.raw).unwrap_or(overlay::render::ABBREV),
                 &NoBlobs,
             )
             .map_err(fail)?;
