@@ -5,10 +5,11 @@ use expect_test::expect;
 use crate::fixture::Fixture;
 
 fn fixture() -> Fixture {
-    let f = Fixture::new(&[("src/lib.c", "int a;\nint b;\nint c;\nint d;\n")]);
+    // `a` is a macro: a Depends-On names a definition `check` can find (a plain variable is not one).
+    let f = Fixture::new(&[("src/lib.c", "#define a 1\nint b;\nint c;\nint d;\n")]);
     f.add_overlay(
         "Make b wider",
-        &[("src/lib.c", Some("int a;\nlong b;\nint c;\nint d;\n"))],
+        &[("src/lib.c", Some("#define a 1\nlong b;\nint c;\nint d;\n"))],
         "Overlay-Kind: upstreamable\nUpstream-Status: submitted https://example.com/pr/1\nDepends-On: src/lib.c::a",
     );
     f
