@@ -1820,18 +1820,7 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
     )? {
         Outcome::Exported(e) => e,
         Outcome::Blocked(b) => {
-            let hunk = b.hunk.map(|h| format!(" hunk #{h}")).unwrap_or_default();
-            let needs = if b.needs.is_empty() {
-                "upstream changed it too (see `cargo xtask drift`)".to_string()
-            } else {
-                format!("it needs {}", b.needs.join(", "))
-            };
-            let msg = format!(
-                "export-upstream: {}: {}{hunk} does not merge onto {} without the overlays left out: {needs}\nnothing was written\n",
-                b.overlay,
-                b.file,
-                short(&onto.to_string())
-            );
+            let msg = blocked_message(&b, onto);
             emit(ctx.json, serde_json::json!({ "blocked": b }), msg);
             return Ok(ExitCode::from(1));
         }
@@ -1843,9 +1832,71 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
             .join("export")
             .join(&up.name)
     });
-    // Only ever replace an earlier export: a folder of *.patch files and PR.md.
+    refuse_foreign_out(&out)?;
+    // Verify with git itself before writing anything: the series must `git am` onto the target.
+    let scratch = tempfile::tempdir()?;
+    let (clone, head) = git_am_onto(scratch.path(), &repo, &exported, onto)?;
+    if let Some(b) = &a.branch {
+        run_git(
+            &clone,
+            &[
+                "push",
+                "--quiet",
+                &repo.cache_path.to_string_lossy(),
+                &format!("HEAD:refs/heads/{b}"),
+            ],
+        )
+        .with_context(|| {
+            format!("creating branch {b} in the upstream cache (it may exist already)")
+        })?;
+    }
+    let mut built = None;
+    if a.build {
+        build_export(&up, scratch.path(), &clone, onto, &head)?;
+        built =
+            Some("configured and built for the CPU backend (cargo xtask export-upstream --build)");
+    }
+    let ovs: Vec<&overlay::patch::Overlay> =
+        selected.iter().map(|&i| &series.overlays[i]).collect();
+    let pr = pr_text(&ctx.project.root, &ovs, onto, built);
+    // Write: replace an earlier export wholesale.
     if out.exists() {
-        for e in std::fs::read_dir(&out)? {
+        std::fs::remove_dir_all(&out)?;
+    }
+    std::fs::create_dir_all(&out)?;
+    for e in &exported {
+        std::fs::write(out.join(&e.file_name), &e.raw)?;
+    }
+    std::fs::write(out.join("PR.md"), &pr)?;
+    let h = export_report(a, &up, &repo, &exported, onto, &out, built.is_some());
+    emit(
+        ctx.json,
+        serde_json::json!({ "onto": onto.to_string(), "out": out, "patches": exported, "branch": a.branch, "built": built.is_some() }),
+        h,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Why the selected overlays do not export onto `onto` without the ones left out.
+fn blocked_message(b: &overlay::export::Blocked, onto: git2::Oid) -> String {
+    let hunk = b.hunk.map(|h| format!(" hunk #{h}")).unwrap_or_default();
+    let needs = if b.needs.is_empty() {
+        "upstream changed it too (see `cargo xtask drift`)".to_string()
+    } else {
+        format!("it needs {}", b.needs.join(", "))
+    };
+    format!(
+        "export-upstream: {}: {}{hunk} does not merge onto {} without the overlays left out: {needs}\nnothing was written\n",
+        b.overlay,
+        b.file,
+        short(&onto.to_string())
+    )
+}
+
+/// Only ever replace an earlier export: a folder of *.patch files and PR.md.
+fn refuse_foreign_out(out: &Path) -> Result<()> {
+    if out.exists() {
+        for e in std::fs::read_dir(out)? {
             let name = e?.file_name().to_string_lossy().to_string();
             if !(name.ends_with(".patch") || name == "PR.md") {
                 bail!(
@@ -1855,16 +1906,25 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
             }
         }
     }
-    // Verify with git itself before writing anything: the series must `git am` onto the target.
-    let scratch = tempfile::tempdir()?;
-    let patches = scratch.path().join("patches");
+    Ok(())
+}
+
+/// `git am`s the exported series onto `onto` in a scratch clone of the upstream cache under
+/// `scratch`. Returns the clone and its HEAD.
+fn git_am_onto(
+    scratch: &Path,
+    repo: &UpstreamRepo,
+    exported: &[overlay::export::Exported],
+    onto: git2::Oid,
+) -> Result<(PathBuf, String)> {
+    let patches = scratch.join("patches");
     std::fs::create_dir_all(&patches)?;
-    for e in &exported {
+    for e in exported {
         std::fs::write(patches.join(&e.file_name), &e.raw)?;
     }
-    let clone = scratch.path().join("upstream");
+    let clone = scratch.join("upstream");
     run_git(
-        scratch.path(),
+        scratch,
         &[
             "clone",
             "--quiet",
@@ -1878,7 +1938,7 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
         &clone,
         &["checkout", "--quiet", "--detach", &onto.to_string()],
     )?;
-    for e in &exported {
+    for e in exported {
         run_git(
             &clone,
             &[
@@ -1901,73 +1961,73 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
         })?;
     }
     let head = run_git(&clone, &["rev-parse", "HEAD"])?;
-    if let Some(b) = &a.branch {
-        run_git(
-            &clone,
-            &[
-                "push",
-                "--quiet",
-                &repo.cache_path.to_string_lossy(),
-                &format!("HEAD:refs/heads/{b}"),
-            ],
-        )
-        .with_context(|| {
-            format!("creating branch {b} in the upstream cache (it may exist already)")
-        })?;
+    Ok((clone, head))
+}
+
+/// `--build`: configures and builds the tree `git am` left in `clone` (CPU backend); an error when
+/// it does not build.
+fn build_export(
+    up: &Upstream,
+    scratch: &Path,
+    clone: &Path,
+    onto: git2::Oid,
+    head: &str,
+) -> Result<()> {
+    let args = crate::build_mlx::BuildMlxArgs {
+        backend: Some(crate::build_mlx::Backend::Cpu),
+        profile: crate::build_mlx::Profile::Release,
+        jobs: None,
+        install_deps: false,
+        bundle: None,
+    };
+    let source = crate::build_mlx::SourceInfo {
+        // Same Ninja tree as the fork's own build when onto is the pin: only what differs recompiles.
+        upstream: up.name.clone(),
+        pin: onto.to_string(),
+        series_hash: head.to_string(),
+        fetchcontent: up.fetchcontent.clone(),
+        cache_root: default_cache_root(),
+        workspace_target: scratch.join("target"),
+    };
+    let am = git2::Repository::open(clone)?;
+    let tree = overlay::upstream::tree_of_commit(&am, git2::Oid::from_str(head)?)?;
+    let code = crate::build_mlx::run(
+        &args,
+        &source,
+        &mut |dir| {
+            // The tree exactly as git am left it, written incrementally (unchanged files keep
+            // their mtimes, so only what the export changes recompiles).
+            let rev = onto.to_string();
+            let origin = Origin {
+                upstream: &up.name,
+                rev: &rev,
+                series_hash: head,
+            };
+            overlay::materialize::write_tree(dir, &tree, &am, origin, true)?;
+            Ok(())
+        },
+        false,
+    )?;
+    if code != ExitCode::SUCCESS {
+        bail!("the exported series does not build (see above); nothing was written");
     }
-    let mut built = None;
-    if a.build {
-        let args = crate::build_mlx::BuildMlxArgs {
-            backend: Some(crate::build_mlx::Backend::Cpu),
-            profile: crate::build_mlx::Profile::Release,
-            jobs: None,
-            install_deps: false,
-            bundle: None,
-        };
-        let source = crate::build_mlx::SourceInfo {
-            // Same Ninja tree as the fork's own build when onto is the pin: only what differs recompiles.
-            upstream: up.name.clone(),
-            pin: onto.to_string(),
-            series_hash: head.clone(),
-            fetchcontent: up.fetchcontent.clone(),
-            cache_root: default_cache_root(),
-            workspace_target: scratch.path().join("target"),
-        };
-        let am = git2::Repository::open(&clone)?;
-        let tree = overlay::upstream::tree_of_commit(&am, git2::Oid::from_str(&head)?)?;
-        let code = crate::build_mlx::run(
-            &args,
-            &source,
-            &mut |dir| {
-                // The tree exactly as git am left it, written incrementally (unchanged files keep
-                // their mtimes, so only what the export changes recompiles).
-                let rev = onto.to_string();
-                let origin = Origin {
-                    upstream: &up.name,
-                    rev: &rev,
-                    series_hash: &head,
-                };
-                overlay::materialize::write_tree(dir, &tree, &am, origin, true)?;
-                Ok(())
-            },
-            false,
-        )?;
-        if code != ExitCode::SUCCESS {
-            bail!("the exported series does not build (see above); nothing was written");
-        }
-        built =
-            Some("configured and built for the CPU backend (cargo xtask export-upstream --build)");
-    }
-    // PR.md: title, motivation, what was measured, how it was tested.
-    let ovs: Vec<&overlay::patch::Overlay> =
-        selected.iter().map(|&i| &series.overlays[i]).collect();
+    Ok(())
+}
+
+/// PR.md: title, motivation, what was measured, how it was tested.
+fn pr_text(
+    root: &Path,
+    ovs: &[&overlay::patch::Overlay],
+    onto: git2::Oid,
+    built: Option<&str>,
+) -> String {
     let title = if ovs.len() == 1 {
         ovs[0].subject.clone()
     } else {
         format!("{} (series of {})", ovs[0].subject, ovs.len())
     };
     let mut pr = format!("# {title}\n\n## Motivation\n\n");
-    for o in &ovs {
+    for o in ovs {
         let _ = writeln!(
             pr,
             "### {}\n\n{}\n",
@@ -1977,7 +2037,7 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
     }
     let measured: String = ovs
         .iter()
-        .map(|o| measured_from_docs(&ctx.project.root, &o.body))
+        .map(|o| measured_from_docs(root, &o.body))
         .collect();
     let _ = writeln!(
         pr,
@@ -2000,15 +2060,19 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
         pr,
         "- In the fork these changes are carried as overlays checked by `cargo xtask check` and exercised by the fork's test suite at the pin."
     );
-    // Write: replace an earlier export wholesale.
-    if out.exists() {
-        std::fs::remove_dir_all(&out)?;
-    }
-    std::fs::create_dir_all(&out)?;
-    for e in &exported {
-        std::fs::write(out.join(&e.file_name), &e.raw)?;
-    }
-    std::fs::write(out.join("PR.md"), &pr)?;
+    pr
+}
+
+/// The human report of a written export.
+fn export_report(
+    a: &ExportArgs,
+    up: &Upstream,
+    repo: &UpstreamRepo,
+    exported: &[overlay::export::Exported],
+    onto: git2::Oid,
+    out: &Path,
+    built: bool,
+) -> String {
     let mut h = String::new();
     let _ = writeln!(
         h,
@@ -2018,14 +2082,14 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
         short(&onto.to_string()),
         out.display()
     );
-    for e in &exported {
+    for e in exported {
         let _ = writeln!(h, "  {}  (from {})", e.file_name, e.overlay);
     }
     let _ = writeln!(
         h,
         "verified: the series `git am`s onto {}{}",
         short(&onto.to_string()),
-        if built.is_some() { " and builds" } else { "" }
+        if built { " and builds" } else { "" }
     );
     if let Some(b) = &a.branch {
         let _ = writeln!(
@@ -2034,10 +2098,5 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
             repo.cache_path.display()
         );
     }
-    emit(
-        ctx.json,
-        serde_json::json!({ "onto": onto.to_string(), "out": out, "patches": exported, "branch": a.branch, "built": built.is_some() }),
-        h,
-    );
-    Ok(ExitCode::SUCCESS)
+    h
 }
