@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
+use overlay::bump::{Action, BUMP_STATE, BumpState};
 use overlay::check::FindingKind;
 use overlay::lock::{Mode as LockMode, ProjectLock};
 use overlay::manifest::Upstream;
@@ -1231,7 +1232,6 @@ pub fn with_globals(g: &Global, text: &str) -> String {
 }
 
 pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
-    use overlay::bump::{Action, BUMP_STATE, BumpState};
     let ctx = Ctx::load(g, LockMode::Exclusive, "bump-pin")?;
     let up = ctx.upstream().clone();
     let dir = a
@@ -1239,41 +1239,13 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| ctx.project.root.join("target").join("bump").join(&up.name));
     let state_path = dir.join(BUMP_STATE);
-    let state: Option<BumpState> = match std::fs::read_to_string(&state_path) {
-        Ok(t) => Some(serde_json::from_str(&t).with_context(|| {
-            format!(
-                "{}: corrupt bump state; `bump-pin --abort` discards it",
-                state_path.display()
-            )
-        })?),
-        Err(_) => None,
-    };
+    let state = read_bump_state(&state_path)?;
     if state.is_none() && leftover_bump_tree(&dir) {
         // A bump finished or abandoned, killed before its tree was removed: debris, not work.
         remove_tree(&dir)?;
     }
     if a.abort {
-        let Some(s) = &state else {
-            bail!("no bump in progress in {}", dir.display())
-        };
-        if let Some(rev) = &a.rev {
-            let repo = ctx.open_upstream()?;
-            let want = resolve_rev(&ctx, &repo, rev)?;
-            if want.to_string() != s.to {
-                bail!(
-                    "the bump in progress goes to {}, not {} ({rev}); nothing was removed. `{}` abandons it",
-                    short(&s.to),
-                    short(&want.to_string()),
-                    bump_command(g, a, "--abort")
-                );
-            }
-        }
-        remove_tree(&dir)?;
-        println!(
-            "bump abandoned; {} removed, nothing else changed",
-            dir.display()
-        );
-        return Ok(ExitCode::SUCCESS);
+        return bump_abort(g, a, &ctx, &dir, state.as_ref());
     }
     match (&state, a.cont) {
         (Some(s), false) => bail!(
@@ -1313,8 +1285,82 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    if state.is_none()
-        && let Some((st, e)) = applied_edits(&ctx)?
+    let downgrade_note = match &state {
+        None => refuse_unsafe_bump(&ctx, a, &repo, from, to)?,
+        Some(_) => None,
+    };
+    let bump = Bump {
+        g,
+        a,
+        ctx: &ctx,
+        up: &up,
+        dir,
+        state_path,
+        state,
+        series,
+        repo,
+        from,
+        to,
+        downgrade_note,
+    };
+    bump.run()
+}
+
+/// The saved progress of a bump stopped at a conflict, if there is one.
+fn read_bump_state(state_path: &Path) -> Result<Option<BumpState>> {
+    Ok(match std::fs::read_to_string(state_path) {
+        Ok(t) => Some(serde_json::from_str(&t).with_context(|| {
+            format!(
+                "{}: corrupt bump state; `bump-pin --abort` discards it",
+                state_path.display()
+            )
+        })?),
+        Err(_) => None,
+    })
+}
+
+/// `bump-pin --abort`: removes the bump tree (checking it goes to REV, when one is given).
+fn bump_abort(
+    g: &Global,
+    a: &BumpArgs,
+    ctx: &Ctx,
+    dir: &Path,
+    state: Option<&BumpState>,
+) -> Result<ExitCode> {
+    let Some(s) = state else {
+        bail!("no bump in progress in {}", dir.display())
+    };
+    if let Some(rev) = &a.rev {
+        let repo = ctx.open_upstream()?;
+        let want = resolve_rev(ctx, &repo, rev)?;
+        if want.to_string() != s.to {
+            bail!(
+                "the bump in progress goes to {}, not {} ({rev}); nothing was removed. `{}` abandons it",
+                short(&s.to),
+                short(&want.to_string()),
+                bump_command(g, a, "--abort")
+            );
+        }
+    }
+    remove_tree(dir)?;
+    println!(
+        "bump abandoned; {} removed, nothing else changed",
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Before a new bump starts: refuses to strand edits in the applied tree, or to move the pin
+/// backwards without --allow-downgrade. Returns what an allowed downgrade reverts.
+fn refuse_unsafe_bump(
+    ctx: &Ctx,
+    a: &BumpArgs,
+    repo: &UpstreamRepo,
+    from: git2::Oid,
+    to: git2::Oid,
+) -> Result<Option<String>> {
+    let up = ctx.upstream();
+    if let Some((st, e)) = applied_edits(ctx)?
         && st.rev == up.rev
     {
         bail!(
@@ -1322,286 +1368,402 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
             ctx.rel(&ctx.default_dir()),
             e.all().count(),
             list_edits(&e),
-            u = upstream_flag(&ctx)
+            u = upstream_flag(ctx)
         );
     }
-    let mut downgrade_note = None;
-    if state.is_none()
-        && let Some(what) = reverted_commits(repo.repo(), from, to)?
-    {
-        if !a.allow_downgrade {
+    let Some(what) = reverted_commits(repo.repo(), from, to)? else {
+        return Ok(None);
+    };
+    if !a.allow_downgrade {
+        bail!(
+            "refusing to move the pin backwards: {what}; nothing was written\n  help: `git log {}..{}` in the upstream lists them; pass --allow-downgrade if reverting them is what you want",
+            short(&to.to_string()),
+            short(&up.rev)
+        );
+    }
+    Ok(Some(what))
+}
+
+/// One `bump-pin` (new or `--continue`d) once its target is known and the checks have passed.
+struct Bump<'a> {
+    g: &'a Global,
+    a: &'a BumpArgs,
+    ctx: &'a Ctx,
+    up: &'a Upstream,
+    /// The bump tree, where a conflict is written for resolution.
+    dir: PathBuf,
+    state_path: PathBuf,
+    /// The saved progress, when continuing.
+    state: Option<BumpState>,
+    series: Series,
+    repo: UpstreamRepo,
+    from: git2::Oid,
+    to: git2::Oid,
+    /// What an allowed downgrade reverts.
+    downgrade_note: Option<String>,
+}
+
+impl Bump<'_> {
+    fn run(&self) -> Result<ExitCode> {
+        let (outcome, report, rewritten_note) = self.merge()?;
+        let mut h = self.human_report(&outcome, &report);
+        let json = serde_json::json!({ "upstream": self.up.name, "from": self.up.rev, "to": self.to.to_string(), "dry_run": self.a.dry_run,
+            "overlays": outcome.overlays, "drift": report.overlays, "reverts": self.downgrade_note });
+
+        if let Some(tree) = &outcome.conflict_tree {
+            let resolving = outcome
+                .overlays
+                .iter()
+                .find(|o| matches!(o.action, Action::Conflict | Action::Review))
+                .map(|o| o.name.clone())
+                .unwrap_or_default();
+            if !self.a.dry_run {
+                self.write_conflict(&outcome, tree, &resolving)?;
+                self.conflict_next_steps(&outcome, &resolving, rewritten_note, &mut h);
+            }
+            emit(self.ctx.json, json, h);
+            return Ok(ExitCode::from(1));
+        }
+        if !outcome.is_clean() {
+            emit(self.ctx.json, json, h);
+            return Ok(ExitCode::from(1));
+        }
+        if self.a.dry_run {
+            emit(self.ctx.json, json, h);
+            return Ok(ExitCode::SUCCESS);
+        }
+        let written = self.write_bump(&outcome)?;
+        let _ = writeln!(
+            h,
+            "pinned {} at {}; {} file(s) written",
+            self.up.name, self.to, written
+        );
+        emit(self.ctx.json, json, h);
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// Carries the series across to the new pin, guided by drift, with the conflict resolved by
+    /// hand when continuing. Also returns drift's report, and whether the bump tree has to be
+    /// written again (an earlier bump-pin was killed while writing it).
+    fn merge(&self) -> Result<(overlay::bump::Outcome, overlay::drift::Report, bool)> {
+        let old_base = self.repo.tree_at(self.from)?;
+        let new_base = self.repo.tree_at(self.to)?;
+        // Statuses for the review list (context drift is carried across but named).
+        let report = overlay::drift::drift(
+            self.repo.repo(),
+            &self.repo,
+            &self.up.name,
+            self.from,
+            self.to,
+            &self.series,
+            false,
+        )?;
+        let (resolved_tree, rewritten_note) = self.resolution()?;
+        let resolved = match (&resolved_tree, &self.state) {
+            (Some(tree), Some(s)) => Some((s.resolving.as_str(), tree)),
+            _ => None,
+        };
+        let done: Vec<(String, Option<String>)> = self
+            .state
+            .as_ref()
+            .map(|s| s.done.clone())
+            .unwrap_or_default();
+        if let (Some((_, tree)), Some(s)) = (&resolved, &self.state) {
+            self.refuse_markers(tree, s, &new_base)?;
+        }
+        let labels = ("old pin", "overlay", "new upstream");
+        let guidance = self.guidance(&report)?;
+        let outcome = overlay::bump::bump_guided(
+            &old_base,
+            &new_base,
+            &self.series,
+            &self.repo,
+            self.a.drop_upstreamed,
+            &done,
+            resolved,
+            labels,
+            &guidance,
+        )?;
+        Ok((outcome, report, rewritten_note))
+    }
+
+    /// When continuing: the resolution in the bump tree (None when the tree is a half-written one,
+    /// with `true`: it is written again). Refuses when the project changed since the bump started.
+    fn resolution(&self) -> Result<(Option<overlay::tree::Tree>, bool)> {
+        let Some(s) = &self.state else {
+            return Ok((None, false));
+        };
+        let now = guards(&guard_paths(self.ctx, &self.series));
+        if now != s.guards {
             bail!(
-                "refusing to move the pin backwards: {what}; nothing was written\n  help: `git log {}..{}` in the upstream lists them; pass --allow-downgrade if reverting them is what you want",
-                short(&to.to_string()),
-                short(&up.rev)
+                "pins.toml, the series or an overlay changed since the bump started; `bump-pin --abort` and start again"
             );
         }
-        downgrade_note = Some(what);
-    }
-    let old_base = repo.tree_at(from)?;
-    let new_base = repo.tree_at(to)?;
-    // Statuses for the review list (context drift is carried across but named).
-    let report = overlay::drift::drift(repo.repo(), &repo, &up.name, from, to, &series, false)?;
-    let resolved_tree;
-    let mut rewritten_note = false;
-    let resolved = match &state {
-        Some(s) => {
-            let now = guards(&guard_paths(&ctx, &series));
-            if now != s.guards {
-                bail!(
-                    "pins.toml, the series or an overlay changed since the bump started; `bump-pin --abort` and start again"
-                );
-            }
-            if bump_tree_is_for(&dir, &s.resolving) {
-                resolved_tree = overlay::bump::tree_from_dir(&dir)?;
-                Some((s.resolving.as_str(), &resolved_tree))
-            } else {
-                // The tree for this conflict was being written when a bump-pin was killed: it is
-                // not a resolution. Write it again from the saved progress.
-                rewritten_note = true;
-                None
-            }
+        if bump_tree_is_for(&self.dir, &s.resolving) {
+            Ok((Some(overlay::bump::tree_from_dir(&self.dir)?), false))
+        } else {
+            // The tree for this conflict was being written when a bump-pin was killed: it is
+            // not a resolution. Write it again from the saved progress.
+            Ok((None, true))
         }
-        None => None,
-    };
-    let done: Vec<(String, Option<String>)> =
-        state.as_ref().map(|s| s.done.clone()).unwrap_or_default();
-    if let (Some((_, tree)), Some(s)) = (&resolved, &state) {
-        // Conflict markers left in the files the merge wrote are not a resolution.
+    }
+
+    /// Conflict markers left in the files the merge wrote are not a resolution.
+    fn refuse_markers(
+        &self,
+        tree: &overlay::tree::Tree,
+        s: &BumpState,
+        new_base: &overlay::tree::Tree,
+    ) -> Result<()> {
         let mut before = new_base.clone();
         for (name, raw) in &s.done {
             if let Some(raw) = raw {
-                let ov = series
+                let ov = self
+                    .series
                     .overlays
                     .iter()
                     .find(|o| &o.name == name)
                     .context("overlay vanished from the series")?;
-                before
-                    .apply_overlay(&overlay::patch::parse_overlay(name, &ov.path, raw)?, &repo)?;
+                before.apply_overlay(
+                    &overlay::patch::parse_overlay(name, &ov.path, raw)?,
+                    &self.repo,
+                )?;
             }
         }
-        let markers = overlay::bump::conflict_markers(tree, &before, &repo)?;
+        let markers = overlay::bump::conflict_markers(tree, &before, &self.repo)?;
         if !markers.is_empty() {
             bail!(
                 "conflict markers remain in {}: {}",
-                dir.display(),
+                self.dir.display(),
                 markers.join(", ")
             );
         }
+        Ok(())
     }
-    let labels = ("old pin", "overlay", "new upstream");
-    // The overlays drift's classification stops at for review (bump and drift share it).
-    let review: std::collections::BTreeMap<String, Vec<String>> = report
-        .overlays
-        .iter()
-        .filter(|o| o.drift.status == overlay::drift::Status::Review)
-        .map(|o| (o.drift.name.clone(), o.drift.review.clone()))
-        .collect();
-    let guidance = overlay::bump::Guidance {
-        review,
-        renames: overlay::drift::upstream_renames(
-            repo.repo(),
-            from,
-            to,
-            &overlay::drift::relevant_paths(&series),
-        )?,
-    };
-    let outcome = overlay::bump::bump_guided(
-        &old_base,
-        &new_base,
-        &series,
-        &repo,
-        a.drop_upstreamed,
-        &done,
-        resolved,
-        labels,
-        &guidance,
-    )?;
 
-    let mut h = String::new();
-    let _ = writeln!(
-        h,
-        "bump-pin: {} {} -> {}{}",
-        up.name,
-        short(&up.rev),
-        short(&to.to_string()),
-        if a.dry_run { " (dry run)" } else { "" }
-    );
-    if let Some(what) = &downgrade_note {
-        let _ = writeln!(h, "  downgrade (--allow-downgrade): {what}");
-    }
-    for (o, d) in outcome.overlays.iter().zip(&report.overlays) {
-        let what = match o.action {
-            Action::Kept => "kept".to_string(),
-            Action::Rewritten => "rewritten".to_string(),
-            Action::Dropped => "dropped (upstreamed)".to_string(),
-            Action::Upstreamed => "upstreamed: pass --drop-upstreamed to retire it".to_string(),
-            Action::Conflict => format!("CONFLICT in {}", o.conflicts.join(", ")),
-            Action::Resolved => "resolved by hand".to_string(),
-            Action::Pending => match &d.drift.blocked_by {
-                Some(by) => format!("not reached (blocked by {by})"),
-                None => "not reached".to_string(),
-            },
-            Action::Review => "STOPPED for review".to_string(),
-        };
-        let _ = writeln!(h, "  {:<13} {}: {what}", d.drift.status.as_str(), o.name);
-        if o.action == Action::Review {
-            for r in &o.conflicts {
-                let _ = writeln!(h, "      review: {r}");
-            }
-        }
-        for c in &d.drift.symbol_changes {
-            // (A review stop already listed the removed ones among its reasons.)
-            let listed = o.action == Action::Review && c.removed;
-            if matches!(o.action, Action::Kept | Action::Rewritten | Action::Review) && !listed {
-                let what = if c.removed { "removed" } else { "changed" };
-                let _ = writeln!(
-                    h,
-                    "      review: upstream {what} {}::{} ({})",
-                    c.path, c.symbol, c.watched_because
-                );
-            }
-        }
-        for n in &o.notes {
-            let _ = writeln!(h, "      {n}");
-        }
-    }
-    let json = serde_json::json!({ "upstream": up.name, "from": up.rev, "to": to.to_string(), "dry_run": a.dry_run,
-        "overlays": outcome.overlays, "drift": report.overlays, "reverts": downgrade_note });
-
-    if let Some(tree) = &outcome.conflict_tree {
-        let resolving = outcome
+    /// The overlays drift's classification stops at for review (bump and drift share it), and
+    /// upstream's renames.
+    fn guidance(&self, report: &overlay::drift::Report) -> Result<overlay::bump::Guidance> {
+        let review: std::collections::BTreeMap<String, Vec<String>> = report
             .overlays
             .iter()
-            .find(|o| matches!(o.action, Action::Conflict | Action::Review))
-            .map(|o| o.name.clone())
-            .unwrap_or_default();
-        if !a.dry_run {
-            // The merge with markers goes into the bump tree; pins.toml and overlays/ stay untouched.
-            let new_state = BumpState {
-                upstream: up.name.clone(),
-                from: up.rev.clone(),
-                to: to.to_string(),
-                drop_upstreamed: a.drop_upstreamed,
-                done: outcome
-                    .overlays
-                    .iter()
-                    .take_while(|o| !matches!(o.action, Action::Conflict | Action::Review))
-                    .map(|o| (o.name.clone(), o.raw.clone()))
-                    .collect(),
-                resolving: resolving.clone(),
-                guards: state
-                    .as_ref()
-                    .map(|s| s.guards.clone())
-                    .unwrap_or_else(|| guards(&guard_paths(&ctx, &series))),
-            };
-            let tree_tag = format!("{BUMP_IN_PROGRESS}:{resolving}");
-            let write_tree = || {
-                overlay::materialize::write_tree(
-                    &dir,
-                    tree,
-                    &repo,
-                    Origin {
-                        upstream: &up.name,
-                        rev: &to.to_string(),
-                        series_hash: &tree_tag,
-                    },
-                    state.is_some(),
-                )
-            };
-            let write_state = || {
-                overlay::fsx::write_atomic(
-                    &state_path,
-                    serde_json::to_string_pretty(&new_state)
-                        .expect("serializes")
-                        .as_bytes(),
-                )
-            };
-            // Order matters if we are killed in between. A first conflict: the tree, then the state
-            // (a tree without state is debris the next bump-pin clears). A later one: the state first,
-            // so the resolutions made so far are saved before the tree is overwritten; the tree's tag
-            // tells a half-written tree from a resolution.
-            if state.is_none() {
-                write_tree()?;
-                write_state()?;
-            } else {
-                write_state()?;
-                write_tree()?;
+            .filter(|o| o.drift.status == overlay::drift::Status::Review)
+            .map(|o| (o.drift.name.clone(), o.drift.review.clone()))
+            .collect();
+        Ok(overlay::bump::Guidance {
+            review,
+            renames: overlay::drift::upstream_renames(
+                self.repo.repo(),
+                self.from,
+                self.to,
+                &overlay::drift::relevant_paths(&self.series),
+            )?,
+        })
+    }
+
+    /// The human report: one line per overlay with what the bump did, and what to review.
+    fn human_report(
+        &self,
+        outcome: &overlay::bump::Outcome,
+        report: &overlay::drift::Report,
+    ) -> String {
+        let mut h = String::new();
+        let _ = writeln!(
+            h,
+            "bump-pin: {} {} -> {}{}",
+            self.up.name,
+            short(&self.up.rev),
+            short(&self.to.to_string()),
+            if self.a.dry_run { " (dry run)" } else { "" }
+        );
+        if let Some(what) = &self.downgrade_note {
+            let _ = writeln!(h, "  downgrade (--allow-downgrade): {what}");
+        }
+        for (o, d) in outcome.overlays.iter().zip(&report.overlays) {
+            let what = action_text(o, d);
+            let _ = writeln!(h, "  {:<13} {}: {what}", d.drift.status.as_str(), o.name);
+            if o.action == Action::Review {
+                for r in &o.conflicts {
+                    let _ = writeln!(h, "      review: {r}");
+                }
             }
-            if rewritten_note {
-                let _ = writeln!(
-                    h,
-                    "(the bump tree was rewritten: an earlier bump-pin was interrupted while writing it)"
-                );
+            for c in &d.drift.symbol_changes {
+                // (A review stop already listed the removed ones among its reasons.)
+                let listed = o.action == Action::Review && c.removed;
+                if matches!(o.action, Action::Kept | Action::Rewritten | Action::Review) && !listed
+                {
+                    let what = if c.removed { "removed" } else { "changed" };
+                    let _ = writeln!(
+                        h,
+                        "      review: upstream {what} {}::{} ({})",
+                        c.path, c.symbol, c.watched_because
+                    );
+                }
             }
+            for n in &o.notes {
+                let _ = writeln!(h, "      {n}");
+            }
+        }
+        h
+    }
+
+    /// The bump's progress, for `--continue`: at the start, or as saved.
+    fn start_guards(&self) -> std::collections::BTreeMap<String, String> {
+        self.state
+            .as_ref()
+            .map(|s| s.guards.clone())
+            .unwrap_or_else(|| guards(&guard_paths(self.ctx, &self.series)))
+    }
+
+    /// Writes the merge with markers into the bump tree, and the state `--continue` resumes
+    /// from; pins.toml and overlays/ stay untouched.
+    fn write_conflict(
+        &self,
+        outcome: &overlay::bump::Outcome,
+        tree: &overlay::tree::Tree,
+        resolving: &str,
+    ) -> Result<()> {
+        let new_state = BumpState {
+            upstream: self.up.name.clone(),
+            from: self.up.rev.clone(),
+            to: self.to.to_string(),
+            drop_upstreamed: self.a.drop_upstreamed,
+            done: outcome
+                .overlays
+                .iter()
+                .take_while(|o| !matches!(o.action, Action::Conflict | Action::Review))
+                .map(|o| (o.name.clone(), o.raw.clone()))
+                .collect(),
+            resolving: resolving.to_string(),
+            guards: self.start_guards(),
+        };
+        let tree_tag = format!("{BUMP_IN_PROGRESS}:{resolving}");
+        let write_tree = || {
+            overlay::materialize::write_tree(
+                &self.dir,
+                tree,
+                &self.repo,
+                Origin {
+                    upstream: &self.up.name,
+                    rev: &self.to.to_string(),
+                    series_hash: &tree_tag,
+                },
+                self.state.is_some(),
+            )
+        };
+        let write_state = || {
+            overlay::fsx::write_atomic(
+                &self.state_path,
+                serde_json::to_string_pretty(&new_state)
+                    .expect("serializes")
+                    .as_bytes(),
+            )
+        };
+        // Order matters if we are killed in between. A first conflict: the tree, then the state
+        // (a tree without state is debris the next bump-pin clears). A later one: the state first,
+        // so the resolutions made so far are saved before the tree is overwritten; the tree's tag
+        // tells a half-written tree from a resolution.
+        if self.state.is_none() {
+            write_tree()?;
+            write_state()?;
+        } else {
+            write_state()?;
+            write_tree()?;
+        }
+        Ok(())
+    }
+
+    /// After a conflict was written: how to finish (or abandon) the bump.
+    fn conflict_next_steps(
+        &self,
+        outcome: &overlay::bump::Outcome,
+        resolving: &str,
+        rewritten_note: bool,
+        h: &mut String,
+    ) {
+        let (g, a) = (self.g, self.a);
+        if rewritten_note {
             let _ = writeln!(
                 h,
-                "pins.toml and overlays/ are unchanged. To finish the bump:"
+                "(the bump tree was rewritten: an earlier bump-pin was interrupted while writing it)"
             );
-            let reviewing = outcome.overlays.iter().any(|o| o.action == Action::Review);
-            if reviewing {
-                let _ = writeln!(
-                    h,
-                    "  1. review {resolving} as merged in {} (edit it there if needed; see docs/drift.md)",
-                    dir.display()
-                );
-            } else {
-                let _ = writeln!(h, "  1. resolve the conflict markers in {}", dir.display());
+        }
+        let _ = writeln!(
+            h,
+            "pins.toml and overlays/ are unchanged. To finish the bump:"
+        );
+        let reviewing = outcome.overlays.iter().any(|o| o.action == Action::Review);
+        if reviewing {
+            let _ = writeln!(
+                h,
+                "  1. review {resolving} as merged in {} (edit it there if needed; see docs/drift.md)",
+                self.dir.display()
+            );
+        } else {
+            let _ = writeln!(
+                h,
+                "  1. resolve the conflict markers in {}",
+                self.dir.display()
+            );
+        }
+        let _ = writeln!(h, "  2. {}", bump_command(g, a, "--continue"));
+        let _ = writeln!(h, "  (or {})", bump_command(g, a, "--abort"));
+    }
+
+    /// A clean bump: moves the pin and writes the carried overlays (and series) in one
+    /// transaction, then removes the bump tree. Returns how many files were written.
+    fn write_bump(&self, outcome: &overlay::bump::Outcome) -> Result<usize> {
+        let pins_path = &self.ctx.project.pins.path;
+        let pins_text = std::fs::read_to_string(pins_path)?;
+        let new_pins =
+            overlay::bump::set_pin(&pins_text, pins_path, &self.up.name, &self.to.to_string())?;
+        let mut writes: Vec<(PathBuf, Option<String>)> = Vec::new();
+        for (o, ov) in outcome.overlays.iter().zip(&self.series.overlays) {
+            match (&o.action, &o.raw) {
+                (Action::Dropped, _) => writes.push((ov.path.clone(), None)),
+                (_, Some(raw)) if *raw != ov.raw => {
+                    writes.push((ov.path.clone(), Some(raw.clone())))
+                }
+                _ => {}
             }
-            let _ = writeln!(h, "  2. {}", bump_command(g, a, "--continue"));
-            let _ = writeln!(h, "  (or {})", bump_command(g, a, "--abort"));
         }
-        emit(ctx.json, json, h);
-        return Ok(ExitCode::from(1));
-    }
-    if !outcome.is_clean() {
-        emit(ctx.json, json, h);
-        return Ok(ExitCode::from(1));
-    }
-    if a.dry_run {
-        emit(ctx.json, json, h);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let pins_text = std::fs::read_to_string(&ctx.project.pins.path)?;
-    let new_pins = overlay::bump::set_pin(
-        &pins_text,
-        &ctx.project.pins.path,
-        &up.name,
-        &to.to_string(),
-    )?;
-    let mut writes: Vec<(PathBuf, Option<String>)> = Vec::new();
-    for (o, ov) in outcome.overlays.iter().zip(&series.overlays) {
-        match (&o.action, &o.raw) {
-            (Action::Dropped, _) => writes.push((ov.path.clone(), None)),
-            (_, Some(raw)) if *raw != ov.raw => writes.push((ov.path.clone(), Some(raw.clone()))),
-            _ => {}
+        if outcome.series_raw != self.series.raw {
+            writes.push((
+                self.series.dir.join(overlay::series::SERIES_FILE),
+                Some(outcome.series_raw.clone()),
+            ));
         }
+        writes.push((pins_path.clone(), Some(new_pins)));
+        let start_guards = self.start_guards();
+        // The bump's state goes in the same transaction: once pins.toml moves, no bump is in progress.
+        overlay::bump::write_all(
+            &self.ctx.project.root,
+            &writes,
+            &start_guards,
+            std::slice::from_ref(&self.state_path),
+        )?;
+        if self.state.is_some() {
+            remove_tree(&self.dir)?;
+        }
+        Ok(writes.len())
     }
-    if outcome.series_raw != series.raw {
-        writes.push((
-            series.dir.join(overlay::series::SERIES_FILE),
-            Some(outcome.series_raw.clone()),
-        ));
+}
+
+/// What the bump did with one overlay, for the human report.
+fn action_text(o: &overlay::bump::OverlayBump, d: &overlay::drift::ReportOverlay) -> String {
+    match o.action {
+        Action::Kept => "kept".to_string(),
+        Action::Rewritten => "rewritten".to_string(),
+        Action::Dropped => "dropped (upstreamed)".to_string(),
+        Action::Upstreamed => "upstreamed: pass --drop-upstreamed to retire it".to_string(),
+        Action::Conflict => format!("CONFLICT in {}", o.conflicts.join(", ")),
+        Action::Resolved => "resolved by hand".to_string(),
+        Action::Pending => match &d.drift.blocked_by {
+            Some(by) => format!("not reached (blocked by {by})"),
+            None => "not reached".to_string(),
+        },
+        Action::Review => "STOPPED for review".to_string(),
     }
-    writes.push((ctx.project.pins.path.clone(), Some(new_pins)));
-    let start_guards = state
-        .as_ref()
-        .map(|s| s.guards.clone())
-        .unwrap_or_else(|| guards(&guard_paths(&ctx, &series)));
-    // The bump's state goes in the same transaction: once pins.toml moves, no bump is in progress.
-    overlay::bump::write_all(&ctx.project.root, &writes, &start_guards, &[state_path])?;
-    if state.is_some() {
-        remove_tree(&dir)?;
-    }
-    let _ = writeln!(
-        h,
-        "pinned {} at {}; {} file(s) written",
-        up.name,
-        to,
-        writes.len()
-    );
-    emit(ctx.json, json, h);
-    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args)]
@@ -1698,18 +1860,7 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
     )? {
         Outcome::Exported(e) => e,
         Outcome::Blocked(b) => {
-            let hunk = b.hunk.map(|h| format!(" hunk #{h}")).unwrap_or_default();
-            let needs = if b.needs.is_empty() {
-                "upstream changed it too (see `cargo xtask drift`)".to_string()
-            } else {
-                format!("it needs {}", b.needs.join(", "))
-            };
-            let msg = format!(
-                "export-upstream: {}: {}{hunk} does not merge onto {} without the overlays left out: {needs}\nnothing was written\n",
-                b.overlay,
-                b.file,
-                short(&onto.to_string())
-            );
+            let msg = blocked_message(&b, onto);
             emit(ctx.json, serde_json::json!({ "blocked": b }), msg);
             return Ok(ExitCode::from(1));
         }
@@ -1721,9 +1872,71 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
             .join("export")
             .join(&up.name)
     });
-    // Only ever replace an earlier export: a folder of *.patch files and PR.md.
+    refuse_foreign_out(&out)?;
+    // Verify with git itself before writing anything: the series must `git am` onto the target.
+    let scratch = tempfile::tempdir()?;
+    let (clone, head) = git_am_onto(scratch.path(), &repo, &exported, onto)?;
+    if let Some(b) = &a.branch {
+        run_git(
+            &clone,
+            &[
+                "push",
+                "--quiet",
+                &repo.cache_path.to_string_lossy(),
+                &format!("HEAD:refs/heads/{b}"),
+            ],
+        )
+        .with_context(|| {
+            format!("creating branch {b} in the upstream cache (it may exist already)")
+        })?;
+    }
+    let mut built = None;
+    if a.build {
+        build_export(&up, scratch.path(), &clone, onto, &head)?;
+        built =
+            Some("configured and built for the CPU backend (cargo xtask export-upstream --build)");
+    }
+    let ovs: Vec<&overlay::patch::Overlay> =
+        selected.iter().map(|&i| &series.overlays[i]).collect();
+    let pr = pr_text(&ctx.project.root, &ovs, onto, built);
+    // Write: replace an earlier export wholesale.
     if out.exists() {
-        for e in std::fs::read_dir(&out)? {
+        std::fs::remove_dir_all(&out)?;
+    }
+    std::fs::create_dir_all(&out)?;
+    for e in &exported {
+        std::fs::write(out.join(&e.file_name), &e.raw)?;
+    }
+    std::fs::write(out.join("PR.md"), &pr)?;
+    let h = export_report(a, &up, &repo, &exported, onto, &out, built.is_some());
+    emit(
+        ctx.json,
+        serde_json::json!({ "onto": onto.to_string(), "out": out, "patches": exported, "branch": a.branch, "built": built.is_some() }),
+        h,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Why the selected overlays do not export onto `onto` without the ones left out.
+fn blocked_message(b: &overlay::export::Blocked, onto: git2::Oid) -> String {
+    let hunk = b.hunk.map(|h| format!(" hunk #{h}")).unwrap_or_default();
+    let needs = if b.needs.is_empty() {
+        "upstream changed it too (see `cargo xtask drift`)".to_string()
+    } else {
+        format!("it needs {}", b.needs.join(", "))
+    };
+    format!(
+        "export-upstream: {}: {}{hunk} does not merge onto {} without the overlays left out: {needs}\nnothing was written\n",
+        b.overlay,
+        b.file,
+        short(&onto.to_string())
+    )
+}
+
+/// Only ever replace an earlier export: a folder of *.patch files and PR.md.
+fn refuse_foreign_out(out: &Path) -> Result<()> {
+    if out.exists() {
+        for e in std::fs::read_dir(out)? {
             let name = e?.file_name().to_string_lossy().to_string();
             if !(name.ends_with(".patch") || name == "PR.md") {
                 bail!(
@@ -1733,16 +1946,25 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
             }
         }
     }
-    // Verify with git itself before writing anything: the series must `git am` onto the target.
-    let scratch = tempfile::tempdir()?;
-    let patches = scratch.path().join("patches");
+    Ok(())
+}
+
+/// `git am`s the exported series onto `onto` in a scratch clone of the upstream cache under
+/// `scratch`. Returns the clone and its HEAD.
+fn git_am_onto(
+    scratch: &Path,
+    repo: &UpstreamRepo,
+    exported: &[overlay::export::Exported],
+    onto: git2::Oid,
+) -> Result<(PathBuf, String)> {
+    let patches = scratch.join("patches");
     std::fs::create_dir_all(&patches)?;
-    for e in &exported {
+    for e in exported {
         std::fs::write(patches.join(&e.file_name), &e.raw)?;
     }
-    let clone = scratch.path().join("upstream");
+    let clone = scratch.join("upstream");
     run_git(
-        scratch.path(),
+        scratch,
         &[
             "clone",
             "--quiet",
@@ -1756,7 +1978,7 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
         &clone,
         &["checkout", "--quiet", "--detach", &onto.to_string()],
     )?;
-    for e in &exported {
+    for e in exported {
         run_git(
             &clone,
             &[
@@ -1779,73 +2001,73 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
         })?;
     }
     let head = run_git(&clone, &["rev-parse", "HEAD"])?;
-    if let Some(b) = &a.branch {
-        run_git(
-            &clone,
-            &[
-                "push",
-                "--quiet",
-                &repo.cache_path.to_string_lossy(),
-                &format!("HEAD:refs/heads/{b}"),
-            ],
-        )
-        .with_context(|| {
-            format!("creating branch {b} in the upstream cache (it may exist already)")
-        })?;
+    Ok((clone, head))
+}
+
+/// `--build`: configures and builds the tree `git am` left in `clone` (CPU backend); an error when
+/// it does not build.
+fn build_export(
+    up: &Upstream,
+    scratch: &Path,
+    clone: &Path,
+    onto: git2::Oid,
+    head: &str,
+) -> Result<()> {
+    let args = crate::build_mlx::BuildMlxArgs {
+        backend: Some(crate::build_mlx::Backend::Cpu),
+        profile: crate::build_mlx::Profile::Release,
+        jobs: None,
+        install_deps: false,
+        bundle: None,
+    };
+    let source = crate::build_mlx::SourceInfo {
+        // Same Ninja tree as the fork's own build when onto is the pin: only what differs recompiles.
+        upstream: up.name.clone(),
+        pin: onto.to_string(),
+        series_hash: head.to_string(),
+        fetchcontent: up.fetchcontent.clone(),
+        cache_root: default_cache_root(),
+        workspace_target: scratch.join("target"),
+    };
+    let am = git2::Repository::open(clone)?;
+    let tree = overlay::upstream::tree_of_commit(&am, git2::Oid::from_str(head)?)?;
+    let code = crate::build_mlx::run(
+        &args,
+        &source,
+        &mut |dir| {
+            // The tree exactly as git am left it, written incrementally (unchanged files keep
+            // their mtimes, so only what the export changes recompiles).
+            let rev = onto.to_string();
+            let origin = Origin {
+                upstream: &up.name,
+                rev: &rev,
+                series_hash: head,
+            };
+            overlay::materialize::write_tree(dir, &tree, &am, origin, true)?;
+            Ok(())
+        },
+        false,
+    )?;
+    if code != ExitCode::SUCCESS {
+        bail!("the exported series does not build (see above); nothing was written");
     }
-    let mut built = None;
-    if a.build {
-        let args = crate::build_mlx::BuildMlxArgs {
-            backend: Some(crate::build_mlx::Backend::Cpu),
-            profile: crate::build_mlx::Profile::Release,
-            jobs: None,
-            install_deps: false,
-            bundle: None,
-        };
-        let source = crate::build_mlx::SourceInfo {
-            // Same Ninja tree as the fork's own build when onto is the pin: only what differs recompiles.
-            upstream: up.name.clone(),
-            pin: onto.to_string(),
-            series_hash: head.clone(),
-            fetchcontent: up.fetchcontent.clone(),
-            cache_root: default_cache_root(),
-            workspace_target: scratch.path().join("target"),
-        };
-        let am = git2::Repository::open(&clone)?;
-        let tree = overlay::upstream::tree_of_commit(&am, git2::Oid::from_str(&head)?)?;
-        let code = crate::build_mlx::run(
-            &args,
-            &source,
-            &mut |dir| {
-                // The tree exactly as git am left it, written incrementally (unchanged files keep
-                // their mtimes, so only what the export changes recompiles).
-                let rev = onto.to_string();
-                let origin = Origin {
-                    upstream: &up.name,
-                    rev: &rev,
-                    series_hash: &head,
-                };
-                overlay::materialize::write_tree(dir, &tree, &am, origin, true)?;
-                Ok(())
-            },
-            false,
-        )?;
-        if code != ExitCode::SUCCESS {
-            bail!("the exported series does not build (see above); nothing was written");
-        }
-        built =
-            Some("configured and built for the CPU backend (cargo xtask export-upstream --build)");
-    }
-    // PR.md: title, motivation, what was measured, how it was tested.
-    let ovs: Vec<&overlay::patch::Overlay> =
-        selected.iter().map(|&i| &series.overlays[i]).collect();
+    Ok(())
+}
+
+/// PR.md: title, motivation, what was measured, how it was tested.
+fn pr_text(
+    root: &Path,
+    ovs: &[&overlay::patch::Overlay],
+    onto: git2::Oid,
+    built: Option<&str>,
+) -> String {
     let title = if ovs.len() == 1 {
         ovs[0].subject.clone()
     } else {
         format!("{} (series of {})", ovs[0].subject, ovs.len())
     };
     let mut pr = format!("# {title}\n\n## Motivation\n\n");
-    for o in &ovs {
+    for o in ovs {
         let _ = writeln!(
             pr,
             "### {}\n\n{}\n",
@@ -1855,7 +2077,7 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
     }
     let measured: String = ovs
         .iter()
-        .map(|o| measured_from_docs(&ctx.project.root, &o.body))
+        .map(|o| measured_from_docs(root, &o.body))
         .collect();
     let _ = writeln!(
         pr,
@@ -1878,15 +2100,19 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
         pr,
         "- In the fork these changes are carried as overlays checked by `cargo xtask check` and exercised by the fork's test suite at the pin."
     );
-    // Write: replace an earlier export wholesale.
-    if out.exists() {
-        std::fs::remove_dir_all(&out)?;
-    }
-    std::fs::create_dir_all(&out)?;
-    for e in &exported {
-        std::fs::write(out.join(&e.file_name), &e.raw)?;
-    }
-    std::fs::write(out.join("PR.md"), &pr)?;
+    pr
+}
+
+/// The human report of a written export.
+fn export_report(
+    a: &ExportArgs,
+    up: &Upstream,
+    repo: &UpstreamRepo,
+    exported: &[overlay::export::Exported],
+    onto: git2::Oid,
+    out: &Path,
+    built: bool,
+) -> String {
     let mut h = String::new();
     let _ = writeln!(
         h,
@@ -1896,14 +2122,14 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
         short(&onto.to_string()),
         out.display()
     );
-    for e in &exported {
+    for e in exported {
         let _ = writeln!(h, "  {}  (from {})", e.file_name, e.overlay);
     }
     let _ = writeln!(
         h,
         "verified: the series `git am`s onto {}{}",
         short(&onto.to_string()),
-        if built.is_some() { " and builds" } else { "" }
+        if built { " and builds" } else { "" }
     );
     if let Some(b) = &a.branch {
         let _ = writeln!(
@@ -1912,10 +2138,5 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
             repo.cache_path.display()
         );
     }
-    emit(
-        ctx.json,
-        serde_json::json!({ "onto": onto.to_string(), "out": out, "patches": exported, "branch": a.branch, "built": built.is_some() }),
-        h,
-    );
-    Ok(ExitCode::SUCCESS)
+    h
 }
