@@ -1278,10 +1278,14 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         );
     }
     if to == from && state.is_none() {
-        println!(
-            "{} is already pinned at {}; nothing to do",
-            up.name,
-            short(&up.rev)
+        emit(
+            ctx.json,
+            serde_json::json!({ "upstream": up.name, "from": up.rev, "to": up.rev, "moved": false }),
+            format!(
+                "{} is already pinned at {}; nothing to do\n",
+                up.name,
+                short(&up.rev)
+            ),
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -1343,9 +1347,13 @@ fn bump_abort(
         }
     }
     remove_tree(dir)?;
-    println!(
-        "bump abandoned; {} removed, nothing else changed",
-        dir.display()
+    emit(
+        ctx.json,
+        serde_json::json!({ "abandoned": s.to, "removed": dir }),
+        format!(
+            "bump abandoned; {} removed, nothing else changed\n",
+            dir.display()
+        ),
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -302,6 +302,19 @@ fn every_json_report_is_versioned_and_errors_share_one_shape() {
             .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout));
         assert_eq!(v["schema"], 1, "{args:?}: {}", out.stdout);
     }
+    // "Already pinned" and --abort answer in JSON too.
+    let pinned = f.xtask(&["bump-pin", &f.pin, "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&pinned.stdout).expect(&pinned.stdout);
+    assert_eq!(
+        (v["schema"].as_u64(), v["moved"].as_bool()),
+        (Some(1), Some(false))
+    );
+    let clash = f.commit_upstream(&[("src/lib.c", "int a;\nshort b;\n")], "clash");
+    f.xtask(&["bump-pin", &clash]).code(1);
+    let aborted = f.xtask(&["bump-pin", "--abort", "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&aborted.stdout).expect(&aborted.stdout);
+    assert_eq!(v["schema"], 1, "{v}");
+    assert_eq!(v["abandoned"], clash.as_str(), "{v}");
     let errors: &[&[&str]] = &[
         &["bump-pin", "no-such-rev", "--json"],
         &["refresh", "--into", "no-such-overlay", "--json"],
