@@ -434,7 +434,7 @@ fn finish(
     } else {
         for h in hunks.iter().filter(|h| h.status == HunkStatus::Upstreamed) {
             review.push(format!(
-                "{} hunk #{} is already upstream while the rest is not: check that the carried overlay does not add it twice",
+                "{} hunk #{} is already upstream while the rest is not: check that the carried overlay does not add it twice, and update its Upstream-Status, which still describes the whole overlay",
                 h.file, h.hunk
             ));
         }

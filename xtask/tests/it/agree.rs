@@ -237,7 +237,8 @@ fn a_partly_upstreamed_overlay_stops_for_review_then_continue_carries_the_rest()
     let out = f.xtask(&["bump-pin", "main"]).code(1);
     assert!(
         out.stdout.contains("STOPPED for review")
-            && out.stdout.contains("a.txt hunk #1 is already upstream"),
+            && out.stdout.contains("a.txt hunk #1 is already upstream")
+            && out.stdout.contains("update its Upstream-Status"),
         "{}",
         out.stdout
     );
