@@ -107,6 +107,50 @@ fn remote_helper(url: &str) -> Option<&str> {
     .then_some(helper)
 }
 
+/// A table name: letters, digits, '-' or '_'.
+fn is_plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Builds the error for `key` at `span` of one table.
+type KeyError<'a> = &'a dyn Fn(std::ops::Range<usize>, &str, String) -> Error;
+
+/// A `url` key: a git URL or a local path, never a remote-helper transport.
+fn checked_url(url: &Spanned<String>, err: KeyError<'_>) -> Result<String> {
+    let value = url.get_ref().trim().to_string();
+    if value.is_empty() {
+        return Err(err(
+            url.span(),
+            "url",
+            "expected a git URL or a local path, found an empty string".into(),
+        ));
+    }
+    if let Some(helper) = remote_helper(&value) {
+        return Err(err(
+            url.span(),
+            "url",
+            format!("the {helper}:: transport hands the URL to a remote helper (git-remote-{helper}; ext:: runs arbitrary commands) and is refused"),
+        )
+        .with_help("use https://, ssh://, git://, file:// or a local path"));
+    }
+    Ok(value)
+}
+
+/// A `rev` key: a full 40-hex commit id, lowercased; `hint` says what to do with anything else.
+fn checked_rev(rev: &Spanned<String>, err: KeyError<'_>, hint: &str) -> Result<String> {
+    let value = rev.get_ref();
+    if value.len() != 40 || !value.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(err(
+            rev.span(),
+            "rev",
+            format!("expected a full 40-hex commit id, found {value:?} ({hint})"),
+        ));
+    }
+    Ok(value.to_ascii_lowercase())
+}
+
 /// Validates one `[upstream.<up>.sources.<dep>]` table.
 fn parse_source(
     path: &Path,
@@ -124,11 +168,7 @@ fn parse_source(
             format!("upstream.{up}.sources.{dep}.{key}: {msg}"),
         )
     };
-    if dep.is_empty()
-        || !dep
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
+    if !is_plain_name(&dep) {
         return Err(Error::input(
             path,
             Some(line),
@@ -137,23 +177,8 @@ fn parse_source(
             ),
         ));
     }
-    let url = raw.url.get_ref().trim().to_string();
-    if url.is_empty() || remote_helper(&url).is_some() {
-        return Err(err(
-            raw.url.span(),
-            "url",
-            format!("expected a git URL or a local path, found {url:?}"),
-        )
-        .with_help("use https://, ssh://, git://, file:// or a local path"));
-    }
-    let rev = raw.rev.get_ref();
-    if rev.len() != 40 || !rev.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err(err(
-            raw.rev.span(),
-            "rev",
-            format!("expected a full 40-hex commit id, found {rev:?} (put the tag in `tag`)"),
-        ));
-    }
+    let url = checked_url(&raw.url, &err)?;
+    let rev = checked_rev(&raw.rev, &err, "put the tag in `tag`")?;
     let mut paths = Vec::new();
     for p in raw.paths {
         let rel = Path::new(p.get_ref());
@@ -186,7 +211,7 @@ fn parse_source(
     Ok(Source {
         name: dep,
         url,
-        rev: rev.to_ascii_lowercase(),
+        rev,
         tag: raw.tag,
         paths,
         layout,
@@ -230,43 +255,19 @@ impl Pins {
                     format!("upstream.{name}.{key}: {msg}"),
                 )
             };
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
+            if !is_plain_name(&name) {
                 return Err(Error::input(
                     path,
                     Some(line),
                     format!("upstream name {name:?}: expected letters, digits, '-' or '_'"),
                 ));
             }
-            let url = raw.url.get_ref().trim().to_string();
-            if url.is_empty() {
-                return Err(err(
-                    raw.url.span(),
-                    "url",
-                    "expected a git URL or a local path, found an empty string".into(),
-                ));
-            }
-            if let Some(helper) = remote_helper(&url) {
-                return Err(err(
-                    raw.url.span(),
-                    "url",
-                    format!("the {helper}:: transport hands the URL to a remote helper (git-remote-{helper}; ext:: runs arbitrary commands) and is refused"),
-                )
-                .with_help("use https://, ssh://, git://, file:// or a local path"));
-            }
-            let rev = raw.rev.get_ref();
-            if rev.len() != 40 || !rev.chars().all(|c| c.is_ascii_hexdigit()) {
-                return Err(err(
-                    raw.rev.span(),
-                    "rev",
-                    format!(
-                        "expected a full 40-hex commit id, found {rev:?} (branch names, tags and short ids are not pins)"
-                    ),
-                ));
-            }
+            let url = checked_url(&raw.url, &err)?;
+            let rev = checked_rev(
+                &raw.rev,
+                &err,
+                "branch names, tags and short ids are not pins",
+            )?;
             let overlays = PathBuf::from(raw.overlays.get_ref());
             let escapes = overlays.is_absolute()
                 || overlays
@@ -307,7 +308,7 @@ impl Pins {
             upstreams.push(Upstream {
                 name,
                 url,
-                rev: rev.to_ascii_lowercase(),
+                rev,
                 overlays,
                 branch,
                 fetchcontent,
