@@ -499,6 +499,56 @@ layout = "cccl-release"
         assert_eq!(s[1].line, 7);
     }
 
+    const TEST_SOURCES: &str = r#"
+[upstream.a]
+url = "/srv/a.git"
+rev = "1111111111111111111111111111111111111111"
+overlays = "overlays/a"
+
+[upstream.a.sources.nanobind]
+url = "https://example.com/nanobind"
+rev = "2222222222222222222222222222222222222222"
+submodules = { "ext/robin_map" = "robin_map" }
+tests = true
+
+[upstream.a.sources.robin_map]
+url = "https://example.com/robin-map"
+rev = "3333333333333333333333333333333333333333"
+tests = true
+"#;
+
+    #[test]
+    fn test_sources_carry_their_submodules() {
+        let pins = parse(TEST_SOURCES).unwrap();
+        let s = &pins.upstreams[0].sources;
+        assert!(s.iter().all(|s| s.tests));
+        assert_eq!(s[0].name, "nanobind");
+        assert_eq!(
+            s[0].submodules.get("ext/robin_map").map(String::as_str),
+            Some("robin_map")
+        );
+        assert!(!parse(SOURCES).unwrap().upstreams[0].sources[0].tests);
+    }
+
+    #[test]
+    fn bad_submodules_name_their_line() {
+        let unknown = TEST_SOURCES.replace("= \"robin_map\" }", "= \"robinmap\" }");
+        expect_test::expect![[r#"
+            pins.toml:7: upstream.a.sources.nanobind.submodules: "ext/robin_map" names "robinmap", which is not another source
+              help: add [upstream.a.sources.robinmap] or name one of: robin_map"#]]
+        .assert_eq(&err(&unknown));
+        let itself = TEST_SOURCES.replace("= \"robin_map\" }", "= \"nanobind\" }");
+        assert!(err(&itself).contains("names \"nanobind\", which is not another source"));
+        let escape = TEST_SOURCES.replace("\"ext/robin_map\" =", "\"../x\" =");
+        assert!(
+            err(&escape).starts_with("pins.toml:10: upstream.a.sources.nanobind.submodules:"),
+            "{}",
+            err(&escape)
+        );
+        let typo = TEST_SOURCES.replace("tests = true", "tests = \"yes\"");
+        assert!(err(&typo).starts_with("pins.toml:11"), "{}", err(&typo));
+    }
+
     #[test]
     fn bad_sources_name_their_line() {
         let tag_as_rev = SOURCES.replace("2222222222222222222222222222222222222222", "v4.4.2");
