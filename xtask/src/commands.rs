@@ -987,11 +987,7 @@ pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitC
     )
 }
 
-fn build_mlx_bundle(
-    ctx: &Ctx,
-    a: &crate::build_mlx::BuildMlxArgs,
-    out: &Path,
-) -> Result<ExitCode> {
+fn build_mlx_bundle(ctx: &Ctx, a: &crate::build_mlx::BuildMlxArgs, out: &Path) -> Result<ExitCode> {
     if a.backend != Some(crate::build_mlx::Backend::Cuda) {
         eprintln!("error: --bundle builds the CUDA backend only\n  help: add --backend cuda");
         return Ok(ExitCode::from(2));

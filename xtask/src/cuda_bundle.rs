@@ -103,7 +103,8 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
     materialize(ctx, &root.join("mlx"), false)?;
     let mut entries = Vec::new();
     for s in &sources {
-        let files = crate::sources::export_source(s, &up.sources, &root.join("deps").join(&s.name))?;
+        let files =
+            crate::sources::export_source(s, &up.sources, &root.join("deps").join(&s.name))?;
         entries.push(SourceEntry {
             name: s.name.clone(),
             url: s.url.clone(),

@@ -189,7 +189,10 @@ fn policy_child_reports_the_starting_policy() {
     if std::env::var_os(CHILD).is_none() {
         return;
     }
-    println!("starting-policy-streamed={}", qmm_policy::streamed().unwrap());
+    println!(
+        "starting-policy-streamed={}",
+        qmm_policy::streamed().unwrap()
+    );
 }
 
 /// MLX_CPU_QMM_T_POLICY picks the starting policy of a process (what `cargo xtask test-upstream`
@@ -216,7 +219,11 @@ fn the_environment_sets_the_starting_policy() {
             + &String::from_utf8_lossy(&out.stderr);
         (out.status.success(), text)
     };
-    for (value, want) in [(None, true), (Some("streamed"), true), (Some("upstream"), false)] {
+    for (value, want) in [
+        (None, true),
+        (Some("streamed"), true),
+        (Some("upstream"), false),
+    ] {
         let (ok, text) = child(value);
         assert!(ok, "{value:?}: {text}");
         assert!(

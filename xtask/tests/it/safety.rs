@@ -331,8 +331,9 @@ fn unrefreshed_edits_block_the_bump_and_show_in_status() {
     std::fs::write(&lib, "int a;\nlong long b;\nint c;\nint d;\nint e;\n").unwrap();
     let out = f.xtask(&["status"]).ok();
     assert!(
-        out.stdout.contains("target/apply/up holds 1 edit(s) no overlay has (modified: src/lib.c): `cargo xtask")
-            && out.stdout.contains("refresh` keeps them"),
+        out.stdout.contains(
+            "target/apply/up holds 1 edit(s) no overlay has (modified: src/lib.c): `cargo xtask"
+        ) && out.stdout.contains("refresh` keeps them"),
         "{}",
         out.stdout
     );

@@ -1,0 +1,654 @@
+//! `cargo xtask test-upstream`: the upstream's own test suites (MLX's C++ doctest suite, run by
+//! ctest, and its Python unittest files, run by pytest) on the patched tree, under each policy
+//! the overlays offer.
+//!
+//! The tests are built from the same materialized tree as `build-mlx`, in the same cache layout
+//! (`<cache>/builds/<dir_key>/{src,build,deps}` + `<dir_key>.lock`), under a dir key of its own:
+//! the configuration differs only by `MLX_BUILD_TESTS=ON` and `MLX_BUILD_PYTHON_BINDINGS=ON`.
+//! doctest and nanobind (with robin-map in its `ext/robin_map`) come from the pinned sources of
+//! pins.toml marked `tests = true`, exported once per commit under `<cache>/sources/`; numpy and
+//! pytest come from the package registry into a venv under `<cache>/`. Nothing is fetched by CMake.
+//!
+//! Policies are chosen per process through the overlays' environment switches
+//! (`MLX_CPU_QMM_T_POLICY`, `MLX_METAL_QMV_BATCH_POLICY`, `MLX_CUDA_QMV_BATCH_POLICY`), so one build
+//! serves both. Exit codes: 0 every test passed, 1 some failed, 2 error (bad input, missing
+//! dependency, build failure, a runner that reported nothing).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use overlay::manifest::Source;
+use overlay::upstream::default_cache_root;
+use serde::Serialize;
+
+use crate::Global;
+use crate::build_mlx::{self as bm, Backend, DirKeyMaterial, Profile, user_err};
+use crate::commands::{Ctx, materialize};
+use overlay::lock::Mode as LockMode;
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyArg {
+    Upstream,
+    Streamed,
+    Both,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuiteArg {
+    Cpp,
+    Python,
+    All,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TestUpstreamArgs {
+    /// MLX backend [default: metal on macOS, cpu elsewhere]
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    /// Which policy of the overlays' switches to run the suites under
+    #[arg(long, value_enum, default_value = "both")]
+    pub policy: PolicyArg,
+    /// Which suites: MLX's C++ tests (ctest), its Python tests (pytest), or both
+    #[arg(long, value_enum, default_value = "all")]
+    pub suite: SuiteArg,
+    /// Python test files of python/tests to run (repeatable)
+    #[arg(
+        long = "python-test",
+        value_name = "FILE",
+        default_value = "test_quantized.py"
+    )]
+    pub python_tests: Vec<String>,
+    /// Parallel compile jobs and ctest jobs [default: number of CPUs]
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Install missing build and test dependencies (apt-get as root on Debian/Ubuntu)
+    #[arg(long)]
+    pub install_deps: bool,
+}
+
+/// One suite run under one policy (`--json`: `suites[]`).
+#[derive(Debug, Serialize)]
+pub struct SuiteResult {
+    pub suite: String,
+    pub backend: &'static str,
+    pub policy: &'static str,
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub seconds: f64,
+    /// Names of the failed tests.
+    pub failures: Vec<String>,
+    /// Each skipped test with the reason its runner gave.
+    pub skips: Vec<Skip>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct Skip {
+    pub name: String,
+    pub reason: String,
+}
+
+/// What a runner reported, parsed from its output.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub passed: Vec<String>,
+    pub failed: Vec<String>,
+    pub skips: Vec<Skip>,
+}
+
+/// Pinned numpy and pytest for the venv (the registry's wheels for CPython 3.11..3.13).
+const PY_REQUIREMENTS: &[&str] = &["numpy==2.3.5", "pytest==8.4.2"];
+
+/// The environment switches of the overlays; each takes `upstream` or `streamed`.
+const POLICY_ENV: &[&str] = &[
+    "MLX_CPU_QMM_T_POLICY",
+    "MLX_METAL_QMV_BATCH_POLICY",
+    "MLX_CUDA_QMV_BATCH_POLICY",
+];
+
+pub fn run(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
+    match run_inner(g, a) {
+        Ok(code) => Ok(code),
+        Err(e) => match e.downcast_ref::<bm::UserError>() {
+            Some(bm::UserError(msg)) => {
+                if g.json {
+                    println!("{}", serde_json::json!({ "error": msg }));
+                }
+                eprintln!("error: {msg}");
+                Ok(ExitCode::from(2))
+            }
+            None => Err(e),
+        },
+    }
+}
+
+fn run_inner(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
+    let backend = a.backend.unwrap_or_else(Backend::host_default);
+    if backend == Backend::Metal && !cfg!(target_os = "macos") {
+        return Err(user_err("--backend metal needs macOS"));
+    }
+    for f in &a.python_tests {
+        if f.contains('/') || !f.ends_with(".py") {
+            return Err(user_err(format!(
+                "--python-test {f:?}: expected a file name of MLX's python/tests, e.g. test_quantized.py"
+            )));
+        }
+    }
+    let ctx = Ctx::load(g, LockMode::Shared, "test-upstream")?;
+    let deps = test_sources(&ctx)?;
+    let platform = bm::Platform::detect();
+    if a.install_deps {
+        bm::install_deps(&platform, backend)?;
+        install_python_deps(&platform)?;
+    }
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .max(1);
+    let python = python_venv()?;
+    let build = build_tests(&ctx, a, backend, &deps, &python, jobs)?;
+    let policies: &[&'static str] = match a.policy {
+        PolicyArg::Upstream => &["upstream"],
+        PolicyArg::Streamed => &["streamed"],
+        PolicyArg::Both => &["upstream", "streamed"],
+    };
+    let mut results = Vec::new();
+    for &policy in policies {
+        if a.suite != SuiteArg::Python {
+            results.push(run_ctest(&build.build, backend, policy, jobs)?);
+        }
+        if a.suite != SuiteArg::Cpp {
+            for file in &a.python_tests {
+                results.push(run_pytest(&build.src, &python, file, backend, policy)?);
+            }
+        }
+    }
+    print_report(g.json, &results);
+    let failed = results.iter().any(|r| r.failed > 0);
+    Ok(ExitCode::from(u8::from(failed)))
+}
+
+/// The pinned sources the test build needs, exported (cached) for FetchContent.
+struct TestDeps {
+    doctest: PathBuf,
+    nanobind: PathBuf,
+}
+
+fn test_sources(ctx: &Ctx) -> Result<TestDeps> {
+    let up = ctx.upstream();
+    let find = |name: &str| -> Result<&Source> {
+        up.sources.iter().find(|s| s.name == name).ok_or_else(|| {
+            user_err(format!(
+                "{}: no [upstream.{}.sources.{name}]: the upstream's test suites need it pinned \
+                 (see docs/testing.md for the tables to add)",
+                ctx.project.root.join("pins.toml").display(),
+                up.name
+            ))
+        })
+    };
+    let doctest = find("doctest")?;
+    let nanobind = find("nanobind")?;
+    Ok(TestDeps {
+        doctest: crate::sources::cached_source(doctest, &up.sources)?,
+        nanobind: crate::sources::cached_source(nanobind, &up.sources)?,
+    })
+}
+
+/// The CMake options of the test configuration: build-mlx's, with the tests and bindings on.
+fn test_cmake_options(backend: Backend, profile: Profile, gguf: bool) -> Vec<String> {
+    bm::cmake_options(backend, profile, gguf)
+        .into_iter()
+        .map(|d| match d.split_once('=') {
+            Some(("MLX_BUILD_TESTS", _)) => "MLX_BUILD_TESTS=ON".into(),
+            Some(("MLX_BUILD_PYTHON_BINDINGS", _)) => "MLX_BUILD_PYTHON_BINDINGS=ON".into(),
+            _ => d,
+        })
+        .collect()
+}
+
+struct TestBuild {
+    src: PathBuf,
+    build: PathBuf,
+}
+
+/// Materializes the patched tree and builds the targets the chosen suites need, under the
+/// build-mlx cache's layout and lock.
+fn build_tests(
+    ctx: &Ctx,
+    a: &TestUpstreamArgs,
+    backend: Backend,
+    deps: &TestDeps,
+    python: &Path,
+    jobs: usize,
+) -> Result<TestBuild> {
+    let up = ctx.upstream();
+    let gguf = up.fetchcontent.contains_key("gguflib");
+    let material = DirKeyMaterial {
+        upstream: up.name.clone(),
+        pin: up.rev.clone(),
+        backend,
+        profile: Profile::Release,
+        cmake_options: test_cmake_options(backend, Profile::Release, gguf),
+        compiler: bm::compiler_identity()?,
+    };
+    let builds = default_cache_root().join("builds");
+    let root = builds.join(material.dir_key());
+    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    let lock_path = builds.join(format!("{}.lock", material.dir_key()));
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    if let Err(std::fs::TryLockError::WouldBlock) = lock.try_lock() {
+        eprintln!("waiting for another build using {} ...", root.display());
+        lock.lock().context("locking the build directory")?;
+    }
+    let missing = bm::check_deps(&bm::Platform::detect(), backend);
+    if !missing.is_empty() {
+        return Err(user_err(bm::missing_deps_message(
+            &bm::Platform::detect(),
+            backend,
+            &missing,
+        )));
+    }
+    let (src, build) = (root.join("src"), root.join("build"));
+    std::fs::create_dir_all(&src)?;
+    std::fs::create_dir_all(&build)?;
+    eprintln!("materializing {} into {}", up.name, src.display());
+    materialize(ctx, &src, false).context("materializing the patched source tree")?;
+    ctx.unlock();
+
+    let mut defines = material.cmake_options.clone();
+    defines.extend(bm::launcher_defines(backend));
+    defines.extend(bm::fetchcontent_defines(&up.fetchcontent)?);
+    if !up.fetchcontent.contains_key("json") {
+        let dir = bm::system_json_source_dir(&root.join("deps"))?;
+        defines.push(format!("FETCHCONTENT_SOURCE_DIR_JSON={}", dir.display()));
+    }
+    defines.push("FETCHCONTENT_FULLY_DISCONNECTED=ON".into());
+    defines.push(format!(
+        "FETCHCONTENT_SOURCE_DIR_DOCTEST={}",
+        deps.doctest.display()
+    ));
+    defines.push(format!(
+        "FETCHCONTENT_SOURCE_DIR_NANOBIND={}",
+        deps.nanobind.display()
+    ));
+    defines.push(format!("Python_EXECUTABLE={}", python.display()));
+    // The extension lands beside MLX's Python package (git ignores *.so there, so the
+    // materialized tree does not count it as an edit).
+    defines.push(format!(
+        "MLX_PYTHON_BINDINGS_OUTPUT_DIRECTORY={}",
+        src.join("python/mlx").display()
+    ));
+    bm::configure(&src, &build, &defines)?;
+    let targets: &[&str] = match a.suite {
+        SuiteArg::Cpp => &["tests"],
+        SuiteArg::Python => &["core"],
+        SuiteArg::All => &["tests", "core"],
+    };
+    bm::ninja_build_targets(&build, jobs, targets)?;
+    drop(lock);
+    Ok(TestBuild { src, build })
+}
+
+/// Debian packages the Python suite needs beyond build-mlx's (headers for the extension, venv).
+const APT_PYTHON: &[&str] = &["python3-dev", "python3-venv"];
+
+fn python3() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn python_ready() -> bool {
+    let probe = "import sysconfig, os, venv; \
+                 assert os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))";
+    bm::runs(&python3(), &["-c", probe])
+}
+
+fn install_python_deps(platform: &bm::Platform) -> Result<()> {
+    if python_ready() {
+        return Ok(());
+    }
+    if *platform != bm::Platform::Debian || !bm::is_root() {
+        return Err(user_err(format!(
+            "{} lacks its headers (Python.h) or venv; install {} (or set PYTHON to one that has them)",
+            python3(),
+            APT_PYTHON.join(" ")
+        )));
+    }
+    for step in [
+        vec!["apt-get", "update"],
+        [&["apt-get", "install", "-y"][..], APT_PYTHON].concat(),
+    ] {
+        eprintln!("running: {}", step.join(" "));
+        let ok = Command::new(step[0])
+            .args(&step[1..])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(user_err(format!("`{}` failed", step.join(" "))));
+        }
+    }
+    Ok(())
+}
+
+/// `<cache>/venv-tests-<hash>` with the pinned numpy and pytest, keyed by the interpreter and
+/// the requirements; returns its python. Made once (a marker is written last).
+fn python_venv() -> Result<PathBuf> {
+    if !python_ready() {
+        return Err(user_err(format!(
+            "{} lacks its headers (Python.h) or venv: rerun with --install-deps, or install {}",
+            python3(),
+            APT_PYTHON.join(" ")
+        )));
+    }
+    let out = Command::new(python3())
+        .args(["-c", "import sys; print(sys.executable, sys.version)"])
+        .output()
+        .context("running python3")?;
+    let who = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let key = bm::short_hash(&format!("{who}\n{}", PY_REQUIREMENTS.join("\n")));
+    let venv = default_cache_root().join(format!("venv-tests-{key}"));
+    let py = venv.join("bin/python");
+    let marker = venv.join(".xtask-ready");
+    if marker.is_file() {
+        return Ok(py);
+    }
+    eprintln!(
+        "creating {} ({})",
+        venv.display(),
+        PY_REQUIREMENTS.join(" ")
+    );
+    let steps: [Vec<String>; 2] = [
+        vec![
+            python3(),
+            "-m".into(),
+            "venv".into(),
+            "--clear".into(),
+            venv.display().to_string(),
+        ],
+        [
+            vec![py.display().to_string(), "-m".into(), "pip".into()],
+            ["install", "--quiet", "--disable-pip-version-check"]
+                .map(String::from)
+                .to_vec(),
+            PY_REQUIREMENTS.iter().map(|r| r.to_string()).collect(),
+        ]
+        .concat(),
+    ];
+    for step in steps {
+        let out = Command::new(&step[0])
+            .args(&step[1..])
+            .output()
+            .with_context(|| format!("running {}", step[0]))?;
+        if !out.status.success() {
+            return Err(user_err(format!(
+                "`{}` failed:\n{}",
+                step.join(" "),
+                bm::tail_lines(&String::from_utf8_lossy(&out.stderr), 20)
+            )));
+        }
+    }
+    std::fs::write(&marker, PY_REQUIREMENTS.join("\n"))?;
+    Ok(py)
+}
+
+fn with_policy(cmd: &mut Command, policy: &str) {
+    for var in POLICY_ENV {
+        cmd.env(var, policy);
+    }
+}
+
+/// Runs a test command; its combined output, and whether it ran at all.
+fn capture(cmd: &mut Command) -> Result<(String, Option<i32>)> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {:?}", cmd.get_program()))?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Ok((text, out.status.code()))
+}
+
+fn run_ctest(
+    build: &Path,
+    backend: Backend,
+    policy: &'static str,
+    jobs: usize,
+) -> Result<SuiteResult> {
+    eprintln!("running MLX's C++ tests (ctest), policy {policy}");
+    let started = Instant::now();
+    let mut cmd = Command::new("ctest");
+    // `tests` runs the whole binary once more; doctest_discover_tests already gives one ctest
+    // test per test case.
+    cmd.arg("--test-dir")
+        .arg(build)
+        .args(["-E", "^tests$", "--timeout", "600", "-j"])
+        .arg(jobs.to_string());
+    with_policy(&mut cmd, policy);
+    let (text, code) = capture(&mut cmd)?;
+    let outcome = parse_ctest(&text);
+    finish("cpp", backend, policy, started, outcome, &text, code)
+}
+
+fn run_pytest(
+    src: &Path,
+    python: &Path,
+    file: &str,
+    backend: Backend,
+    policy: &'static str,
+) -> Result<SuiteResult> {
+    eprintln!("running MLX's python/tests/{file} (pytest), policy {policy}");
+    let tests = src.join("python/tests");
+    if !tests.join(file).is_file() {
+        return Err(user_err(format!(
+            "--python-test {file}: no such file in the upstream's python/tests"
+        )));
+    }
+    let started = Instant::now();
+    let mut cmd = Command::new(python);
+    cmd.current_dir(&tests)
+        .args(["-m", "pytest", "-v", "-p", "no:cacheprovider", file])
+        .env("PYTHONPATH", src.join("python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    with_policy(&mut cmd, policy);
+    let (text, code) = capture(&mut cmd)?;
+    let outcome = parse_pytest(&text);
+    let name = format!("python:{}", file.trim_end_matches(".py"));
+    finish(&name, backend, policy, started, outcome, &text, code)
+}
+
+/// A result, or an error when the runner failed without naming a failed test (a crash, a
+/// collection error, a missing binary): that is never a pass.
+fn finish(
+    suite: &str,
+    backend: Backend,
+    policy: &'static str,
+    started: Instant,
+    o: Outcome,
+    text: &str,
+    code: Option<i32>,
+) -> Result<SuiteResult> {
+    let ran = o.passed.len() + o.failed.len() + o.skips.len();
+    if ran == 0 || (code != Some(0) && o.failed.is_empty()) {
+        return Err(user_err(format!(
+            "{suite} ({policy}): the runner exited with {code:?} and reported {ran} test(s):\n{}",
+            bm::tail_lines(text, 40)
+        )));
+    }
+    Ok(SuiteResult {
+        suite: suite.to_string(),
+        backend: backend.as_str(),
+        policy,
+        passed: o.passed.len(),
+        failed: o.failed.len(),
+        skipped: o.skips.len(),
+        seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        failures: o.failed,
+        skips: o.skips,
+    })
+}
+
+/// ctest's per-test lines: `  3/212 Test   #7: name ....   Passed    0.01 sec`, with
+/// `***Failed`, `***Exception: ...`, `***Timeout`, `***Skipped`, `***Not Run ...` otherwise.
+pub fn parse_ctest(text: &str) -> Outcome {
+    let mut o = Outcome::default();
+    for line in text.lines() {
+        let Some(rest) = line.split_once(" Test ").map(|(_, r)| r.trim_start()) else {
+            continue;
+        };
+        let Some((num, rest)) = rest.split_once(": ") else {
+            continue;
+        };
+        if !num.starts_with('#') {
+            continue;
+        }
+        let Some(cut) = rest.find(" ...").or_else(|| rest.find(" ***")) else {
+            continue;
+        };
+        let name = rest[..cut].trim().to_string();
+        let status = rest[cut..].trim_start_matches([' ', '.']).trim();
+        if status.starts_with("Passed") {
+            o.passed.push(name);
+        } else if let Some(r) = status
+            .strip_prefix("***Skipped")
+            .or_else(|| status.strip_prefix("***Not Run"))
+        {
+            let reason = r.split(" sec").next().unwrap_or("").trim();
+            o.skips.push(Skip {
+                name,
+                reason: reason
+                    .trim_end_matches(|c: char| c.is_ascii_digit() || c == '.')
+                    .trim()
+                    .to_string(),
+            });
+        } else if status.starts_with("***") {
+            o.failed.push(name);
+        }
+    }
+    o
+}
+
+/// pytest -v lines: `test_x.py::Class::test_y PASSED [ 5%]`, `... SKIPPED (reason) [ 7%]`,
+/// `FAILED`, `ERROR`, `XFAIL`/`XPASS`.
+pub fn parse_pytest(text: &str) -> Outcome {
+    let mut o = Outcome::default();
+    for line in text.lines() {
+        let Some((name, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        if !name.contains("::") || name.starts_with("FAILED") || name.starts_with("ERROR") {
+            continue;
+        }
+        let rest = rest.trim();
+        let word = rest.split_whitespace().next().unwrap_or("");
+        match word {
+            "PASSED" | "XFAIL" => o.passed.push(name.to_string()),
+            "FAILED" | "ERROR" | "XPASS" => o.failed.push(name.to_string()),
+            "SKIPPED" => {
+                let reason = rest["SKIPPED".len()..].trim();
+                let reason = reason.rsplit_once(" [").map_or(reason, |(r, _)| r).trim();
+                let reason = reason.strip_prefix('(').and_then(|r| r.strip_suffix(')'));
+                o.skips.push(Skip {
+                    name: name.to_string(),
+                    reason: reason.unwrap_or("").to_string(),
+                });
+            }
+            _ => {}
+        }
+    }
+    o
+}
+
+fn print_report(json: bool, results: &[SuiteResult]) {
+    if json {
+        let doc = serde_json::json!({ "schema": 1, "suites": results });
+        println!("{doc}");
+        return;
+    }
+    println!(
+        "{:<24} {:<8} {:<9} {:>7} {:>7} {:>8} {:>8}",
+        "suite", "backend", "policy", "passed", "failed", "skipped", "seconds"
+    );
+    let mut notes = String::new();
+    for r in results {
+        println!(
+            "{:<24} {:<8} {:<9} {:>7} {:>7} {:>8} {:>8.1}",
+            r.suite, r.backend, r.policy, r.passed, r.failed, r.skipped, r.seconds
+        );
+        for f in &r.failures {
+            let _ = writeln!(notes, "FAILED  {} ({}): {f}", r.suite, r.policy);
+        }
+        for s in &r.skips {
+            let _ = writeln!(
+                notes,
+                "skipped {} ({}): {} — {}",
+                r.suite, r.policy, s.name, s.reason
+            );
+        }
+    }
+    print!("{notes}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctest_lines_parse_into_outcomes() {
+        let text = "\
+Test project /b
+      Start  1: array: test array basics
+ 1/4 Test  #1: array: test array basics .........   Passed    0.01 sec
+ 2/4 Test  #2: ops: test quantize ..............***Failed    0.20 sec
+ 3/4 Test  #3: gpu: test a.b ...................***Skipped   0.00 sec
+ 4/4 Test  #4: crash ...........................***Exception: SegFault  0.10 sec
+
+75% tests passed, 1 tests failed out of 4
+";
+        let o = parse_ctest(text);
+        assert_eq!(o.passed, ["array: test array basics"]);
+        assert_eq!(o.failed, ["ops: test quantize", "crash"]);
+        assert_eq!(o.skips.len(), 1);
+        assert_eq!(o.skips[0].name, "gpu: test a.b");
+    }
+
+    #[test]
+    fn pytest_lines_parse_into_outcomes() {
+        let text = "\
+test_quantized.py::TestQuantized::test_qmm PASSED                         [ 25%]
+test_quantized.py::TestQuantized::test_qmv FAILED                         [ 50%]
+test_quantized.py::TestQuantized::test_fp SKIPPED (Not implemented on CPU) [ 75%]
+test_quantized.py::TestQuantized::test_x ERROR                            [100%]
+FAILED test_quantized.py::TestQuantized::test_qmv - AssertionError
+";
+        let o = parse_pytest(text);
+        assert_eq!(o.passed, ["test_quantized.py::TestQuantized::test_qmm"]);
+        assert_eq!(
+            o.failed,
+            [
+                "test_quantized.py::TestQuantized::test_qmv",
+                "test_quantized.py::TestQuantized::test_x"
+            ]
+        );
+        assert_eq!(
+            o.skips,
+            [Skip {
+                name: "test_quantized.py::TestQuantized::test_fp".into(),
+                reason: "Not implemented on CPU".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn test_configuration_turns_tests_and_bindings_on_and_keys_apart() {
+        let opts = test_cmake_options(Backend::Cpu, Profile::Release, false);
+        assert!(opts.contains(&"MLX_BUILD_TESTS=ON".to_string()));
+        assert!(opts.contains(&"MLX_BUILD_PYTHON_BINDINGS=ON".to_string()));
+        let plain = bm::cmake_options(Backend::Cpu, Profile::Release, false);
+        assert_eq!(opts.len(), plain.len());
+        assert_ne!(opts, plain);
+    }
+}
