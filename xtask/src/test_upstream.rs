@@ -278,6 +278,24 @@ fn build_tests(
         "FETCHCONTENT_SOURCE_DIR_NANOBIND={}",
         deps.nanobind.display()
     ));
+    // The backend's own pinned sources (CUDA: CCCL, CUTLASS, cuDNN frontend, NVTX, json), as the
+    // bundle hands them over: nothing is fetched at build time.
+    for s in up.sources.iter().filter(|s| {
+        !s.tests && (s.backends.is_empty() || s.backends.iter().any(|b| b == backend.as_str()))
+    }) {
+        let dir = crate::sources::cached_source(s, &up.sources)?;
+        defines.retain(|d| {
+            !d.starts_with(&format!(
+                "FETCHCONTENT_SOURCE_DIR_{}=",
+                s.name.to_ascii_uppercase()
+            ))
+        });
+        defines.push(format!(
+            "FETCHCONTENT_SOURCE_DIR_{}={}",
+            s.name.to_ascii_uppercase(),
+            dir.display()
+        ));
+    }
     defines.push(format!("Python_EXECUTABLE={}", python.display()));
     // The extension lands beside MLX's Python package (git ignores *.so there, so the
     // materialized tree does not count it as an edit).
@@ -425,7 +443,10 @@ fn capture(cmd: &mut Command) -> Result<(String, Option<i32>)> {
 
 /// Test cases of features this build leaves out: (ctest name regex, when it applies, reason).
 /// They are not run, and every report lists each one by name with the reason.
-const LEFT_OUT: &[(&str, fn(&Features) -> bool, &str)] = &[(
+/// (ctest name regex, whether the build lacks the feature, reason).
+type LeftOut = (&'static str, fn(&Features) -> bool, &'static str);
+
+const LEFT_OUT: &[LeftOut] = &[(
     "gguf",
     |f| !f.gguf,
     "MLX_BUILD_GGUF=OFF: gguflib is not built (build-mlx builds it only when pins.toml's \
@@ -463,16 +484,26 @@ fn run_ctest(
     // One test at a time: MLX's test cases share temporary file names (export_import_tests.cpp
     // writes every model to `<tmp>/model.mlxfn`), as they were written for one doctest process;
     // ctest -j2 made them fail at random (docs/testing.md, "Findings").
-    let mut cmd = Command::new("ctest");
-    cmd.arg("--test-dir")
-        .arg(build)
-        .args(["-E", &exclude.join("|"), "--timeout", "600"]);
-    let tmp = with_policy(&mut cmd, policy)?;
+    let (mut cmd, tmp) = ctest_command(build, &exclude, policy)?;
     let (text, code) = capture(&mut cmd)?;
     drop(tmp);
     let mut outcome = parse_ctest(&text);
     outcome.skips.extend(skips);
     finish("cpp", backend, policy, started, outcome, &text, code)
+}
+
+/// ctest, serial, with the policy and a TMPDIR of its own (dropped with the guard).
+fn ctest_command(
+    build: &Path,
+    exclude: &[String],
+    policy: &str,
+) -> Result<(Command, tempfile::TempDir)> {
+    let mut cmd = Command::new("ctest");
+    cmd.arg("--test-dir")
+        .arg(build)
+        .args(["-E", &exclude.join("|"), "--timeout", "600"]);
+    let tmp = with_policy(&mut cmd, policy)?;
+    Ok((cmd, tmp))
 }
 
 /// The names of the ctest tests matching `regex` (`ctest -N`: `  Test  #12: name`).
@@ -679,6 +710,37 @@ Test project /b
         assert_eq!(o.failed, ["ops: test quantize", "crash"]);
         assert_eq!(o.skips.len(), 1);
         assert_eq!(o.skips[0].name, "gpu: test a.b");
+    }
+
+    /// MLX's C++ cases share temporary file names: ctest must run them one at a time, each run
+    /// in a TMPDIR of its own (under -j2 the export cases failed at random; docs/testing.md).
+    #[test]
+    fn ctest_runs_serially_in_a_private_tmpdir() {
+        let exclude = ["^tests$".to_string()];
+        let (a, ta) = ctest_command(Path::new("/b"), &exclude, "upstream").unwrap();
+        let (b, tb) = ctest_command(Path::new("/b"), &exclude, "upstream").unwrap();
+        let args: Vec<_> = a
+            .get_args()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !args
+                .iter()
+                .any(|x| x.starts_with("-j") || x.starts_with("--parallel")),
+            "{args:?}"
+        );
+        let tmpdir = |c: &Command| {
+            c.get_envs()
+                .find(|(k, _)| *k == "TMPDIR")
+                .and_then(|(_, v)| v.map(Path::new).map(Path::to_path_buf))
+        };
+        assert_eq!(tmpdir(&a).as_deref(), Some(ta.path()));
+        assert_eq!(tmpdir(&b).as_deref(), Some(tb.path()));
+        assert_ne!(ta.path(), tb.path());
+        assert!(
+            a.get_envs()
+                .any(|(k, v)| k == "MLX_CPU_QMM_T_POLICY" && v == Some("upstream".as_ref()))
+        );
     }
 
     #[test]
