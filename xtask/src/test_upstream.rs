@@ -151,7 +151,7 @@ fn run_inner(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
     let python = python_venv()?;
     let build = build_tests(&ctx, a, backend, &deps, &python, jobs)?;
     let features = Features {
-        gguf: ctx.upstream().fetchcontent.contains_key("gguflib"),
+        gguf: has_gguf(&ctx),
     };
     let policies: &[&'static str] = match a.policy {
         PolicyArg::Upstream => &["upstream"],
@@ -228,7 +228,7 @@ fn build_tests(
     jobs: usize,
 ) -> Result<TestBuild> {
     let up = ctx.upstream();
-    let gguf = up.fetchcontent.contains_key("gguflib");
+    let gguf = has_gguf(ctx);
     let material = DirKeyMaterial {
         upstream: up.name.clone(),
         pin: up.rev.clone(),
@@ -295,6 +295,14 @@ fn build_tests(
             s.name.to_ascii_uppercase(),
             dir.display()
         ));
+    }
+    if let Some(g) = up
+        .sources
+        .iter()
+        .find(|s| s.name == "gguflib" && !up.fetchcontent.contains_key("gguflib"))
+    {
+        let dir = crate::sources::cached_source(g, &up.sources)?;
+        defines.push(format!("FETCHCONTENT_SOURCE_DIR_GGUFLIB={}", dir.display()));
     }
     defines.push(format!("Python_EXECUTABLE={}", python.display()));
     // The extension lands beside MLX's Python package (git ignores *.so there, so the
@@ -452,6 +460,13 @@ const LEFT_OUT: &[LeftOut] = &[(
     "MLX_BUILD_GGUF=OFF: gguflib is not built (build-mlx builds it only when pins.toml's \
      fetchcontent names a gguflib checkout), so load_gguf/save_gguf only throw",
 )];
+
+/// Whether the test build compiles gguflib: pins.toml's fetchcontent names a checkout (as for
+/// build-mlx) or a pinned `gguflib` source.
+fn has_gguf(ctx: &Ctx) -> bool {
+    let up = ctx.upstream();
+    up.fetchcontent.contains_key("gguflib") || up.sources.iter().any(|s| s.name == "gguflib")
+}
 
 /// What the test build compiled in.
 pub struct Features {
