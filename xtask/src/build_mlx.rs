@@ -159,7 +159,7 @@ pub struct BuildInfo {
 
 /// A failure the user can act on: printed as-is, exit code 2.
 #[derive(Debug)]
-struct UserError(String);
+pub(crate) struct UserError(pub String);
 
 impl std::fmt::Display for UserError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -169,7 +169,7 @@ impl std::fmt::Display for UserError {
 
 impl std::error::Error for UserError {}
 
-fn user_err(msg: impl Into<String>) -> anyhow::Error {
+pub(crate) fn user_err(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UserError(msg.into()))
 }
 
@@ -202,13 +202,13 @@ pub fn run(
 
 /// Everything that decides the build directory's content except the overlay series.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct DirKeyMaterial {
-    upstream: String,
-    pin: String,
-    backend: Backend,
-    profile: Profile,
-    cmake_options: Vec<String>,
-    compiler: String,
+pub(crate) struct DirKeyMaterial {
+    pub upstream: String,
+    pub pin: String,
+    pub backend: Backend,
+    pub profile: Profile,
+    pub cmake_options: Vec<String>,
+    pub compiler: String,
 }
 
 impl DirKeyMaterial {
@@ -228,7 +228,7 @@ impl DirKeyMaterial {
         s
     }
 
-    fn dir_key(&self) -> String {
+    pub(crate) fn dir_key(&self) -> String {
         short_hash(&self.canonical())
     }
 }
@@ -252,7 +252,7 @@ impl Stamp {
     }
 }
 
-fn short_hash(s: &str) -> String {
+pub(crate) fn short_hash(s: &str) -> String {
     let d = Sha256::digest(s.as_bytes());
     d.iter().take(10).map(|b| format!("{b:02x}")).collect()
 }
@@ -322,7 +322,7 @@ pub fn fetchcontent_defines(fc: &BTreeMap<String, String>) -> Result<Vec<String>
 }
 
 /// Compiler identity for the dir key: the `CXX`/`CC` choice and `--version` output.
-fn compiler_identity() -> Result<String> {
+pub(crate) fn compiler_identity() -> Result<String> {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let out = Command::new(&cxx).arg("--version").output().map_err(|e| {
         user_err(format!(
@@ -761,7 +761,7 @@ fn link_lib_for(item: &str) -> (Option<String>, Option<PathBuf>) {
 
 /// Compiler launcher: sccache wins when `RUSTC_WRAPPER`/`SCCACHE_*` shows the user set it up
 /// (remote cache for teams), else ccache, else none.
-fn launcher_defines(backend: Backend) -> Vec<String> {
+pub(crate) fn launcher_defines(backend: Backend) -> Vec<String> {
     let want_sccache = std::env::vars()
         .any(|(k, v)| k.starts_with("SCCACHE_") || (k == "RUSTC_WRAPPER" && v.contains("sccache")));
     let launcher = if want_sccache && runs("sccache", &["--version"]) {
@@ -790,7 +790,7 @@ fn launcher_defines(backend: Backend) -> Vec<String> {
     v
 }
 
-fn runs(program: &str, args: &[&str]) -> bool {
+pub(crate) fn runs(program: &str, args: &[&str]) -> bool {
     Command::new(program)
         .args(args)
         .stdout(Stdio::null())
@@ -803,7 +803,7 @@ fn runs(program: &str, args: &[&str]) -> bool {
 /// as an include dir (sources say `#include <json.hpp>`). With no network we hand FetchContent a
 /// directory holding just that header, forwarding to the system nlohmann-json. It has no
 /// CMakeLists.txt, so FetchContent_MakeAvailable only populates it.
-fn system_json_source_dir(deps: &Path) -> Result<PathBuf> {
+pub(crate) fn system_json_source_dir(deps: &Path) -> Result<PathBuf> {
     let header = find_header("nlohmann/json.hpp")
         .ok_or_else(|| user_err("nlohmann/json.hpp not found (install nlohmann-json)"))?;
     let dir = deps.join("json");
@@ -871,7 +871,12 @@ fn in_build(cmd: &mut Command, lock: &std::fs::File) {
     let _ = (cmd, lock);
 }
 
-fn configure(src: &Path, build: &Path, defines: &[String], lock: &std::fs::File) -> Result<()> {
+pub(crate) fn configure(
+    src: &Path,
+    build: &Path,
+    defines: &[String],
+    lock: &std::fs::File,
+) -> Result<()> {
     let mut cmd = Command::new("cmake");
     cmd.arg("-S")
         .arg(src)
@@ -922,7 +927,7 @@ fn render_command(cmd: &Command) -> String {
     s
 }
 
-fn tail_lines(s: &str, n: usize) -> String {
+pub(crate) fn tail_lines(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
@@ -983,12 +988,23 @@ fn ninja_program(build: &Path) -> PathBuf {
 }
 
 fn ninja_build(build: &Path, jobs: usize, lock: &std::fs::File) -> Result<()> {
+    ninja_build_targets(build, jobs, &[], lock)
+}
+
+/// Builds `targets` (all when empty) with a progress bar; a failure shows Ninja's excerpt.
+pub(crate) fn ninja_build_targets(
+    build: &Path,
+    jobs: usize,
+    targets: &[&str],
+    lock: &std::fs::File,
+) -> Result<()> {
     // Ninja itself rather than `cmake --build`, which only runs it (`ninja -j N` in the tree):
     // the process that owns the tree's state is then the one that gets SIGTERM if build-mlx
     // dies, and it stops its jobs (see `in_build`).
     let mut cmd = Command::new(ninja_program(build));
     cmd.arg("-C")
         .arg(build)
+        .args(targets)
         .arg("-j")
         .arg(jobs.to_string())
         .envs(ccache_env(build))
@@ -1076,14 +1092,14 @@ fn cmake_install(build: &Path, lock: &std::fs::File) -> Result<()> {
 // Dependencies
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Platform {
+pub(crate) enum Platform {
     Debian,
     MacOs,
     Other,
 }
 
 impl Platform {
-    fn detect() -> Self {
+    pub(crate) fn detect() -> Self {
         if cfg!(target_os = "macos") {
             return Platform::MacOs;
         }
@@ -1110,7 +1126,7 @@ fn is_debian_like(os_release: &str) -> bool {
 
 /// A missing build dependency, named as the user would look for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dep {
+pub(crate) enum Dep {
     Cmake,
     Ninja,
     Cxx,
@@ -1170,7 +1186,7 @@ fn include_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-fn find_header(rel: &str) -> Option<PathBuf> {
+pub(crate) fn find_header(rel: &str) -> Option<PathBuf> {
     include_dirs()
         .into_iter()
         .map(|d| d.join(rel))
@@ -1226,7 +1242,7 @@ fn parse_cmake_version(text: &str) -> Option<(u32, u32)> {
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
-fn check_deps(platform: &Platform, backend: Backend) -> Vec<Dep> {
+pub(crate) fn check_deps(platform: &Platform, backend: Backend) -> Vec<Dep> {
     let mut missing = Vec::new();
     if !cmake_version_ok() {
         missing.push(Dep::Cmake);
@@ -1301,14 +1317,18 @@ fn install_command(platform: &Platform, root: bool) -> Option<String> {
     }
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-fn missing_deps_message(platform: &Platform, backend: Backend, missing: &[Dep]) -> String {
+pub(crate) fn missing_deps_message(
+    platform: &Platform,
+    backend: Backend,
+    missing: &[Dep],
+) -> String {
     let mut s = String::from("missing build dependencies for MLX:\n");
     for d in missing {
         let _ = writeln!(s, "  - {}", d.describe());
@@ -1342,7 +1362,7 @@ fn missing_deps_message(platform: &Platform, backend: Backend, missing: &[Dep]) 
     s.trim_end().to_string()
 }
 
-fn install_deps(platform: &Platform, backend: Backend) -> Result<()> {
+pub(crate) fn install_deps(platform: &Platform, backend: Backend) -> Result<()> {
     let missing = check_deps(platform, backend);
     if missing.is_empty() {
         eprintln!("build dependencies already installed");

@@ -17,12 +17,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use overlay::manifest::Source;
-use overlay::upstream::{UpstreamRepo, default_cache_root};
 use serde::Serialize;
 
 use crate::build_mlx::{Backend, BuildMlxArgs};
 use crate::commands::{Ctx, materialize};
-use crate::progress::Progress;
 
 /// The folder every bundle unpacks to.
 pub const BUNDLE_DIR: &str = "mlx-cuda-bundle";
@@ -88,7 +86,7 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
     let sources: Vec<&Source> = up
         .sources
         .iter()
-        .filter(|s| s.backends.is_empty() || s.backends.iter().any(|b| b == "cuda"))
+        .filter(|s| !s.tests && (s.backends.is_empty() || s.backends.iter().any(|b| b == "cuda")))
         .collect();
     let parent = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -105,7 +103,8 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
     materialize(ctx, &root.join("mlx"), false)?;
     let mut entries = Vec::new();
     for s in &sources {
-        let files = export_source(s, &root.join("deps").join(&s.name))?;
+        let files =
+            crate::sources::export_source(s, &up.sources, &root.join("deps").join(&s.name))?;
         entries.push(SourceEntry {
             name: s.name.clone(),
             url: s.url.clone(),
@@ -142,96 +141,6 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
         bytes,
         manifest,
     })
-}
-
-/// Exports a pinned source's `paths` (in its layout) into `dest`; returns the file count.
-fn export_source(s: &Source, dest: &Path) -> Result<usize> {
-    let mut bar = Progress::new(&format!("fetching {}", s.name));
-    let repo = UpstreamRepo::open(
-        &default_cache_root(),
-        &format!("source-{}", s.name),
-        &s.url,
-        &s.rev,
-        &mut |p| bar.update(p.received_objects as u64, p.total_objects as u64),
-    )?;
-    bar.finish();
-    let git = repo.repo();
-    let tree = git
-        .find_commit(repo.resolve(&s.rev)?)
-        .and_then(|c| c.tree())
-        .with_context(|| format!("{}: commit {} has no tree", s.url, s.rev))?;
-    let mut files = 0;
-    let mut failure = None;
-    tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
-        let path = format!("{dir}{}", entry.name().unwrap_or(""));
-        if entry.kind() != Some(git2::ObjectType::Blob) || !selected(s, &path) {
-            return git2::TreeWalkResult::Ok;
-        }
-        let Some(rel) = layout_path(s.layout.as_deref(), &path) else {
-            return git2::TreeWalkResult::Ok;
-        };
-        match write_blob(git, entry, &dest.join(rel)) {
-            Ok(()) => files += 1,
-            Err(e) => {
-                failure = Some(e);
-                return git2::TreeWalkResult::Abort;
-            }
-        }
-        git2::TreeWalkResult::Ok
-    })
-    .ok();
-    if let Some(e) = failure {
-        return Err(e.context(format!("exporting {} at {}", s.name, s.rev)));
-    }
-    if files == 0 {
-        bail!(
-            "pins.toml:{}: source {} exports no file at {} (check its paths)",
-            s.line,
-            s.name,
-            s.rev
-        );
-    }
-    Ok(files)
-}
-
-fn selected(s: &Source, path: &str) -> bool {
-    s.paths.is_empty()
-        || s.paths.iter().any(|p| {
-            path == p
-                || (path.starts_with(p.as_str()) && path.as_bytes().get(p.len()) == Some(&b'/'))
-        })
-}
-
-/// Where a repository path lands in the exported source.
-pub fn layout_path(layout: Option<&str>, path: &str) -> Option<String> {
-    match layout {
-        None => Some(path.to_string()),
-        // CCCL's release archives: include/{cuda,nv,cub,thrust} (what MLX's FetchContent URL holds).
-        Some("cccl-release") => path
-            .strip_prefix("libcudacxx/include/")
-            .map(|r| format!("include/{r}"))
-            .or_else(|| path.strip_prefix("cub/").map(|r| format!("include/{r}")))
-            .or_else(|| path.strip_prefix("thrust/").map(|r| format!("include/{r}"))),
-        Some(_) => None,
-    }
-}
-
-fn write_blob(git: &git2::Repository, entry: &git2::TreeEntry, to: &Path) -> Result<()> {
-    let blob = git.find_blob(entry.id())?;
-    if let Some(dir) = to.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    if entry.filemode() == 0o120000 {
-        let target = String::from_utf8_lossy(blob.content()).into_owned();
-        std::os::unix::fs::symlink(target, to)?;
-        return Ok(());
-    }
-    std::fs::write(to, blob.content())?;
-    if entry.filemode() == 0o100755 {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755))?;
-    }
-    Ok(())
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
@@ -275,31 +184,4 @@ fn archive(root: &Path, tmp: &Path, out: &Path) -> Result<u64> {
     file.sync_all()?;
     std::fs::rename(tmp, out).with_context(|| format!("{}: cannot write", out.display()))?;
     Ok(std::fs::metadata(out)?.len())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::layout_path;
-
-    #[test]
-    fn cccl_release_layout_is_include_of_the_three_projects() {
-        let l = Some("cccl-release");
-        assert_eq!(
-            layout_path(l, "libcudacxx/include/cuda/std/array").as_deref(),
-            Some("include/cuda/std/array")
-        );
-        assert_eq!(
-            layout_path(l, "cub/cub/cub.cuh").as_deref(),
-            Some("include/cub/cub.cuh")
-        );
-        assert_eq!(
-            layout_path(l, "thrust/thrust/version.h").as_deref(),
-            Some("include/thrust/version.h")
-        );
-        assert_eq!(layout_path(l, "README.md"), None);
-        assert_eq!(
-            layout_path(None, "c/CMakeLists.txt").as_deref(),
-            Some("c/CMakeLists.txt")
-        );
-    }
 }

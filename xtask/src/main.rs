@@ -12,6 +12,8 @@ mod diffgit;
 mod fuzz;
 mod metal_sim;
 mod progress;
+mod sources;
+mod test_upstream;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,6 +82,8 @@ enum Cmd {
     Bench(bench::Bench),
     /// Build the patched upstream (CMake + Ninja), cached by content outside the checkout
     BuildMlx(build_mlx::BuildMlxArgs),
+    /// Run the upstream's own test suites (C++ via ctest, Python via pytest) on the patched tree under each policy
+    TestUpstream(test_upstream::TestUpstreamArgs),
     /// Run MLX's quantized mat-vec kernels on the CPU emulator and check identity claims
     MetalSim(metal_sim::MetalSimArgs),
     /// Classify every overlay against another upstream commit (clean, moved, context-drift, upstreamed, conflict)
@@ -115,6 +119,7 @@ fn main() -> ExitCode {
         Cmd::Bench(b) => bench::run(&cli.global, b),
         Cmd::ExportUpstream(a) => commands::export_upstream(&cli.global, a),
         Cmd::BuildMlx(a) => commands::build_mlx(&cli.global, a),
+        Cmd::TestUpstream(a) => test_upstream::run(&cli.global, a),
         Cmd::MetalSim(a) => metal_sim::run(a, &cli.global),
         Cmd::Fuzz(a) => fuzz::run(&cli.global, a),
         Cmd::Diffgit(a) => diffgit::run(&cli.global, a),

@@ -178,3 +178,63 @@ fn the_switch_selects_the_kernel_and_both_agree() {
     let flat = bits_of(&case.matmul(&x_array(&xs, 5, k, Dtype::Float32)));
     assert_eq!(&out[..5 * n], flat.as_slice());
 }
+
+/// Set in the child processes of `the_environment_sets_the_starting_policy`.
+const CHILD: &str = "MLX_SYS_POLICY_CHILD";
+
+/// Runs in a child process only: reports the starting policy the library read from
+/// MLX_CPU_QMM_T_POLICY (the parent checks it).
+#[test]
+fn policy_child_reports_the_starting_policy() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    println!(
+        "starting-policy-streamed={}",
+        qmm_policy::streamed().unwrap()
+    );
+}
+
+/// MLX_CPU_QMM_T_POLICY picks the starting policy of a process (what `cargo xtask test-upstream`
+/// uses to run MLX's own suites under each policy), and an unknown value stops the process with
+/// a message instead of running either kernel.
+#[test]
+fn the_environment_sets_the_starting_policy() {
+    require_policy();
+    let child = |value: Option<&str>| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "policy_child_reports_the_starting_policy",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1");
+        match value {
+            Some(v) => cmd.env("MLX_CPU_QMM_T_POLICY", v),
+            None => cmd.env_remove("MLX_CPU_QMM_T_POLICY"),
+        };
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    for (value, want) in [
+        (None, true),
+        (Some("streamed"), true),
+        (Some("upstream"), false),
+    ] {
+        let (ok, text) = child(value);
+        assert!(ok, "{value:?}: {text}");
+        assert!(
+            text.contains(&format!("starting-policy-streamed={want}")),
+            "{value:?}: {text}"
+        );
+    }
+    let (ok, text) = child(Some("fast"));
+    assert!(!ok, "an unknown policy must stop the process: {text}");
+    assert!(
+        text.contains("MLX_CPU_QMM_T_POLICY must be streamed or upstream, got 'fast'"),
+        "{text}"
+    );
+}

@@ -49,6 +49,12 @@ pub struct Source {
     pub layout: Option<String>,
     /// Backends whose build needs it (all when empty), e.g. `["cuda"]`.
     pub backends: Vec<String>,
+    /// Needed only by the upstream's own test suites (`cargo xtask test-upstream`): `build-mlx`
+    /// and the CUDA bundle leave it out.
+    pub tests: bool,
+    /// Git submodules of this source filled from another pinned source: path inside this
+    /// source -> that source's name (e.g. nanobind's `ext/robin_map` -> `robin_map`).
+    pub submodules: BTreeMap<String, String>,
     /// 1-based line of the table, for messages.
     #[serde(skip)]
     pub line: usize,
@@ -95,6 +101,10 @@ struct RawSource {
     layout: Option<Spanned<String>>,
     #[serde(default)]
     backends: Vec<String>,
+    #[serde(default)]
+    tests: bool,
+    #[serde(default)]
+    submodules: BTreeMap<String, Spanned<String>>,
 }
 
 /// The transport of git's `<transport>::<address>` form (ext::, fd::, any git-remote-<name>): such
@@ -179,13 +189,15 @@ fn parse_source(
     }
     let url = checked_url(&raw.url, &err)?;
     let rev = checked_rev(&raw.rev, &err, "put the tag in `tag`")?;
+    let inside = |p: &str| {
+        let rel = Path::new(p);
+        !p.is_empty()
+            && !rel.is_absolute()
+            && rel.components().all(|c| matches!(c, Component::Normal(_)))
+    };
     let mut paths = Vec::new();
     for p in raw.paths {
-        let rel = Path::new(p.get_ref());
-        let bad = p.get_ref().is_empty()
-            || rel.is_absolute()
-            || rel.components().any(|c| !matches!(c, Component::Normal(_)));
-        if bad {
+        if !inside(p.get_ref()) {
             return Err(err(
                 p.span(),
                 "paths",
@@ -208,6 +220,17 @@ fn parse_source(
         }
         l => l.map(Spanned::into_inner),
     };
+    let mut submodules = BTreeMap::new();
+    for (at, name) in raw.submodules {
+        if !inside(&at) {
+            return Err(err(
+                name.span(),
+                "submodules",
+                format!("expected a path inside the repository, found {at:?}"),
+            ));
+        }
+        submodules.insert(at, name.into_inner());
+    }
     Ok(Source {
         name: dep,
         url,
@@ -216,8 +239,38 @@ fn parse_source(
         paths,
         layout,
         backends: raw.backends,
+        tests: raw.tests,
+        submodules,
         line,
     })
+}
+
+/// Every submodule names another source of the same upstream, and none names its own table.
+fn check_submodules(path: &Path, up: &str, sources: &[Source]) -> Result<()> {
+    for s in sources {
+        for (at, name) in &s.submodules {
+            if name == &s.name || !sources.iter().any(|o| &o.name == name) {
+                let known: Vec<&str> = sources
+                    .iter()
+                    .filter(|o| o.name != s.name)
+                    .map(|o| o.name.as_str())
+                    .collect();
+                return Err(Error::input(
+                    path,
+                    Some(s.line),
+                    format!(
+                        "upstream.{up}.sources.{}.submodules: {at:?} names {name:?}, which is not another source",
+                        s.name
+                    ),
+                )
+                .with_help(format!(
+                    "add [upstream.{up}.sources.{name}] or name one of: {}",
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -305,6 +358,7 @@ impl Pins {
                 .into_iter()
                 .map(|(dep, t)| parse_source(path, text, &name, dep, t))
                 .collect::<Result<Vec<_>>>()?;
+            check_submodules(path, &name, &sources)?;
             upstreams.push(Upstream {
                 name,
                 url,
@@ -444,6 +498,56 @@ layout = "cccl-release"
         assert_eq!(s[1].backends, ["cuda"]);
         assert_eq!(s[0].layout.as_deref(), Some("cccl-release"));
         assert_eq!(s[1].line, 7);
+    }
+
+    const TEST_SOURCES: &str = r#"
+[upstream.a]
+url = "/srv/a.git"
+rev = "1111111111111111111111111111111111111111"
+overlays = "overlays/a"
+
+[upstream.a.sources.nanobind]
+url = "https://example.com/nanobind"
+rev = "2222222222222222222222222222222222222222"
+submodules = { "ext/robin_map" = "robin_map" }
+tests = true
+
+[upstream.a.sources.robin_map]
+url = "https://example.com/robin-map"
+rev = "3333333333333333333333333333333333333333"
+tests = true
+"#;
+
+    #[test]
+    fn test_sources_carry_their_submodules() {
+        let pins = parse(TEST_SOURCES).unwrap();
+        let s = &pins.upstreams[0].sources;
+        assert!(s.iter().all(|s| s.tests));
+        assert_eq!(s[0].name, "nanobind");
+        assert_eq!(
+            s[0].submodules.get("ext/robin_map").map(String::as_str),
+            Some("robin_map")
+        );
+        assert!(!parse(SOURCES).unwrap().upstreams[0].sources[0].tests);
+    }
+
+    #[test]
+    fn bad_submodules_name_their_line() {
+        let unknown = TEST_SOURCES.replace("= \"robin_map\" }", "= \"robinmap\" }");
+        expect_test::expect![[r#"
+            pins.toml:7: upstream.a.sources.nanobind.submodules: "ext/robin_map" names "robinmap", which is not another source
+              help: add [upstream.a.sources.robinmap] or name one of: robin_map"#]]
+        .assert_eq(&err(&unknown));
+        let itself = TEST_SOURCES.replace("= \"robin_map\" }", "= \"nanobind\" }");
+        assert!(err(&itself).contains("names \"nanobind\", which is not another source"));
+        let escape = TEST_SOURCES.replace("\"ext/robin_map\" =", "\"../x\" =");
+        assert!(
+            err(&escape).starts_with("pins.toml:10: upstream.a.sources.nanobind.submodules:"),
+            "{}",
+            err(&escape)
+        );
+        let typo = TEST_SOURCES.replace("tests = true", "tests = \"yes\"");
+        assert!(err(&typo).starts_with("pins.toml:11"), "{}", err(&typo));
     }
 
     #[test]

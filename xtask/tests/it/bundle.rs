@@ -29,10 +29,20 @@ fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
     std::fs::write(dep.join("include/dep.h"), "#define DEP 2\n").unwrap();
     let v1 = f.git(&dep, &["rev-parse", "HEAD"]);
     f.git(&dep, &["commit", "-q", "-am", "later"]);
+    // Its submodule, pinned as a source of its own that only the test suites need: it fills
+    // dep's ext/sub and gets no deps/ folder of its own.
+    let sub = f.t().join("sub");
+    std::fs::create_dir_all(sub.join("include")).unwrap();
+    std::fs::write(sub.join("include/sub.h"), "#define SUB 1\n").unwrap();
+    f.git(&sub, &["init", "-q"]);
+    f.git(&sub, &["add", "-A"]);
+    f.git(&sub, &["commit", "-q", "-m", "sub"]);
+    let sub_rev = f.git(&sub, &["rev-parse", "HEAD"]);
     let mut pins = std::fs::read_to_string(f.root.join("pins.toml")).unwrap();
     pins.push_str(&format!(
-        "\n[upstream.up.sources.dep]\nurl = \"{}\"\nrev = \"{v1}\"\ntag = \"v1\"\npaths = [\"include\"]\nbackends = [\"cuda\"]\n",
-        dep.display()
+        "\n[upstream.up.sources.dep]\nurl = \"{}\"\nrev = \"{v1}\"\ntag = \"v1\"\npaths = [\"include\"]\nbackends = [\"cuda\"]\nsubmodules = {{ \"ext/sub\" = \"sub\" }}\n\n[upstream.up.sources.sub]\nurl = \"{}\"\nrev = \"{sub_rev}\"\ntests = true\n",
+        dep.display(),
+        sub.display()
     ));
     std::fs::write(f.root.join("pins.toml"), pins).unwrap();
     std::fs::create_dir_all(f.root.join("cuda/bundle")).unwrap();
@@ -63,6 +73,14 @@ fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
     assert_eq!(f.read(b.join("mlx/src/lib.c")), "int a;\nlong b;\n");
     assert_eq!(f.read(b.join("deps/dep/include/dep.h")), "#define DEP 1\n");
     assert!(!b.join("deps/dep/docs").exists());
+    assert_eq!(
+        f.read(b.join("deps/dep/ext/sub/include/sub.h")),
+        "#define SUB 1\n"
+    );
+    assert!(
+        !b.join("deps/sub").exists(),
+        "a tests-only source is not in the bundle"
+    );
     assert_eq!(f.read(b.join("cuda/bundle/build.sh")), "echo build\n");
     let defines = f.read(b.join("cmake-defines.txt"));
     assert!(
@@ -74,7 +92,8 @@ fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
     assert_eq!(manifest["schema"], 1);
     assert_eq!(manifest["pin"], f.pin.as_str());
     assert_eq!(manifest["sources"][0]["rev"], v1.as_str());
-    assert_eq!(manifest["sources"][0]["files"], 1);
+    assert_eq!(manifest["sources"][0]["files"], 2);
+    assert_eq!(manifest["sources"].as_array().unwrap().len(), 1);
 }
 
 /// `--bundle` is for the CUDA backend; anything else is refused and writes nothing.

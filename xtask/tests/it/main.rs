@@ -18,4 +18,5 @@ mod refresh;
 mod render;
 mod reports;
 mod safety;
+mod test_upstream;
 mod upstream_mlx;
