@@ -581,6 +581,8 @@ pub struct Guidance {
     pub renames: BTreeMap<String, String>,
 }
 
+// Over a screen long: the per-overlay loop (resolution, merge, rewrite, review stop) is to be
+// split with the bump state machine's move into the engine (issue 16).
 /// [`bump`] with drift's review list and upstream's renames.
 #[allow(clippy::too_many_arguments)]
 pub fn bump_guided(

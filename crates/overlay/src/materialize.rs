@@ -305,6 +305,8 @@ fn unlink_symlinked_parents(dir: &Path, p: &str) -> Result<()> {
     Ok(())
 }
 
+// Over a screen long: staging, journaling and the final rename are one ordered sequence that the
+// SIGKILL-at-every-write sweep checks as a whole; splitting it is part of issue 16.
 /// Writes `tree` into `dir`. Refuses (nothing changed) when `dir` holds edits, unless `force`.
 pub fn write_tree(
     dir: &Path,

@@ -113,6 +113,9 @@ fn symlink_on_the_way(dir: &Path, f: &str) -> Option<std::path::PathBuf> {
     None
 }
 
+// Over a screen long (about 500 lines): its phases (lineage, attribution, restaging, rebuild,
+// verification) are to become functions of their own, planning on a disk snapshot, in the
+// architecture work (issue 16); until then the integration laws and the interrupt sweep guard it.
 /// Computes the refresh; nothing is written until [`commit`].
 pub fn plan(
     base: &Tree,
