@@ -1800,6 +1800,11 @@ pub struct ExportArgs {
 }
 
 fn run_git(dir: &Path, args: &[&str]) -> Result<String> {
+    Ok(git_output(dir, args)?.trim().to_string())
+}
+
+/// `git ARGS` in `dir`: its stdout as it is, or its stderr in the error.
+pub fn git_output(dir: &Path, args: &[&str]) -> Result<String> {
     let out = std::process::Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -1812,7 +1817,7 @@ fn run_git(dir: &Path, args: &[&str]) -> Result<String> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The measured numbers an overlay's message points at: the first table of each `docs/*.md` it names.

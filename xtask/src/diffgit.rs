@@ -195,19 +195,7 @@ fn path_str(p: &Path) -> &str {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .context("running git")?;
-    if !out.status.success() {
-        bail!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    crate::commands::git_output(dir, args)
 }
 
 /// `git format-patch -1 C` with the trailer every overlay carries; None for a merge.
