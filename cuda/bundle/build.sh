@@ -3,7 +3,9 @@
 # cmake-defines.txt (written by `cargo xtask build-mlx --backend cuda --bundle`), Ninja, install.
 #
 #   env: CUDA_ARCH (default 90a), JOBS (default: all cores), BUILD_DIR, INSTALL_DIR (default:
-#   build/ and install/ in the bundle), CUDNN_ROOT (default: the Python venv's nvidia/cudnn)
+#   build/ and install/ in the bundle), CUDNN_ROOT (default: the Python venv's nvidia/cudnn),
+#   PYTHON_BINDINGS=1 (a bundle made with --bundle-python: also MLX's Python extension, written
+#   into mlx/python/mlx for cuda/bundle/test-python.sh; python3 is the interpreter it is built for)
 set -euo pipefail
 bundle=$(cd "$(dirname "$0")/../.." && pwd)
 arch=${CUDA_ARCH:-90a}
@@ -15,6 +17,14 @@ while IFS= read -r d; do
   d=${d//@BUNDLE@/$bundle}
   defs+=("-D${d//@CUDA_ARCH@/$arch}")
 done < "$bundle/cmake-defines.txt"
+if [ "${PYTHON_BINDINGS:-0}" = 1 ]; then
+  [ -f "$bundle/cmake-defines-python.txt" ] || {
+    echo "this bundle has no Python bindings: make it with --bundle-python" >&2; exit 2; }
+  while IFS= read -r d; do
+    [ -n "$d" ] && defs+=("-D${d//@BUNDLE@/$bundle}")
+  done < "$bundle/cmake-defines-python.txt"
+  defs+=("-DPython_EXECUTABLE=$(command -v python3)")
+fi
 cudnn=${CUDNN_ROOT:-$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)}
 if [ -n "$cudnn" ]; then
   defs+=("-DCUDNN_INCLUDE_PATH=$cudnn/include" "-DCUDNN_LIBRARY_PATH=$cudnn/lib")

@@ -132,6 +132,10 @@ pub struct BuildMlxArgs {
     /// sources, CMake definitions, scripts) to FILE (.tar.gz); `--backend cuda` only
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
+    /// With `--bundle`: also MLX's Python bindings (pinned nanobind) and what
+    /// `cuda/bundle/test-python.sh` needs to run MLX's Python tests on the GPU machine
+    #[arg(long, requires = "bundle")]
+    pub bundle_python: bool,
 }
 
 /// `<workspace>/target/mlx/build-info.json`: the contract with `crates/mlx-sys/build.rs`.

@@ -2032,6 +2032,7 @@ fn build_export(
         jobs: None,
         install_deps: false,
         bundle: None,
+        bundle_python: false,
     };
     let source = crate::build_mlx::SourceInfo {
         // Same Ninja tree as the fork's own build when onto is the pin: only what differs recompiles.

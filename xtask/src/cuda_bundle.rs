@@ -25,6 +25,22 @@ use crate::commands::{Ctx, materialize};
 /// The folder every bundle unpacks to.
 pub const BUNDLE_DIR: &str = "mlx-cuda-bundle";
 
+/// The test-only sources `--bundle-python` adds (nanobind's `ext/robin_map` submodule is filled
+/// from the robin_map source, as for every submodule).
+const PYTHON_SOURCES: &[&str] = &["nanobind"];
+
+/// `cmake-defines-python.txt`, which `build.sh` adds when `PYTHON_BINDINGS=1`: the bindings on
+/// (as `test-upstream` builds them), no stubs (stubgen would import the module at build time), the
+/// extension beside MLX's Python package, and `no-lto.cmake`: the GPU image's GCC has no
+/// `lto-wrapper`, and nanobind links its module with LTO in Release builds.
+const PYTHON_DEFINES: &[&str] = &[
+    "MLX_BUILD_PYTHON_BINDINGS=ON",
+    "MLX_BUILD_PYTHON_STUBS=OFF",
+    "FETCHCONTENT_SOURCE_DIR_NANOBIND=@BUNDLE@/deps/nanobind",
+    "MLX_PYTHON_BINDINGS_OUTPUT_DIRECTORY=@BUNDLE@/mlx/python/mlx",
+    "CMAKE_PROJECT_mlx_INCLUDE=@BUNDLE@/cuda/bundle/no-lto.cmake",
+];
+
 /// `bundle.json`.
 #[derive(Debug, Serialize)]
 pub struct Manifest {
@@ -86,7 +102,10 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
     let sources: Vec<&Source> = up
         .sources
         .iter()
-        .filter(|s| !s.tests && (s.backends.is_empty() || s.backends.iter().any(|b| b == "cuda")))
+        .filter(|s| {
+            let for_cuda = s.backends.is_empty() || s.backends.iter().any(|b| b == "cuda");
+            for_cuda && (!s.tests || (args.bundle_python && PYTHON_SOURCES.contains(&&*s.name)))
+        })
         .collect();
     let parent = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -125,12 +144,26 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
         series_hash: series.content_hash(),
         overlays: series.overlays.iter().map(|o| o.name.clone()).collect(),
         sources: entries,
-        cmake_defines: cmake_defines(args, &sources),
+        // The Python sources' definitions are in cmake-defines-python.txt.
+        cmake_defines: cmake_defines(
+            args,
+            &sources
+                .iter()
+                .copied()
+                .filter(|s| !s.tests)
+                .collect::<Vec<_>>(),
+        ),
     };
     std::fs::write(
         root.join("cmake-defines.txt"),
         manifest.cmake_defines.join("\n") + "\n",
     )?;
+    if args.bundle_python {
+        std::fs::write(
+            root.join("cmake-defines-python.txt"),
+            PYTHON_DEFINES.join("\n") + "\n",
+        )?;
+    }
     std::fs::write(
         root.join("bundle.json"),
         serde_json::to_string_pretty(&manifest)? + "\n",

@@ -113,3 +113,82 @@ fn bundle_needs_the_cuda_backend() {
     assert!(out.stderr.contains("--backend cuda"), "{}", out.stderr);
     assert!(!archive.exists());
 }
+
+/// `--bundle-python` adds the pinned nanobind (its submodule filled) and the Python definitions,
+/// and no other tests-only source; without it neither is there.
+#[test]
+fn bundle_python_adds_nanobind_and_the_python_defines() {
+    let f = Fixture::new(&[("src/lib.c", "int a;\n")]);
+    let mut pins = std::fs::read_to_string(f.root.join("pins.toml")).unwrap();
+    for (name, file, extra) in [
+        (
+            "nanobind",
+            "src/nb.cpp",
+            "submodules = { \"ext/robin_map\" = \"robin_map\" }\n",
+        ),
+        ("robin_map", "include/tsl.h", ""),
+        ("doctest", "doctest/doctest.h", ""),
+    ] {
+        let dir = f.t().join(name);
+        std::fs::create_dir_all(dir.join(file).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(file), format!("// {name}\n")).unwrap();
+        f.git(&dir, &["init", "-q"]);
+        f.git(&dir, &["add", "-A"]);
+        f.git(&dir, &["commit", "-q", "-m", name]);
+        let rev = f.git(&dir, &["rev-parse", "HEAD"]);
+        pins.push_str(&format!(
+            "\n[upstream.up.sources.{name}]\nurl = \"{}\"\nrev = \"{rev}\"\n{extra}tests = true\n",
+            dir.display()
+        ));
+    }
+    std::fs::write(f.root.join("pins.toml"), pins).unwrap();
+    let unpack = |archive: &std::path::Path, to: &str| {
+        let dir = f.t().join(to);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = Command::new("tar")
+            .arg("-xzf")
+            .arg(archive)
+            .arg("-C")
+            .arg(&dir)
+            .status();
+        assert!(ok.unwrap().success());
+        dir.join("mlx-cuda-bundle")
+    };
+    let with = f.t().join("with.tar.gz");
+    let args = [
+        "build-mlx",
+        "--backend",
+        "cuda",
+        "--bundle",
+        with.to_str().unwrap(),
+    ];
+    f.xtask(&[&args[..], &["--bundle-python"]].concat()).ok();
+    let b = unpack(&with, "with");
+    assert_eq!(f.read(b.join("deps/nanobind/src/nb.cpp")), "// nanobind\n");
+    assert_eq!(
+        f.read(b.join("deps/nanobind/ext/robin_map/include/tsl.h")),
+        "// robin_map\n"
+    );
+    assert!(!b.join("deps/doctest").exists() && !b.join("deps/robin_map").exists());
+    let py = f.read(b.join("cmake-defines-python.txt"));
+    assert!(py.contains("MLX_BUILD_PYTHON_BINDINGS=ON\n"), "{py}");
+    assert!(
+        py.contains("FETCHCONTENT_SOURCE_DIR_NANOBIND=@BUNDLE@/deps/nanobind\n"),
+        "{py}"
+    );
+    let main = f.read(b.join("cmake-defines.txt"));
+    assert!(!main.contains("NANOBIND"), "{main}");
+
+    let without = f.t().join("without.tar.gz");
+    f.xtask(&[
+        "build-mlx",
+        "--backend",
+        "cuda",
+        "--bundle",
+        without.to_str().unwrap(),
+    ])
+    .ok();
+    let b = unpack(&without, "without");
+    assert!(!b.join("deps/nanobind").exists());
+    assert!(!b.join("cmake-defines-python.txt").exists());
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# MLX's own Python tests against the CUDA build of a bundle made with --bundle-python and built
+# with PYTHON_BINDINGS=1 (build.sh), under one policy of overlay 0007.
+#
+#   test-python.sh POLICY OUTDIR [pytest args...]
+#     POLICY: upstream | streamed (MLX_CUDA_QMV_BATCH_POLICY)
+#     writes OUTDIR/pytest-POLICY.log (pytest -v) and OUTDIR/pytest-POLICY.xml (JUnit)
+#   env: TEST_FILE (default test_quantized.py), TEST_SELECT (pytest -k expression; default below),
+#   TEST_WORKERS (xdist, default 4), TEST_TIMEOUT (seconds per test, default 300), MLX_PTX_CACHE_DIR (kept per policy
+#   under OUTDIR's parent unless set)
+set -uo pipefail
+bundle=$(cd "$(dirname "$0")/../.." && pwd)
+policy=${1:?policy: upstream or streamed}
+out=${2:?output folder}
+shift 2
+case "$policy" in upstream|streamed) ;; *) echo "policy: upstream or streamed, not $policy" >&2; exit 2;; esac
+ls "$bundle"/mlx/python/mlx/core*.so > /dev/null 2>&1 || {
+  echo "no mlx.core extension in $bundle/mlx/python/mlx: build with PYTHON_BINDINGS=1" >&2; exit 2; }
+mkdir -p "$out"
+# MLX's NVRTC JIT looks for its headers in <folder of the binary holding MLX>/../include: with the
+# static library linked into mlx/python/mlx/core*.so, that is mlx/python/include.
+[ -e "$bundle/mlx/python/include" ] || ln -s ../../install/include "$bundle/mlx/python/include"
+cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+export LD_LIBRARY_PATH=${cudnn:+$cudnn/lib:}${LD_LIBRARY_PATH:-}
+export MLX_CUDA_QMV_BATCH_POLICY=$policy
+export MLX_PTX_CACHE_DIR=${MLX_PTX_CACHE_DIR:-$(dirname "$out")/ptx-$policy}
+export PYTHONPATH=$bundle/mlx/python PYTHONDONTWRITEBYTECODE=1 COLUMNS=200
+# gather_*, qmm_non_transposed and qvm: their first-use NVRTC compiles of CUTLASS kernels take
+# longer than a GPU command may run (each over 300 s, measured on the H200).
+DEFAULT_SELECT='not gather and not qmm_non_transposed and not (qvm and not splitk and not fp)'
+cd "$bundle/mlx/python/tests"
+# Four xdist workers: a test that crashes its process is reported as failed (the worker is replaced)
+# instead of ending the run.
+# No plugin autoloading: one of the GPU image's pytest plugins (not identified; plain unittest and
+# pytest without them pass) makes every C++ exception MLX throws a segmentation fault.
+export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
+python3 -m pytest -v -p no:cacheprovider -p xdist -p timeout -n "${TEST_WORKERS:-4}" --timeout "${TEST_TIMEOUT:-300}" \
+  -k "${TEST_SELECT:-$DEFAULT_SELECT}" --durations=0 --junitxml "$out/pytest-$policy.xml" \
+  "${TEST_FILE:-test_quantized.py}" "$@" > "$out/pytest-$policy.log" 2>&1
+rc=$?
+tail -3 "$out/pytest-$policy.log"
+exit $rc
