@@ -228,7 +228,11 @@ pub fn instantiations(pre: &str, want: &dyn Fn(&str) -> bool) -> Vec<(String, St
         if !want(name) {
             continue;
         }
-        let Some(rest) = rest.trim_start_matches(")]]").trim().strip_prefix("kernel ") else {
+        let Some(rest) = rest
+            .trim_start()
+            .strip_prefix(")]]")
+            .and_then(|r| r.trim().strip_prefix("kernel "))
+        else {
             continue;
         };
         // TYPE EXPR; — EXPR starts after the typedef name.

@@ -109,3 +109,42 @@ fn tier3_mul_mv_matches_cpu_and_float64() {
         assert!(f(v, "max_rel_ref") < 1e-5, "{v}");
     }
 }
+
+fn assert_product(v: &Value) {
+    no_error(v);
+    assert!(u(v, "outputs") > 0, "{v}");
+    assert_eq!(u(v, "unwritten"), 0, "{v}");
+    assert!(f(v, "nmse_cpu") < NMSE_MAX, "{v}");
+    assert!(f(v, "max_rel_ref") < 1e-5, "{v}");
+}
+
+/// Tier (iii), mat-mat: kernel_mul_mm_tq1_0_f32 launched as
+/// ggml_metal_op_mul_mat does for ne11 > 8 (4 simdgroups, threadgroup
+/// memory, barriers, simdgroup 8x8 matrices): full tiles, partial tiles
+/// (the bounds-checked store through threadgroup memory), multi-block rows.
+#[test]
+fn tier3_mul_mm_matches_cpu_and_float64() {
+    let out = run(&["mul_mm 21 64 256 32", "mul_mm 22 72 512 9", "mul_mm 23 128 1024 40"]);
+    for v in &out {
+        assert_product(v);
+        assert!(u(v, "barriers") > 0, "{v}");
+    }
+}
+
+/// Tier (iii), MUL_MAT_ID: fewer experts used than available, so a wrong
+/// per-expert base offset reads another expert's rows; multi-block rows
+/// (k = 512..1024). Mat-vec below 32 tokens (kernel_mul_mv_id_tq1_0_f32,
+/// single-token included), map0 + kernel_mul_mm_id_tq1_0_f32 from 32.
+#[test]
+fn tier3_mul_mat_id_matches_cpu_and_float64() {
+    let out = run(&[
+        "mul_mv_id 31 8 2 3 16 512",
+        "mul_mv_id 32 4 2 1 32 1024",
+        "mul_mv_id 33 6 4 5 24 768",
+        "mul_mm_id 41 4 2 32 64 512",
+        "mul_mm_id 42 8 4 33 72 768",
+    ]);
+    for v in &out {
+        assert_product(v);
+    }
+}

@@ -238,7 +238,10 @@ struct Refs {
   std::vector<float> w;      // rows x k
   std::vector<uint8_t> y8;   // q8_K of each y row
   size_t q8_row;
-  Refs(const std::vector<uint8_t>& wq, size_t rows, const std::vector<float>& y, size_t yrows, int k_) : k(k_) {
+  bool half_y;               // the kernel rounds src1 to half (mat-mat tiles)
+  Refs(const std::vector<uint8_t>& wq, size_t rows, const std::vector<float>& y, size_t yrows, int k_,
+       bool half_y_ = false)
+      : k(k_), half_y(half_y_) {
     const size_t nb01 = (k / 256) * kBlock;
     w.resize(rows * k);
     for (size_t i = 0; i < rows; i++) dequantize_row_tq1_0(wq.data() + i * nb01, w.data() + i * k, k);
@@ -249,8 +252,9 @@ struct Refs {
   void expect(const std::vector<uint8_t>& wq, size_t wrow, const std::vector<float>& y, size_t yrow, float got, Cmp& c) const {
     double ref = 0, mag = 0;
     for (int e = 0; e < k; e++) {
-      ref += double(w[wrow * k + e]) * y[yrow * k + e];
-      mag += std::fabs(double(w[wrow * k + e]) * y[yrow * k + e]);
+      double yv = half_y ? double(float(half(y[yrow * k + e]))) : double(y[yrow * k + e]);
+      ref += double(w[wrow * k + e]) * yv;
+      mag += std::fabs(double(w[wrow * k + e]) * yv);
     }
     float cpu = 0;
     const size_t nb01 = (k / 256) * kBlock;
@@ -274,7 +278,7 @@ void req_mul(bool mm, uint64_t seed, int n, int k, int m) {
   auto wq = quantized_rows(r, n, k);
   auto y = random_floats(r, size_t(m) * k);
   std::vector<float> dst(size_t(m) * n + 64, NAN);
-  Refs refs(wq, n, y, m, k);
+  Refs refs(wq, n, y, m, k, mm);
   const uint64_t nb01 = (k / 256) * kBlock;
   std::string err;
   uint64_t barriers = 0;
@@ -326,6 +330,114 @@ void req_mul(bool mm, uint64_t seed, int n, int k, int m) {
   c.print(mm ? "mul_mm" : "mul_mv", err, x.str());
 }
 
+
+// ---------------------------------------------------------------------------
+// MUL_MAT_ID, as ggml_metal_op_mul_mat_id launches it: mat-vec per (expert
+// slot, token) for ne21 < 32 tokens, else map0 (token lists per expert) then
+// the mat-mat kernel per expert. NEXP experts, NUSED < NEXP used per token
+// (distinct, random), src1 with ne11 = NUSED rows per token.
+using mul_mv_id_fn = void(ggml_metal_kargs_mul_mv_id&, const char*, const char*, char*, const char*, char*, uint3,
+                          ushort, ushort, ushort);
+using map0_fn = void(ggml_metal_kargs_mul_mm_id_map0&, const char*, char*, char*, char*, ushort, ushort);
+using mul_mm_id_fn = void(ggml_metal_kargs_mul_mm_id&, const char*, const char*, const char*, const char*, char*,
+                          char*, uint3, ushort, ushort, ushort);
+
+struct IdCase {
+  int nexp, nused, ntok, n, k;
+  std::vector<uint8_t> wq;   // nexp x n rows
+  std::vector<float> y;      // ntok x nused rows
+  std::vector<int32_t> ids;  // ntok x nused
+  uint64_t nb01;
+  IdCase(uint64_t seed, int nexp_, int nused_, int ntok_, int n_, int k_)
+      : nexp(nexp_), nused(nused_), ntok(ntok_), n(n_), k(k_) {
+    Rng r{seed};
+    wq = quantized_rows(r, size_t(nexp) * n, k);
+    y = random_floats(r, size_t(ntok) * nused * k);
+    for (int t = 0; t < ntok; t++) {
+      std::vector<int32_t> pool(nexp);
+      for (int e = 0; e < nexp; e++) pool[e] = e;
+      for (int e = 0; e < nused; e++) {
+        std::swap(pool[e], pool[e + r.below(nexp - e)]);
+        ids.push_back(pool[e]);
+      }
+    }
+    nb01 = (k / 256) * kBlock;
+  }
+  void check(const std::vector<float>& dst, Cmp& c, bool half_y) const {
+    Refs refs(wq, size_t(nexp) * n, y, size_t(ntok) * nused, k, half_y);
+    for (int t = 0; t < ntok; t++)
+      for (int e = 0; e < nused; e++)
+        for (int i = 0; i < n; i++) {
+          size_t wrow = size_t(ids[t * nused + e]) * n + i;
+          refs.expect(wq, wrow, y, size_t(t) * nused + e, dst[(size_t(t) * nused + e) * n + i], c);
+        }
+  }
+};
+
+void req_mul_mv_id(uint64_t seed, int nexp, int nused, int ntok, int n, int k) {
+  IdCase c(seed, nexp, nused, ntok, n, k);
+  std::vector<float> dst(size_t(ntok) * nused * n + 64, NAN);
+  ggml_metal_kargs_mul_mv_id a{};
+  a.nei0 = nused; a.nei1 = ntok; a.nbi1 = 4 * nused;
+  a.ne00 = k; a.ne01 = n; a.ne02 = nexp; a.nb00 = kBlock; a.nb01 = c.nb01; a.nb02 = c.nb01 * n;
+  a.ne10 = k; a.ne11 = nused; a.ne12 = ntok; a.ne13 = 1;
+  a.nb10 = 4; a.nb11 = 4 * k; a.nb12 = a.nb11 * nused;
+  a.ne0 = n; a.ne1 = nused; a.nb1 = 4 * n; a.nr0 = N_R0_TQ1_0;
+  const int nsg = N_SG_TQ1_0, nr0 = N_R0_TQ1_0;
+  msim::set_fc<short>(FC_MUL_MV + 0, nsg);
+  msim::set_fc<short>(FC_MUL_MV + 2, 1);
+  msim::set_fc<short>(FC_MUL_MV + 3, 1);
+  msim::set_fc<short>(FC_MUL_MV + 4, 1);
+  auto* f = msim::kernel_by_name<mul_mv_id_fn>("kernel_mul_mv_id_tq1_0_f32");
+  Launch l{{uint32_t((n + nr0 * nsg - 1) / (nr0 * nsg)), 1, uint32_t(nused * ntok)}, {32, uint32_t(nsg), 1}};
+  std::string err = msim::tg::launch(l, [&](const ThreadIds& t) {
+    f(a, reinterpret_cast<const char*>(c.wq.data()), reinterpret_cast<const char*>(c.y.data()),
+      reinterpret_cast<char*>(dst.data()), reinterpret_cast<const char*>(c.ids.data()), t.shmem, t.tgpig, t.tiitg,
+      t.tiisg, t.sgitg);
+  });
+  Cmp cmp;
+  c.check(dst, cmp, false);
+  for (size_t i = size_t(ntok) * nused * n; i < dst.size(); i++)
+    if (!std::isnan(dst[i]) && err.empty()) err = "write past the output";
+  cmp.print("mul_mv_id", err, ",\"kernel\":\"kernel_mul_mv_id_tq1_0_f32\"");
+}
+
+void req_mul_mm_id(uint64_t seed, int nexp, int nused, int ntok, int n, int k) {
+  IdCase c(seed, nexp, nused, ntok, n, k);
+  std::vector<float> dst(size_t(ntok) * nused * n + 64, NAN);
+  std::vector<uint32_t> tpe(nexp, 0xdeadbeefu);
+  std::vector<int32_t> hids(size_t(nexp) * ntok, -1);
+  ggml_metal_kargs_mul_mm_id_map0 m0{};
+  m0.ne02 = nexp; m0.ne10 = k; m0.ne11 = nused; m0.nb11 = 4 * k; m0.nb12 = 4 * k * nused;
+  m0.ne21 = ntok; m0.ne20 = nused; m0.nb21 = 4 * nused;
+  auto* fm = msim::kernel_by_name<map0_fn>("kernel_mul_mm_id_map0_ne20_" + std::to_string(nused));
+  uint64_t barriers = 0;
+  std::string err = msim::tg::launch(Launch{{1, 1, 1}, {uint32_t(nexp), 1, 1}, size_t(nexp) * nused * 2}, [&](const ThreadIds& t) {
+    fm(m0, reinterpret_cast<const char*>(c.ids.data()), reinterpret_cast<char*>(tpe.data()),
+       reinterpret_cast<char*>(hids.data()), t.shmem, t.tpitg.x, t.ntg.x);
+  }, &barriers);
+  ggml_metal_kargs_mul_mm_id a{};
+  a.ne00 = k; a.ne02 = nexp; a.nb01 = c.nb01; a.nb02 = c.nb01 * n; a.nb03 = a.nb02 * nexp;
+  a.ne11 = nused; a.nb10 = 4; a.nb11 = 4 * k; a.nb12 = a.nb11 * nused; a.nb13 = a.nb12 * ntok;
+  a.ne20 = nused; a.ne21 = ntok; a.ne0 = n; a.ne1 = nused; a.r2 = 1; a.r3 = 1;
+  msim::set_fc<bool>(FC_MUL_MM + 0, k % 32 != 0);
+  auto* f = msim::kernel_by_name<mul_mm_id_fn>("kernel_mul_mm_id_tq1_0_f32");
+  Launch l{{uint32_t((ntok + 31) / 32), uint32_t((n + 63) / 64), uint32_t(nexp)}, {128, 1, 1}, 8192};
+  if (err.empty()) {
+    err = msim::tg::launch(l, [&](const ThreadIds& t) {
+      f(a, reinterpret_cast<const char*>(c.wq.data()), reinterpret_cast<const char*>(c.y.data()),
+        reinterpret_cast<const char*>(tpe.data()), reinterpret_cast<const char*>(hids.data()),
+        reinterpret_cast<char*>(dst.data()), t.shmem, t.tgpig, t.tiitg, t.tiisg, t.sgitg);
+    }, &barriers);
+  }
+  Cmp cmp;
+  c.check(dst, cmp, true);
+  for (size_t i = size_t(ntok) * nused * n; i < dst.size(); i++)
+    if (!std::isnan(dst[i]) && err.empty()) err = "write past the output";
+  std::ostringstream x;
+  x << ",\"kernel\":\"kernel_mul_mm_id_tq1_0_f32\",\"barriers\":" << barriers;
+  cmp.print("mul_mm_id", err, x.str());
+}
 }  // namespace drv
 
 int main() {
@@ -349,6 +461,11 @@ int main() {
       uint64_t s; int n, k, m;
       in >> s >> n >> k >> m;
       drv::req_mul(req == "mul_mm", s, n, k, m);
+    } else if (req == "mul_mv_id" || req == "mul_mm_id") {
+      uint64_t s; int nexp, nused, ntok, n, k;
+      in >> s >> nexp >> nused >> ntok >> n >> k;
+      if (req == "mul_mv_id") drv::req_mul_mv_id(s, nexp, nused, ntok, n, k);
+      else drv::req_mul_mm_id(s, nexp, nused, ntok, n, k);
     } else {
       std::printf("{\"req\":\"%s\",\"error\":\"unknown request\"}\n", req.c_str());
     }
