@@ -59,6 +59,7 @@ fn tier1_dequantize_exhaustive_bitwise() {
     let v = &run(&["deq"])[0];
     assert_eq!(u(v, "compared"), 6 * 256 * 256 * 2);
     assert_eq!(u(v, "mismatches"), 0, "{v}");
+    assert_eq!(u(v, "wrong_digit_pairs"), 0, "{v}");
 }
 
 /// Tier (ii): kernel_get_rows_tq1_0 and kernel_cpy_tq1_0_{f32,f16}, launched
@@ -101,6 +102,8 @@ fn tier3_mul_mv_matches_cpu_and_float64() {
         "mul_mv 12 13 512 1",
         "mul_mv 13 40 768 3",
         "mul_mv 14 32 1024 8",
+        // two passes of the block loop (NBLOCK = 4 blocks per pass)
+        "mul_mv 15 8 2048 1",
     ]);
     for v in &out {
         no_error(v);
@@ -141,10 +144,56 @@ fn tier3_mul_mat_id_matches_cpu_and_float64() {
         "mul_mv_id 31 8 2 3 16 512",
         "mul_mv_id 32 4 2 1 32 1024",
         "mul_mv_id 33 6 4 5 24 768",
+        "mul_mv_id 34 4 2 2 8 2048",
         "mul_mm_id 41 4 2 32 64 512",
         "mul_mm_id 42 8 4 33 72 768",
     ]);
     for v in &out {
         assert_product(v);
+    }
+}
+
+fn run_tree(files: &TreeFiles, reqs: &[&str]) -> Vec<Value> {
+    let bin = ggml::build(files, &compiler()).unwrap().path;
+    let reqs: Vec<String> = reqs.iter().map(|s| s.to_string()).collect();
+    let out = ggml::run(&bin, &reqs).unwrap();
+    for v in &out {
+        println!("{} {v}", files.label);
+    }
+    out
+}
+
+fn perturbed(func: &str, from: &str, to: &str) -> TreeFiles {
+    metal_sim::extract::perturb(patched(), ggml::METAL, func, from, to).unwrap()
+}
+
+/// Power: each tier fails on a kernel with a plausible defect (a textual
+/// edit of the patched source, compiled like the real one).
+/// - the digit decode in half instead of float (the reason it stays float):
+///   tier (i) finds mismatches;
+/// - the qh values transposed in dequantize_tq1_0 (digit and byte swapped):
+///   tiers (i), (ii) and the mat-mat tier (iii) fail;
+/// - a wrong hoisted coefficient in the mat-vec kernel: tier (iii) fails.
+#[test]
+fn tiers_fail_on_defective_kernels() {
+    let half = perturbed(
+        "tq1_0_digit",
+        "return floor(b*(3.0f*p)) - 3.0f*floor(b*p);",
+        "return floor((float)((half)b*(half)(3.0f*p))) - 3.0f*floor((float)((half)b*(half)p));",
+    );
+    let v = &run_tree(&half, &["deq"])[0];
+    assert!(u(v, "mismatches") > 0, "{v}");
+    assert!(u(v, "wrong_digit_pairs") > 0, "{v}");
+
+    let transposed = perturbed("dequantize_tq1_0", "reg_f[n][j] =", "reg_f[j][n] =");
+    let out = run_tree(&transposed, &["deq", "get_rows 1 7 256 5", "mul_mm 21 64 256 32"]);
+    assert!(u(&out[0], "mismatches") > 0, "{}", out[0]);
+    assert!(u(&out[1], "mismatches") > 0, "{}", out[1]);
+    assert!(f(&out[2], "nmse_cpu") > NMSE_MAX, "{}", out[2]);
+
+    let coef = perturbed("kernel_mul_mv_tq1_0_f32_impl", "ca[4] = ya[4];", "ca[4] = ya[3];");
+    let out = run_tree(&coef, &["mul_mv 11 16 256 1", "mul_mv_id 31 8 2 3 16 512"]);
+    for v in &out {
+        assert!(f(v, "nmse_cpu") > NMSE_MAX, "{v}");
     }
 }

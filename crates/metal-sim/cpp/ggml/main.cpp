@@ -88,6 +88,7 @@ void req_deq() {
   const float ds[] = {1.f, -1.f, 0.1f, -3.5f, 6.1035156e-05f, 5.9604645e-08f};
   uint64_t compared = 0, mismatches = 0;
   std::string first;
+  std::vector<char> wrong_pairs(256 * 5, 0);  // (byte, digit) pairs with any wrong value
   for (float dv : ds) {
     for (int b = 0; b < 256; b++) {
       block_tq1_0 blk;
@@ -108,6 +109,8 @@ void req_deq() {
           compared += 2;
           if (f32_bits(got) != f32_bits(w) || hw != hg) {
             mismatches++;
+            int digit = il < 10 ? il / 2 : il < 15 ? il - 10 : e / 4;
+            wrong_pairs[b * 5 + digit] = 1;
             if (first.empty()) {
               std::ostringstream m;
               m << "byte " << b << " d " << dv << " il " << il << " e " << e << ": metal " << got << " cpu " << w;
@@ -118,8 +121,10 @@ void req_deq() {
       }
     }
   }
-  std::printf("{\"req\":\"deq\",\"compared\":%llu,\"mismatches\":%llu,\"first\":\"%s\"}\n",
-              (unsigned long long)compared, (unsigned long long)mismatches, first.c_str());
+  int pairs = 0;
+  for (char w : wrong_pairs) pairs += w;
+  std::printf("{\"req\":\"deq\",\"compared\":%llu,\"mismatches\":%llu,\"wrong_digit_pairs\":%d,\"first\":\"%s\"}\n",
+              (unsigned long long)compared, (unsigned long long)mismatches, pairs, first.c_str());
 }
 
 // ---------------------------------------------------------------------------
