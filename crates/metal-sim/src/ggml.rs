@@ -84,8 +84,8 @@ pub fn from_dir(label: &str, dir: &Path) -> Result<TreeFiles> {
     let mut files = BTreeMap::new();
     for p in WANTED {
         let path = dir.join(p);
-        let text =
-            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
         files.insert(p.to_string(), text);
     }
     Ok(TreeFiles {
@@ -109,14 +109,20 @@ pub fn load_pinned(root: &Path, upstream: &str) -> Result<(TreeFiles, TreeFiles)
             let bytes = tree
                 .bytes(p, &repo)?
                 .with_context(|| format!("{label} tree has no {p}"))?;
-            files.insert(p.to_string(), String::from_utf8(bytes).with_context(|| format!("{p} is not UTF-8"))?);
+            files.insert(
+                p.to_string(),
+                String::from_utf8(bytes).with_context(|| format!("{p} is not UTF-8"))?,
+            );
         }
         Ok(TreeFiles {
             label: label.into(),
             files,
         })
     };
-    Ok((read("patched", &applied.result)?, read("pristine", &applied.base)?))
+    Ok((
+        read("patched", &applied.result)?,
+        read("pristine", &applied.base)?,
+    ))
 }
 
 /// `ggml-metal.metal` through the preprocessor with the tree's headers and an
@@ -200,8 +206,12 @@ pub fn function_constants(pre: &str) -> Result<String> {
     let mut out = String::new();
     for line in pre.lines() {
         let l = line.trim();
-        let Some(rest) = l.strip_prefix("constant ") else { continue };
-        let Some(k) = rest.find("[[function_constant(") else { continue };
+        let Some(rest) = l.strip_prefix("constant ") else {
+            continue;
+        };
+        let Some(k) = rest.find("[[function_constant(") else {
+            continue;
+        };
         let decl: Vec<&str> = rest[..k].split_whitespace().collect();
         let [ty, name] = decl[..] else {
             bail!("unexpected function constant declaration: {l}")
@@ -223,8 +233,12 @@ pub fn instantiations(pre: &str, want: &dyn Fn(&str) -> bool) -> Vec<(String, St
     let mut v = Vec::new();
     for line in pre.lines() {
         let l = line.trim();
-        let Some(rest) = l.strip_prefix("template [[host_name(\"") else { continue };
-        let Some((name, rest)) = rest.split_once('"') else { continue };
+        let Some(rest) = l.strip_prefix("template [[host_name(\"") else {
+            continue;
+        };
+        let Some((name, rest)) = rest.split_once('"') else {
+            continue;
+        };
         if !want(name) {
             continue;
         }
@@ -237,7 +251,9 @@ pub fn instantiations(pre: &str, want: &dyn Fn(&str) -> bool) -> Vec<(String, St
         };
         // TYPE EXPR; — EXPR starts after the typedef name.
         let rest = rest.trim().trim_end_matches(';');
-        let Some((_, expr)) = rest.split_once(char::is_whitespace) else { continue };
+        let Some((_, expr)) = rest.split_once(char::is_whitespace) else {
+            continue;
+        };
         v.push((name.to_string(), expr.trim().to_string()));
     }
     v
@@ -269,7 +285,12 @@ fn header_names(files: &TreeFiles) -> Result<Vec<String>> {
     let mut v = Vec::new();
     for p in [IMPL, COMMON] {
         let text = files.get(p)?;
-        v.extend(overlay::symbols::scan(text).symbols().iter().map(|s| s.name.clone()));
+        v.extend(
+            overlay::symbols::scan(text)
+                .symbols()
+                .iter()
+                .map(|s| s.name.clone()),
+        );
         // `typedef struct { ... } NAME;`
         for part in text.split("} ").skip(1) {
             if let Some(name) = part.split(';').next()
@@ -292,11 +313,21 @@ pub fn common_for_shim(files: &TreeFiles) -> Result<String> {
     let start = text
         .find("#elif defined(GGML_COMMON_DECL_METAL)")
         .with_context(|| format!("{COMMON}: no GGML_COMMON_DECL_METAL branch"))?;
-    let end = start + 10 + text[start + 10..].find("#elif").context("Metal branch end")?;
+    let end = start
+        + 10
+        + text[start + 10..]
+            .find("#elif")
+            .context("Metal branch end")?;
     let branch = &text[start..end];
     let named = branch
-        .replace("#define GGML_COMMON_AGGR_U\n", "#define GGML_COMMON_AGGR_U data\n")
-        .replace("#define GGML_COMMON_AGGR_S\n", "#define GGML_COMMON_AGGR_S data\n");
+        .replace(
+            "#define GGML_COMMON_AGGR_U\n",
+            "#define GGML_COMMON_AGGR_U data\n",
+        )
+        .replace(
+            "#define GGML_COMMON_AGGR_S\n",
+            "#define GGML_COMMON_AGGR_S data\n",
+        );
     if named.matches(" data\n").count() != 2 {
         bail!("{COMMON}: the Metal branch does not define GGML_COMMON_AGGR_U/S as expected");
     }
@@ -316,7 +347,11 @@ pub fn kernel_unit(files: &TreeFiles, pre: &str) -> Result<String> {
     // Local variables of the kernels that share a name with a top-level
     // function of ggml-metal.metal (the closure follows identifiers, not scopes).
     exclude.extend(LOCAL_NAMES.iter().map(|s| s.to_string()));
-    exclude.extend(fc.lines().filter_map(|l| l.split_whitespace().nth(1)).map(|n| n.trim_end_matches("{};").to_string()));
+    exclude.extend(
+        fc.lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .map(|n| n.trim_end_matches("{};").to_string()),
+    );
     let ex: Vec<&str> = exclude.iter().map(String::as_str).collect();
     let a = extract::extract(&tf, &[PRE], KERNEL_ROOTS, &[], &ex)?;
     let mut ex2 = ex.clone();
@@ -332,7 +367,10 @@ pub fn kernel_unit(files: &TreeFiles, pre: &str) -> Result<String> {
         .map(|s| pre[s.span.clone()].to_string())
         .collect();
     if mmv.len() != 2 {
-        bail!("{METAL}: expected the two mmv_fn overloads, found {}", mmv.len());
+        bail!(
+            "{METAL}: expected the two mmv_fn overloads, found {}",
+            mmv.len()
+        );
     }
     let mut glue = String::new();
     for t in ["kernel_mul_mv_disp_t", "kernel_mul_mv2_disp_t"] {
@@ -365,7 +403,10 @@ pub fn kernel_unit(files: &TreeFiles, pre: &str) -> Result<String> {
 /// and the compiler checks the instantiation).
 fn disp_typedef(pre: &str) -> Result<String> {
     let stmt = typedef_stmt(pre, "mul_mv_disp_fn_t")?;
-    let open = stmt.find("mmv_fn<").context("mul_mv_disp_fn_t: no mmv_fn<")? + "mmv_fn<".len();
+    let open = stmt
+        .find("mmv_fn<")
+        .context("mul_mv_disp_fn_t: no mmv_fn<")?
+        + "mmv_fn<".len();
     let close = stmt.rfind(">>").context("mul_mv_disp_fn_t: no >>")?;
     Ok(format!(
         "{}kernel_mul_mv_tq1_0_f32_impl<N_R0_TQ1_0>{}\n",
@@ -420,7 +461,10 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<Built> {
     let dir = compiler.cache_dir(&parts);
     let bin = dir.join("sim");
     if bin.is_file() {
-        return Ok(Built { path: bin, cached: true });
+        return Ok(Built {
+            path: bin,
+            cached: true,
+        });
     }
     let work = dir.with_extension(format!("tmp{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
@@ -434,9 +478,17 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<Built> {
     std::fs::write(work.join("pre.metal"), &pre)?;
     std::fs::write(work.join("unit.cpp"), &unit)?;
     std::fs::write(work.join("ref.c"), &refc)?;
-    let cc = std::env::var("CC").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".into());
+    let cc = std::env::var("CC")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "cc".into());
     let mut c = Command::new(cc);
-    c.args(C_FLAGS).arg("-I").arg(&work).arg("-o").arg(work.join("ref.o")).arg(work.join("ref.c"));
+    c.args(C_FLAGS)
+        .arg("-I")
+        .arg(&work)
+        .arg("-o")
+        .arg(work.join("ref.o"))
+        .arg(work.join("ref.c"));
     run_compiler(c, &work.join("ref.c"))?;
     let mut cxx = compiler.command();
     cxx.args(CXX_FLAGS)
@@ -453,11 +505,17 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<Built> {
     if !bin.is_file() {
         bail!("{}: the compiled binary vanished", bin.display());
     }
-    Ok(Built { path: bin, cached: false })
+    Ok(Built {
+        path: bin,
+        cached: false,
+    })
 }
 
 fn run_compiler(mut c: Command, unit: &Path) -> Result<()> {
-    let out = c.stdin(Stdio::null()).output().context("running the compiler")?;
+    let out = c
+        .stdin(Stdio::null())
+        .output()
+        .context("running the compiler")?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let head: String = err.lines().take(60).collect::<Vec<_>>().join("\n");

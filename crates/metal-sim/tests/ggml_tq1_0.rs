@@ -39,11 +39,13 @@ fn run(reqs: &[&str]) -> Vec<Value> {
 }
 
 fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 fn f(v: &Value, k: &str) -> f64 {
-    v[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v[k].as_f64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 fn no_error(v: &Value) {
@@ -127,7 +129,11 @@ fn assert_product(v: &Value) {
 /// (the bounds-checked store through threadgroup memory), multi-block rows.
 #[test]
 fn tier3_mul_mm_matches_cpu_and_float64() {
-    let out = run(&["mul_mm 21 64 256 32", "mul_mm 22 72 512 9", "mul_mm 23 128 1024 40"]);
+    let out = run(&[
+        "mul_mm 21 64 256 32",
+        "mul_mm 22 72 512 9",
+        "mul_mm 23 128 1024 40",
+    ]);
     for v in &out {
         assert_product(v);
         assert!(u(v, "barriers") > 0, "{v}");
@@ -186,14 +192,50 @@ fn tiers_fail_on_defective_kernels() {
     assert!(u(v, "wrong_digit_pairs") > 0, "{v}");
 
     let transposed = perturbed("dequantize_tq1_0", "reg_f[n][j] =", "reg_f[j][n] =");
-    let out = run_tree(&transposed, &["deq", "get_rows 1 7 256 5", "mul_mm 21 64 256 32"]);
+    let out = run_tree(
+        &transposed,
+        &["deq", "get_rows 1 7 256 5", "mul_mm 21 64 256 32"],
+    );
     assert!(u(&out[0], "mismatches") > 0, "{}", out[0]);
     assert!(u(&out[1], "mismatches") > 0, "{}", out[1]);
     assert!(f(&out[2], "nmse_cpu") > NMSE_MAX, "{}", out[2]);
 
-    let coef = perturbed("kernel_mul_mv_tq1_0_f32_impl", "ca[4] = ya[4];", "ca[4] = ya[3];");
+    let coef = perturbed(
+        "kernel_mul_mv_tq1_0_f32_impl",
+        "ca[4] = ya[4];",
+        "ca[4] = ya[3];",
+    );
     let out = run_tree(&coef, &["mul_mv 11 16 256 1", "mul_mv_id 31 8 2 3 16 512"]);
     for v in &out {
         assert!(f(v, "nmse_cpu") > NMSE_MAX, "{v}");
     }
+}
+
+/// The launches above take nr0/nsg from N_R0_TQ1_0 / N_SG_TQ1_0 (the tree's
+/// ggml-metal-impl.h); both dispatch switches of ggml-metal-device.cpp
+/// (mul_mv and mul_mv_id) must name exactly those for TQ1_0, or the Mac
+/// would launch a different grid than the one verified here.
+#[test]
+fn dispatch_uses_the_verified_nr0_nsg() {
+    let dev = patched().get(ggml::DEVICE).unwrap();
+    let cases: Vec<&str> = dev.split("case GGML_TYPE_TQ1_0:").skip(1).collect();
+    assert_eq!(
+        cases.len(),
+        2,
+        "expected TQ1_0 in the mul_mv and mul_mv_id switches"
+    );
+    for c in cases {
+        let body = &c[..c.find("} break;").unwrap()];
+        assert!(body.contains("nsg = N_SG_TQ1_0;"), "{body}");
+        assert!(body.contains("nr0 = N_R0_TQ1_0;"), "{body}");
+        assert!(!body.contains("smem"), "{body}");
+    }
+    let pristine = ggml::load_pinned(workspace(), "ggml").unwrap().1;
+    assert!(
+        !pristine
+            .get(ggml::DEVICE)
+            .unwrap()
+            .contains("GGML_TYPE_TQ1_0")
+    );
+    assert!(!pristine.get(ggml::METAL).unwrap().contains("tq1_0"));
 }
