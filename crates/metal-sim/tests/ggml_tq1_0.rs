@@ -126,13 +126,15 @@ fn assert_product(v: &Value) {
 /// Tier (iii), mat-mat: kernel_mul_mm_tq1_0_f32 launched as
 /// ggml_metal_op_mul_mat does for ne11 > 8 (4 simdgroups, threadgroup
 /// memory, barriers, simdgroup 8x8 matrices): full tiles, partial tiles
-/// (the bounds-checked store through threadgroup memory), multi-block rows.
+/// (the bounds-checked store through threadgroup memory), multi-block rows,
+/// and the `_f16` entry (half src1).
 #[test]
 fn tier3_mul_mm_matches_cpu_and_float64() {
     let out = run(&[
         "mul_mm 21 64 256 32",
         "mul_mm 22 72 512 9",
         "mul_mm 23 128 1024 40",
+        "mul_mm 24 64 768 17 f16",
     ]);
     for v in &out {
         assert_product(v);

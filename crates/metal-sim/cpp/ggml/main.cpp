@@ -5,7 +5,7 @@
 //   get_rows SEED NROWS K NIDX            bitwise vs dequantize_row_tq1_0
 //   cpy SEED ROWS K f32|f16               bitwise vs dequantize_row_tq1_0 (f16: rounded)
 //   mul_mv SEED N K M                     kernel_mul_mv_tq1_0_f32, M <= 8 columns
-//   mul_mm SEED N K M                     kernel_mul_mm_tq1_0_f32, M > 8 columns
+//   mul_mm SEED N K M [f16]               kernel_mul_mm_tq1_0_f32 (_f16: half src1), M > 8 columns
 //   mul_mv_id SEED NEXP NUSED NTOK N K    kernel_mul_mv_id_tq1_0_f32 (NTOK < 32)
 //   mul_mm_id SEED NEXP NUSED NTOK N K    map0 + kernel_mul_mm_id_tq1_0_f32 (NTOK >= 32)
 // The launches (grid, threadgroup, function constants, kargs) follow
@@ -278,16 +278,25 @@ using mul_mv_fn = void(ggml_metal_kargs_mul_mv&, const char*, const char*, char*
 using mul_mm_fn = void(ggml_metal_kargs_mul_mm&, const char*, const char*, char*, char*, uint3, ushort, ushort);
 
 // ggml_metal_op_mul_mat: mat-vec path (ne11 <= 8) and mat-mat path (ne11 > 8, ne00 >= 64).
-void req_mul(bool mm, uint64_t seed, int n, int k, int m) {
+// f16: src1 is half (the mat-mat kernel's `_f16` entry); the references see
+// the same half values, as ggml's CPU backend converts them to float.
+void req_mul(bool mm, uint64_t seed, int n, int k, int m, bool f16 = false) {
   Rng r{seed};
   auto wq = quantized_rows(r, n, k);
   auto y = random_floats(r, size_t(m) * k);
+  std::vector<half> yh;
+  if (f16) {
+    for (auto& e : y) yh.push_back(half(e));
+    for (size_t i = 0; i < y.size(); i++) y[i] = float(yh[i]);
+  }
+  const char* ysrc = f16 ? reinterpret_cast<const char*>(yh.data()) : reinterpret_cast<const char*>(y.data());
+  const uint64_t ysz = f16 ? 2 : 4;
   std::vector<float> dst(size_t(m) * n + 64, NAN);
   Refs refs(wq, n, y, m, k, mm);
   const uint64_t nb01 = (k / 256) * kBlock;
   std::string err;
   uint64_t barriers = 0;
-  const char* kname = mm ? "kernel_mul_mm_tq1_0_f32" : "kernel_mul_mv_tq1_0_f32";
+  const char* kname = !mm ? "kernel_mul_mv_tq1_0_f32" : f16 ? "kernel_mul_mm_tq1_0_f16" : "kernel_mul_mm_tq1_0_f32";
   if (!mm) {
     ggml_metal_kargs_mul_mv a{};
     a.ne00 = k; a.ne01 = n; a.ne02 = 1; a.nb00 = kBlock; a.nb01 = nb01; a.nb02 = nb01 * n; a.nb03 = a.nb02;
@@ -307,7 +316,7 @@ void req_mul(bool mm, uint64_t seed, int n, int k, int m) {
   } else {
     ggml_metal_kargs_mul_mm a{};
     a.ne00 = k; a.ne02 = 1; a.nb01 = nb01; a.nb02 = nb01 * n; a.nb03 = a.nb02;
-    a.ne12 = 1; a.nb10 = 4; a.nb11 = 4 * k; a.nb12 = a.nb11 * m; a.nb13 = a.nb12;
+    a.ne12 = 1; a.nb10 = ysz; a.nb11 = ysz * k; a.nb12 = a.nb11 * m; a.nb13 = a.nb12;
     a.ne0 = n; a.ne1 = m; a.r2 = 1; a.r3 = 1;
     const bool bc_out = n % 64 != 0 || m % 32 != 0;
     msim::set_fc<bool>(FC_MUL_MM + 0, k % 32 != 0);
@@ -320,7 +329,7 @@ void req_mul(bool mm, uint64_t seed, int n, int k, int m) {
     const int nsg = N_MM_SIMD_GROUP_X * N_MM_SIMD_GROUP_Y;
     Launch l{{uint32_t((m + 31) / 32), uint32_t((n + 63) / 64), 1}, {32, uint32_t(nsg), 1}, size_t(bc_out ? 8192 : 4096 + 2048)};
     err = msim::tg::launch(l, [&](const ThreadIds& t) {
-      f(a, reinterpret_cast<const char*>(wq.data()), reinterpret_cast<const char*>(y.data()),
+      f(a, reinterpret_cast<const char*>(wq.data()), ysrc,
         reinterpret_cast<char*>(dst.data()), t.shmem, t.tgpig, t.tiitg, t.sgitg);
     }, &barriers);
   }
@@ -463,9 +472,9 @@ int main() {
       if (t == "f16") drv::run_cpy<half>(s, rows, k, "kernel_cpy_tq1_0_f16");
       else drv::run_cpy<float>(s, rows, k, "kernel_cpy_tq1_0_f32");
     } else if (req == "mul_mv" || req == "mul_mm") {
-      uint64_t s; int n, k, m;
-      in >> s >> n >> k >> m;
-      drv::req_mul(req == "mul_mm", s, n, k, m);
+      uint64_t s; int n, k, m; std::string t;
+      in >> s >> n >> k >> m >> t;
+      drv::req_mul(req == "mul_mm", s, n, k, m, t == "f16");
     } else if (req == "mul_mv_id" || req == "mul_mm_id") {
       uint64_t s; int nexp, nused, ntok, n, k;
       in >> s >> nexp >> nused >> ntok >> n >> k;
