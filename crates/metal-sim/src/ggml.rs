@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
-use sha2::{Digest, Sha256};
 
 use crate::compile::Compiler;
 use crate::extract::{self, TreeFiles};
@@ -528,11 +527,4 @@ fn run_compiler(mut c: Command, unit: &Path) -> Result<()> {
 /// JSON object per request.
 pub fn run(bin: &Path, requests: &[String]) -> Result<Vec<serde_json::Value>> {
     crate::compile::run_lines(bin, requests)
-}
-
-/// Checks a digest of the patched sources (for the report): SHA-256 of the
-/// kernel source, first 8 bytes.
-pub fn source_digest(files: &TreeFiles) -> Result<String> {
-    let h = Sha256::digest(files.get(METAL)?.as_bytes());
-    Ok(h.iter().take(8).map(|b| format!("{b:02x}")).collect())
 }

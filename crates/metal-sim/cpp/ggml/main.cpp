@@ -46,8 +46,6 @@ uint32_t f32_bits(float f) {
   return b;
 }
 
-std::string fail_or_empty(const std::string& e) { return e; }
-
 // Random blocks: every byte uniform in 0..255 (a superset of what the
 // quantizer writes), d a random half in +-[2^-8, 4).
 std::vector<uint8_t> random_blocks(Rng& r, size_t nblocks) {
