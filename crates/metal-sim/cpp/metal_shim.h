@@ -141,6 +141,9 @@ inline float& operator+=(float& a, narrow<1> b) { return a = a + float(b); }
 
 struct uint3 {
   uint32_t x, y, z;
+  // MSL vectors index like arrays (ggml's kernels write tgpig[2]).
+  uint32_t& operator[](int i) { return i == 0 ? x : i == 1 ? y : z; }
+  const uint32_t& operator[](int i) const { return i == 0 ? x : i == 1 ? y : z; }
 };
 
 // ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 
 pub mod compile;
 pub mod extract;
+pub mod ggml;
 pub mod pinned;
 pub mod runner;
 pub mod syntax;
