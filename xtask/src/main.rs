@@ -51,7 +51,7 @@ pub struct Global {
     /// Folder holding pins.toml and the overlays [default: this workspace]
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Which upstream of pins.toml [default: the first]
+    /// Which upstream of pins.toml [default: pins.toml's `default`, or its only upstream]
     #[arg(long, global = true, value_name = "NAME")]
     pub upstream: Option<String>,
     /// Machine-readable output on stdout
