@@ -422,13 +422,10 @@ impl Pins {
                 known()
             )));
         };
-        self.upstreams
-            .iter()
-            .find(|u| u.name == n)
-            .ok_or_else(|| {
-                Error::input(&self.path, None, format!("no upstream named {n:?}"))
-                    .with_help(format!("known upstreams: {}", known()))
-            })
+        self.upstreams.iter().find(|u| u.name == n).ok_or_else(|| {
+            Error::input(&self.path, None, format!("no upstream named {n:?}"))
+                .with_help(format!("known upstreams: {}", known()))
+        })
     }
 }
 
