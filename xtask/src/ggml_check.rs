@@ -205,6 +205,7 @@ fn kernel_names(metal: &str) -> BTreeSet<String> {
 /// The ggml type names test-backend-ops' `all_types` and `other_types` list (comments stripped).
 fn tested_types(tests: &str, names: &BTreeMap<String, String>) -> Result<BTreeSet<String>> {
     let mut out = BTreeSet::new();
+    let ty = Regex::new(r"GGML_TYPE_(\w+)").unwrap();
     for list in ["all_types", "other_types"] {
         let start = tests
             .find(&format!("static const ggml_type {list}[] = {{"))
@@ -213,7 +214,7 @@ fn tested_types(tests: &str, names: &BTreeMap<String, String>) -> Result<BTreeSe
         let body = &body[..body.find("};").unwrap_or(body.len())];
         for line in body.lines() {
             let code = line.split("//").next().unwrap_or("");
-            for c in Regex::new(r"GGML_TYPE_(\w+)").unwrap().captures_iter(code) {
+            for c in ty.captures_iter(code) {
                 out.insert(type_name(names, &c[1])?);
             }
         }
@@ -240,7 +241,7 @@ fn type_switch(
     head: &str,
     names: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, Vec<String>>> {
-    let (_, body) = function(device, head).with_context(|| format!("{DEVICE_CPP}"))?;
+    let (_, body) = function(device, head).context(DEVICE_CPP)?;
     let sw = body
         .find("switch (tsrc0)")
         .ok_or_else(|| anyhow!("{DEVICE_CPP}: {head}...) has no `switch (tsrc0)`"))?;
