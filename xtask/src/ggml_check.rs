@@ -55,7 +55,7 @@ pub struct Gate {
     pub form: String,
     /// 1-based line of the first `case GGML_OP_...:` in ggml-metal-device.m.
     pub line: usize,
-    /// ggml type names (lower case, as `ggml_type_name` gives) the gate admits.
+    /// ggml type names (as `ggml_type_name` gives them) the gate admits; `src->dst` pairs for CPY.
     pub admits: Vec<String>,
 }
 
@@ -93,6 +93,7 @@ pub fn check(src: &Sources) -> Result<Report> {
         "\"kernel_mul_mm_%s_%s\"",
         "\"kernel_mul_mm_id_%s_%s\"",
         "\"kernel_get_rows_%s\"",
+        "\"kernel_cpy_%s_%s\"",
         "\"kernel_mul_mv_ext_%s_%s_r1_%d\"",
     ] {
         if !device.contains(format) {
@@ -108,10 +109,19 @@ pub fn check(src: &Sources) -> Result<Report> {
     let mut findings = Vec::new();
     let mut checked = 0;
     for gate in &gates {
+        // DUP and CONT share CPY's gate and pipeline: one requirement per pair.
+        let ops: Vec<&String> = match gate.ops.iter().find(|o| *o == "CPY") {
+            Some(cpy) => vec![cpy],
+            None => gate.ops.iter().collect(),
+        };
         for t in &gate.admits {
-            for op in &gate.ops {
+            for op in ops.iter().copied() {
                 let (wanted, dispatch) = match op.as_str() {
                     "GET_ROWS" => (vec![format!("kernel_get_rows_{t}")], None),
+                    "CPY" => {
+                        let (src, dst) = t.split_once("->").expect("cpy_pairs writes src->dst");
+                        (vec![format!("kernel_cpy_{src}_{dst}")], None)
+                    }
                     "MUL_MAT" => {
                         let mut w: Vec<String> = suffixes(&mv, t)
                             .iter()
@@ -150,7 +160,7 @@ pub fn check(src: &Sources) -> Result<Report> {
                         ty: t.clone(),
                         missing_kernels,
                         missing_dispatch,
-                        tested: tested.contains(t),
+                        tested: tested.contains(t.split("->").next().unwrap_or(t)),
                     });
                 }
             }
@@ -311,7 +321,7 @@ fn gates(device_m: &str, names: &BTreeMap<String, String>) -> Result<Vec<Gate>> 
     let op_label = Regex::new(r"^ {8}case GGML_OP_(\w+):\s*$").unwrap();
     let lines: Vec<&str> = body.lines().collect();
     let mut out = Vec::new();
-    for first in ["MUL_MAT", "GET_ROWS"] {
+    for first in ["MUL_MAT", "GET_ROWS", "CPY"] {
         let at = lines
             .iter()
             .position(|l| l.trim() == format!("case GGML_OP_{first}:"))
@@ -326,7 +336,12 @@ fn gates(device_m: &str, names: &BTreeMap<String, String>) -> Result<Vec<Gate>> 
             .find(|&j| op_label.is_match(lines[j]) || lines[j].starts_with("        default:"))
             .unwrap_or(lines.len());
         let line = fn_line + at;
-        let (form, admits) = gate_types(&lines[i..end], names).with_context(|| {
+        let read = if first == "CPY" {
+            cpy_pairs(&lines[i..end], names).map(|p| ("accept-list", p))
+        } else {
+            gate_types(&lines[i..end], names)
+        };
+        let (form, admits) = read.with_context(|| {
             format!("{DEVICE_M}:{line}: cannot read the gate of GGML_OP_{first}")
         })?;
         out.push(Gate {
@@ -337,6 +352,61 @@ fn gates(device_m: &str, names: &BTreeMap<String, String>) -> Result<Vec<Gate>> 
         });
     }
     Ok(out)
+}
+
+/// The CPY / DUP / CONT gate: `src->dst` for each (src, dst) pair its nested accept-list admits
+/// (outer `switch (op->src[0]->type)`, inner `switch (op->type)` or `return op->type == ...`).
+fn cpy_pairs(body: &[&str], names: &BTreeMap<String, String>) -> Result<Vec<String>> {
+    let label = Regex::new(r"^(\s*)case GGML_TYPE_(\w+):\s*$").unwrap();
+    let eq = Regex::new(r"op->type == GGML_TYPE_(\w+)").unwrap();
+    let outer_indent = body
+        .iter()
+        .find_map(|l| label.captures(l).map(|c| c[1].len()))
+        .ok_or_else(|| anyhow!("no `case GGML_TYPE_...:` in the gate"))?;
+    let (mut outer, mut inner, mut open) = (Vec::new(), Vec::new(), false);
+    let mut pairs = BTreeSet::new();
+    for l in body {
+        let t = l.trim();
+        if let Some(c) = label.captures(l) {
+            let ty = type_name(names, &c[2])?;
+            if c[1].len() == outer_indent {
+                if !open {
+                    outer.clear();
+                    open = true;
+                }
+                outer.push(ty);
+            } else {
+                open = false;
+                inner.push(ty);
+            }
+            continue;
+        }
+        if t.is_empty() {
+            continue;
+        }
+        open = false;
+        let dsts: Vec<String> = if t == "return true;" {
+            std::mem::take(&mut inner)
+        } else if t.starts_with("return") && t.contains("op->type ==") {
+            eq.captures_iter(t)
+                .map(|c| type_name(names, &c[1]))
+                .collect::<Result<_>>()?
+        } else {
+            if t.starts_with("return") || t.starts_with("default:") {
+                inner.clear();
+            }
+            continue;
+        };
+        for s in &outer {
+            for d in &dsts {
+                pairs.insert(format!("{s}->{d}"));
+            }
+        }
+    }
+    if pairs.is_empty() {
+        bail!("no (src, dst) pair admitted");
+    }
+    Ok(pairs.into_iter().collect())
 }
 
 /// One gate's admitted types: an accept-list (`switch (op->src[0]->type)`, labels before
@@ -423,11 +493,16 @@ fn render(report: &Report, what: &str) -> String {
     for g in &report.gates {
         let _ = writeln!(
             h,
-            "  {} ({}, {DEVICE_M}:{}): admits {} type(s)",
+            "  {} ({}, {DEVICE_M}:{}): admits {} {}",
             g.ops.join(" / "),
             g.form,
             g.line,
-            g.admits.len()
+            g.admits.len(),
+            if g.admits.iter().any(|a| a.contains("->")) {
+                "(src, dst) pair(s)"
+            } else {
+                "type(s)"
+            }
         );
     }
     for f in &report.findings {
@@ -499,5 +574,31 @@ mod tests {
         assert_eq!(sw["f32"], ["", "_4", "_short"]);
         assert_eq!(sw["f16"], sw["f32"]);
         assert_eq!(sw["q4_K"], [""]);
+    }
+
+    #[test]
+    fn cpy_gate_pairs_nested_switches_and_type_tests() {
+        let names: BTreeMap<String, String> = [
+            ("F32", "f32"),
+            ("F16", "f16"),
+            ("Q4_0", "q4_0"),
+            ("I32", "i32"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .into();
+        let body = "            {\n                switch (op->src[0]->type) {\n                    case GGML_TYPE_F32:\n                        switch (op->type) {\n                           case GGML_TYPE_F32:\n                           case GGML_TYPE_Q4_0:\n                                return true;\n                           default:\n                                return false;\n                        }\n                    case GGML_TYPE_F16:\n                    case GGML_TYPE_Q4_0:\n                        switch (op->type) {\n                            case GGML_TYPE_F32:\n                                return true;\n                            default:\n                                return false;\n                        }\n                    case GGML_TYPE_I32:\n                        return op->type == GGML_TYPE_F32 || op->type == GGML_TYPE_I32;\n                    default:\n                        return false;\n                };\n            }";
+        let lines: Vec<&str> = body.lines().collect();
+        let pairs = cpy_pairs(&lines, &names).unwrap();
+        assert_eq!(
+            pairs,
+            [
+                "f16->f32",
+                "f32->f32",
+                "f32->q4_0",
+                "i32->f32",
+                "i32->i32",
+                "q4_0->f32"
+            ]
+        );
     }
 }

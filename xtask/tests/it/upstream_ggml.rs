@@ -192,7 +192,15 @@ fn ggml_check_fails_on_the_pin_and_without_kernels() {
     };
 
     let (code, forms, n, tq1) = run("pin", &[]);
-    assert_eq!((code, forms), (1, vec!["reject-list".to_string(); 2]));
+    assert_eq!(
+        (code, forms),
+        (
+            1,
+            ["reject-list", "reject-list", "accept-list"]
+                .map(String::from)
+                .to_vec()
+        )
+    );
     assert!(
         n > 3,
         "the reject-lists admit more than TQ1_0 without kernels"
@@ -208,7 +216,7 @@ fn ggml_check_fails_on_the_pin_and_without_kernels() {
     );
 
     let (code, forms, n, _) = run("accept-lists", &[OURS[0]]);
-    assert_eq!((code, forms, n), (0, vec!["accept-list".to_string(); 2], 0));
+    assert_eq!((code, forms, n), (0, vec!["accept-list".to_string(); 3], 0));
 
     let (code, _, n, tq1) = run("admitted-without-kernels", &[OURS[0], OURS[1]]);
     assert_eq!((code, n), (1, 3));
