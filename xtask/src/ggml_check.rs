@@ -115,7 +115,7 @@ pub fn check(src: &Sources) -> Result<Report> {
             None => gate.ops.iter().collect(),
         };
         for t in &gate.admits {
-            for op in ops.iter().copied() {
+            for &op in &ops {
                 let (wanted, dispatch) = match op.as_str() {
                     "GET_ROWS" => (vec![format!("kernel_get_rows_{t}")], None),
                     "CPY" => {
