@@ -5,11 +5,13 @@ mod bench;
 mod bench_build_bump;
 mod bench_qmm;
 mod bench_qmv_cuda;
+mod build_ggml;
 mod build_mlx;
 mod commands;
 mod cuda_bundle;
 mod diffgit;
 mod fuzz;
+mod ggml_check;
 mod metal_sim;
 mod progress;
 mod sources;
@@ -51,7 +53,7 @@ pub struct Global {
     /// Folder holding pins.toml and the overlays [default: this workspace]
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Which upstream of pins.toml [default: the first]
+    /// Which upstream of pins.toml [default: pins.toml's `default`, or its only upstream]
     #[arg(long, global = true, value_name = "NAME")]
     pub upstream: Option<String>,
     /// Machine-readable output on stdout
@@ -92,6 +94,10 @@ enum Cmd {
     Fuzz(fuzz::FuzzArgs),
     /// Differential test on real history: bump-pin against git cherry-pick, drift against bump-pin
     Diffgit(diffgit::DiffgitArgs),
+    /// Build the patched ggml (CPU backend, tests on) through build-mlx's cache; --test runs its CPU tests
+    BuildGgml(build_ggml::BuildGgmlArgs),
+    /// ggml: every kernel the Metal host can request for a type supports_op admits is instantiated
+    GgmlCheck(ggml_check::GgmlCheckArgs),
 }
 
 /// A reader that stops early (`| head`) ends us quietly, as it ends git or grep: Rust ignores
@@ -123,6 +129,8 @@ fn main() -> ExitCode {
         Cmd::MetalSim(a) => metal_sim::run(a, &cli.global),
         Cmd::Fuzz(a) => fuzz::run(&cli.global, a),
         Cmd::Diffgit(a) => diffgit::run(&cli.global, a),
+        Cmd::BuildGgml(a) => build_ggml::run(&cli.global, a),
+        Cmd::GgmlCheck(a) => ggml_check::run(&cli.global, a),
     };
     match result {
         Ok(code) => code,

@@ -66,13 +66,17 @@ pub const SOURCE_LAYOUTS: &[&str] = &["cccl-release"];
 #[derive(Debug, Clone)]
 pub struct Pins {
     pub path: PathBuf,
-    /// In file order; the first is the default upstream.
+    /// In file order.
     pub upstreams: Vec<Upstream>,
+    /// The top-level `default = "NAME"`: the upstream a command without `--upstream` works on.
+    /// Without it a file naming one upstream defaults to it; one naming several has no default.
+    pub default: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPins {
+    default: Option<Spanned<String>>,
     #[serde(default)]
     upstream: BTreeMap<String, Spanned<RawUpstream>>,
 }
@@ -295,7 +299,7 @@ impl Pins {
             Error::input(path, line, e.message().trim().to_string())
         })?;
         let mut tables: Vec<(String, Spanned<RawUpstream>)> = raw.upstream.into_iter().collect();
-        // BTreeMap loses file order; spans give it back (the first table is the default upstream).
+        // BTreeMap loses file order; spans give it back.
         tables.sort_by_key(|(_, t)| t.span().start);
         let mut upstreams = Vec::new();
         for (name, table) in tables {
@@ -375,22 +379,53 @@ impl Pins {
                 "add one: [upstream.mlx] url = \"https://github.com/ml-explore/mlx\" rev = \"<40-hex commit>\" overlays = \"overlays/mlx\"",
             ));
         }
+        let default = match raw.default {
+            Some(d) if !upstreams.iter().any(|u| &u.name == d.get_ref()) => {
+                let known: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+                return Err(Error::input(
+                    path,
+                    Some(line_of(text, d.span().start)),
+                    format!("default: no [upstream.{}] table", d.get_ref()),
+                )
+                .with_help(format!("name one of: {}", known.join(", "))));
+            }
+            Some(d) => Some(d.into_inner()),
+            None if upstreams.len() == 1 => Some(upstreams[0].name.clone()),
+            None => None,
+        };
         Ok(Pins {
             path: path.to_path_buf(),
             upstreams,
+            default,
         })
     }
 
-    /// The named upstream, or the first one when no name is given.
+    /// The named upstream, or the default one when no name is given (an error naming every
+    /// upstream when the file names several and no `default`).
     pub fn upstream(&self, name: Option<&str>) -> Result<&Upstream> {
-        match name {
-            None => Ok(&self.upstreams[0]),
-            Some(n) => self.upstreams.iter().find(|u| u.name == n).ok_or_else(|| {
-                let known: Vec<&str> = self.upstreams.iter().map(|u| u.name.as_str()).collect();
-                Error::input(&self.path, None, format!("no upstream named {n:?}"))
-                    .with_help(format!("known upstreams: {}", known.join(", ")))
-            }),
-        }
+        let known = || {
+            let names: Vec<&str> = self.upstreams.iter().map(|u| u.name.as_str()).collect();
+            names.join(", ")
+        };
+        let Some(n) = name.or(self.default.as_deref()) else {
+            return Err(Error::input(
+                &self.path,
+                None,
+                format!(
+                    "{} upstreams ({}) and no `default`: which one?",
+                    self.upstreams.len(),
+                    known()
+                ),
+            )
+            .with_help(format!(
+                "pass --upstream NAME, or add `default = \"NAME\"` at the top of pins.toml (one of: {})",
+                known()
+            )));
+        };
+        self.upstreams.iter().find(|u| u.name == n).ok_or_else(|| {
+            Error::input(&self.path, None, format!("no upstream named {n:?}"))
+                .with_help(format!("known upstreams: {}", known()))
+        })
     }
 }
 
@@ -422,13 +457,33 @@ json = "/opt/json"
         let pins = parse(GOOD).unwrap();
         let names: Vec<_> = pins.upstreams.iter().map(|u| u.name.as_str()).collect();
         assert_eq!(names, ["b", "a"]);
-        assert_eq!(pins.upstream(None).unwrap().name, "b");
+        assert_eq!(pins.upstream(Some("a")).unwrap().name, "a");
         assert_eq!(
             pins.upstreams[0].rev,
             "0123456789abcdef0123456789abcdef01234567"
         );
         assert_eq!(pins.upstreams[1].fetchcontent["json"], "/opt/json");
         assert_eq!(pins.upstreams[1].line, 7);
+    }
+
+    /// Several upstreams: no `--upstream` needs a `default`, else an error naming every upstream;
+    /// one upstream is its own default; a `default` naming no table is an error at its line.
+    #[test]
+    fn default_upstream_is_explicit_with_several() {
+        let pins = parse(GOOD).unwrap();
+        expect_test::expect![[r#"
+            pins.toml: 2 upstreams (b, a) and no `default`: which one?
+              help: pass --upstream NAME, or add `default = "NAME"` at the top of pins.toml (one of: b, a)"#]]
+        .assert_eq(&pins.upstream(None).unwrap_err().to_string());
+        let with = parse(&format!("default = \"a\"\n{GOOD}")).unwrap();
+        assert_eq!(with.upstream(None).unwrap().name, "a");
+        assert_eq!(with.upstream(Some("b")).unwrap().name, "b");
+        let one = parse(GOOD.split("[upstream.a]").next().unwrap()).unwrap();
+        assert_eq!(one.upstream(None).unwrap().name, "b");
+        expect_test::expect![[r#"
+            pins.toml:1: default: no [upstream.c] table
+              help: name one of: b, a"#]]
+        .assert_eq(&err(&format!("default = \"c\"\n{GOOD}")));
     }
 
     #[track_caller]

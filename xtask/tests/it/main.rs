@@ -19,4 +19,5 @@ mod render;
 mod reports;
 mod safety;
 mod test_upstream;
+mod upstream_ggml;
 mod upstream_mlx;
