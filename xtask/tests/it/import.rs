@@ -1,0 +1,354 @@
+//! `import` on synthetic histories: copies made at later and earlier bases, a copy that deletes an
+//! upstream addition, a file upstream lacks, idempotence, bad input; and the same "reverts upstream
+//! work" check in `check` and `drift`. git is the reference: `git am` of the series at the pin
+//! gives the copies back.
+
+use std::path::{Path, PathBuf};
+
+use crate::fixture::Fixture;
+
+/// `n` numbered lines `<tag> <i>`.
+fn lines(tag: &str, n: usize) -> String {
+    (1..=n).map(|i| format!("{tag} {i}\n")).collect()
+}
+
+/// An upstream with a history around the pin, first parents only:
+///   c0  src/a.c, src/b.c, src/c.c
+///   c1  a.c gains a block `added_by_c1` in the middle (the "upstream addition")
+///   c2  b.c loses two lines
+///   c3  the PIN: a.c's last line changes
+///   c4  a.c gains `later_c4` lines at its end (after the pin)
+///   c5  c.c changes (head of main)
+struct History {
+    f: Fixture,
+    c: Vec<String>,
+}
+
+fn a_c0() -> String {
+    lines("a", 20)
+}
+fn a_c1() -> String {
+    let mut s = lines("a", 10);
+    s.push_str("added_by_c1 one\nadded_by_c1 two\nadded_by_c1 three\n");
+    s.push_str(&(11..=20).map(|i| format!("a {i}\n")).collect::<String>());
+    s
+}
+fn a_c3() -> String {
+    a_c1().replace("a 20\n", "a 20 (pin)\n")
+}
+fn a_c4() -> String {
+    format!("{}later_c4 x\nlater_c4 y\n", a_c3())
+}
+fn b_c0() -> String {
+    lines("b", 20)
+}
+fn b_c2() -> String {
+    b_c0().replace("b 5\n", "").replace("b 6\n", "")
+}
+
+fn history() -> History {
+    let f = Fixture::new(&[
+        ("src/a.c", &a_c0()),
+        ("src/b.c", &b_c0()),
+        ("src/c.c", &lines("c", 5)),
+    ]);
+    let mut c = vec![f.pin.clone()];
+    c.push(f.commit_upstream(&[("src/a.c", &a_c1())], "a: add the c1 block"));
+    c.push(f.commit_upstream(&[("src/b.c", &b_c2())], "b: drop two lines"));
+    c.push(f.commit_upstream(&[("src/a.c", &a_c3())], "a: change the last line"));
+    c.push(f.commit_upstream(&[("src/a.c", &a_c4())], "a: add later lines"));
+    c.push(f.commit_upstream(&[("src/c.c", &lines("cc", 5))], "c: rewrite"));
+    let mut f = f;
+    f.pin = c[3].clone();
+    f.write_pins(&f.pin);
+    History { f, c }
+}
+
+fn write_copies(dir: &Path, files: &[(&str, &str)]) {
+    for (p, text) in files {
+        let path = dir.join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+impl History {
+    fn copies(&self, files: &[(&str, &str)]) -> PathBuf {
+        let dir = self.f.t().join(format!("copies{}", files.len()));
+        write_copies(&dir, files);
+        dir
+    }
+
+    fn import(&self, dir: &Path, extra: &[&str]) -> crate::fixture::Out {
+        let mut args = vec!["import", dir.to_str().unwrap()];
+        args.extend(extra);
+        self.f.xtask(&args)
+    }
+
+    fn json(&self, dir: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
+        let mut args = vec!["--json"];
+        args.extend(extra);
+        let out = self.import(dir, &args);
+        let v = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+        (out.code, v)
+    }
+
+    /// `git am` of the series at the pin must give each copy byte for byte.
+    #[track_caller]
+    fn assert_git_am_gives(&self, files: &[(&str, &str)]) {
+        let tree = self.f.git_am_tree();
+        for (p, text) in files {
+            assert_eq!(
+                std::fs::read_to_string(tree.join(p)).unwrap(),
+                *text,
+                "{p}: git am of the imported series differs from the copy"
+            );
+        }
+    }
+}
+
+fn file<'a>(v: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {
+    v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == path)
+        .unwrap_or_else(|| panic!("{path} not in {v:#}"))
+}
+
+/// A copy made after the pin (a.c at c4, edited): its base is c4, one commit after the pin; the
+/// overlay brings the later lines along, reverts nothing, and `git am` at the pin gives the copy.
+#[test]
+fn copy_made_at_a_later_base() {
+    let h = history();
+    let copy = a_c4().replace("a 3\n", "a 3 (fork)\n");
+    let dir = h.copies(&[("src/a.c", &copy)]);
+    let (code, v) = h.json(&dir, &[]);
+    assert_eq!(code, 0, "{v:#}");
+    let a = file(&v, "src/a.c");
+    assert_eq!(a["base"]["commit"], h.c[4]);
+    assert_eq!(a["base"]["distance"], 1);
+    assert_eq!(a["diff_at_base"], 2);
+    assert_eq!(a["diff_at_pin"], 4);
+    assert_eq!(a["reverts"].as_array().unwrap().len(), 0);
+    assert_eq!(v["searched_before"], 3);
+    assert_eq!(v["searched_after"], 2);
+    assert_eq!(v["written"], true);
+    h.assert_git_am_gives(&[("src/a.c", &copy)]);
+    let ov = &v["overlays"][0]["name"];
+    assert_eq!(ov, "0001-import-a-c.patch");
+    let text = h.f.read(h.f.root.join("overlays/up/0001-import-a-c.patch"));
+    assert!(text.contains(&format!("\nBase: {}\n", h.c[4])), "{text}");
+    h.f.xtask(&["check"]).ok();
+}
+
+/// A copy made before the pin that upstream only shortened since (b.c at c0, edited): base c1
+/// (the closest commit with that version), two commits before the pin; the lines upstream dropped come back (the copy has them), no
+/// deletion of upstream work, and `git am` gives the copy.
+#[test]
+fn copy_made_at_an_earlier_base() {
+    let h = history();
+    let copy = b_c0().replace("b 17\n", "b 17 (fork)\n");
+    let dir = h.copies(&[("src/b.c", &copy)]);
+    let out = h.import(&dir, &[]).ok();
+    let (_, v) = h.json(&dir, &["--dry-run"]);
+    // The second (dry) run finds nothing left to do.
+    assert_eq!(v["overlays"].as_array().unwrap().len(), 0, "{v:#}");
+    assert!(out.stdout.contains("2 commit(s) before the pin"), "{}", out.stdout);
+    assert!(out.stdout.contains("  changed   src/b.c"), "{}", out.stdout);
+    assert!(!out.stdout.contains("REVERTS"), "{}", out.stdout);
+    h.assert_git_am_gives(&[("src/b.c", &copy)]);
+    let (_, v) = {
+        // The report of a fresh import of the same copy into an empty series, for the numbers.
+        let h2 = history();
+        let dir = h2.copies(&[("src/b.c", &copy)]);
+        h2.json(&dir, &["--dry-run"])
+    };
+    let b = file(&v, "src/b.c");
+    // c1 is the closest commit with c0's b.c (a.c changed there, b.c did not).
+    assert_eq!(b["base"]["commit"], h.c[1]);
+    assert_eq!(b["base"]["distance"], -2);
+    assert_eq!(b["diff_at_base"], 2);
+    assert_eq!(b["diff_at_pin"], 4);
+    assert_eq!(b["added"], 3);
+    assert_eq!(b["removed"], 1);
+}
+
+/// A copy made at c0 deletes c1's block: the finding names c1 and the lines; without
+/// --accept-reverts nothing is written (exit 1); with it the overlay records the confirmation,
+/// `git am` gives the copy, and check is quiet. A hand edit dropping the confirmation makes check
+/// report REVERTS, and drift lists it in its JSON.
+#[test]
+fn copy_deleting_an_upstream_addition_is_refused_until_accepted() {
+    let h = history();
+    let copy = a_c0().replace("a 2\n", "a 2 (fork)\n");
+    let dir = h.copies(&[("src/a.c", &copy)]);
+    let before = h.f.project_snapshot();
+    let out = h.import(&dir, &[]).code(1);
+    assert_eq!(h.f.project_snapshot(), before, "a refusal wrote something");
+    let c1 = &h.c[1][..12];
+    assert!(
+        out.stdout.contains(&format!(
+            "REVERTS src/a.c: deletes 3 upstream line(s) (lines 11-13 at the pin) that {c1} \"a: add the c1 block\" added after the base"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("  - added_by_c1 one"), "{}", out.stdout);
+    assert!(out.stdout.contains("nothing was written"), "{}", out.stdout);
+    let (code, v) = h.json(&dir, &[]);
+    assert_eq!(code, 1);
+    let a = file(&v, "src/a.c");
+    assert_eq!(a["base"]["commit"], h.c[0]);
+    assert_eq!(a["base"]["distance"], -3);
+    let r = &a["reverts"][0];
+    assert_eq!(r["commit"], h.c[1]);
+    assert_eq!((r["first_line"].clone(), r["last_line"].clone()), (11.into(), 13.into()));
+    // The pin's own change to the last line is a deletion too, added by the pin commit itself.
+    assert_eq!(a["reverts"].as_array().unwrap().len(), 2, "{a:#}");
+    assert_eq!(a["reverts"][1]["commit"], "$PIN"); // the test scrubs the pin's id
+    assert_eq!(h.f.project_snapshot(), before);
+
+    h.import(&dir, &["--accept-reverts"]).ok();
+    h.assert_git_am_gives(&[("src/a.c", &copy)]);
+    let name = "overlays/up/0001-import-a-c.patch";
+    let text = h.f.read(h.f.root.join(name));
+    assert!(text.contains(&format!("Reverts-Upstream: {}\n", h.c[1])), "{text}");
+    h.f.xtask(&["check"]).ok();
+    let v: serde_json::Value =
+        serde_json::from_str(&h.f.xtask(&["drift", "--json"]).stdout).unwrap();
+    assert_eq!(v["overlays"][0]["reverts"][0]["accepted"], true, "{v:#}");
+
+    // A hand edit drops the confirmation for c1: check and drift see it again.
+    let edited = text.replace(&format!("Reverts-Upstream: {}\n", h.c[1]), "");
+    std::fs::write(h.f.root.join(name), edited).unwrap();
+    let out = h.f.xtask(&["check"]).code(1);
+    assert!(
+        out.stdout.contains("REVERTS  0001-import-a-c.patch: src/a.c hunk #2"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains(&format!("that {c1} \"a: add the c1 block\"")), "{}", out.stdout);
+    let out = h.f.xtask(&["drift", "--json"]).code(1);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let reverts = v["overlays"][0]["reverts"].as_array().unwrap();
+    assert!(
+        reverts
+            .iter()
+            .any(|r| r["commit"] == h.c[1] && r["accepted"] == false),
+        "{v:#}"
+    );
+}
+
+/// An overlay without a Base: trailer is based on the pin: check and drift stay quiet, and drift's
+/// JSON still carries an (empty) `reverts` list for it.
+#[test]
+fn overlays_without_a_base_revert_nothing() {
+    let h = history();
+    h.f.git(&h.f.work, &["fetch", "-q", "origin"]);
+    h.f.git(&h.f.work, &["checkout", "-q", &h.f.pin]);
+    h.f.add_overlay(
+        "drop the c1 block",
+        &[("src/a.c", Some(&a_c3().replace("added_by_c1 two\n", "")))],
+        "Overlay-Kind: local-only",
+    );
+    h.f.xtask(&["check"]).ok();
+    let out = h.f.xtask(&["drift", "--to", &h.f.pin, "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["overlays"][0]["reverts"], serde_json::json!([]), "{v:#}");
+}
+
+/// A file upstream lacks (in an upstream folder) becomes a new-file overlay; with --one-per-file
+/// each file gets its own overlay; importing again writes nothing and says so.
+#[test]
+fn new_files_one_per_file_and_idempotence() {
+    let h = history();
+    let copy_b = b_c2().replace("b 1\n", "b 1 (fork)\n");
+    let new = "int fresh(void) { return 1; }\n";
+    let dir = h.copies(&[("src/b.c", &copy_b), ("src/new.c", new)]);
+    let (code, v) = h.json(&dir, &["--one-per-file"]);
+    assert_eq!(code, 0, "{v:#}");
+    let n = file(&v, "src/new.c");
+    assert_eq!(n["status"], "new-file");
+    assert_eq!(n["base"], serde_json::Value::Null);
+    assert_eq!(n["diff_at_pin"], 1);
+    assert_eq!(file(&v, "src/b.c")["base"]["distance"], 0);
+    let names: Vec<&str> = v["overlays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["0001-import-b-c.patch", "0002-import-new-c.patch"]);
+    assert_eq!(
+        h.f.read(h.f.root.join("overlays/up/series")),
+        "0001-import-b-c.patch\n0002-import-new-c.patch\n"
+    );
+    h.assert_git_am_gives(&[("src/b.c", &copy_b), ("src/new.c", new)]);
+    h.f.xtask(&["check"]).ok();
+
+    let before = h.f.project_snapshot();
+    let out = h.import(&dir, &["--one-per-file"]).ok();
+    assert!(
+        out.stdout
+            .contains("nothing to import: every copy already matches the pin plus the series"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("  unchanged src/new.c"), "{}", out.stdout);
+    assert_eq!(h.f.project_snapshot(), before, "a second import wrote something");
+}
+
+/// --base pins every copy's base; --dry-run writes nothing.
+#[test]
+fn fixed_base_and_dry_run() {
+    let h = history();
+    let copy = a_c1().replace("a 1\n", "a 1 (fork)\n");
+    let dir = h.copies(&[("src/a.c", &copy)]);
+    let before = h.f.project_snapshot();
+    let (code, v) = h.json(&dir, &["--base", &h.c[1], "--dry-run"]);
+    assert_eq!(code, 1, "the pin's change to the last line is reverted: {v:#}");
+    let (code, v) = h.json(&dir, &["--base", &h.c[1], "--dry-run", "--accept-reverts"]);
+    assert_eq!(code, 0);
+    assert_eq!(file(&v, "src/a.c")["base"]["commit"], h.c[1]);
+    assert_eq!(file(&v, "src/a.c")["base"]["distance"], -2);
+    assert_eq!(v["written"], false);
+    assert_eq!(h.f.project_snapshot(), before);
+}
+
+/// Bad input: a missing folder, a path upstream has no folder for, a folder passed one level too
+/// deep, a binary file: exit 2 naming it, nothing written.
+#[test]
+fn bad_input_names_the_file_and_writes_nothing() {
+    let h = history();
+    let before = h.f.project_snapshot();
+    let missing = h.f.t().join("no-such-copies");
+    let out = h.import(&missing, &[]).code(2);
+    assert!(out.stderr.contains("$TMP/no-such-copies: not a folder"), "{}", out.stderr);
+
+    let dir = h.f.t().join("stray");
+    write_copies(&dir, &[("src/a.c", &a_c3()), ("lib/zzz/x.c", "x\n")]);
+    let out = h.import(&dir, &[]).code(2);
+    assert!(
+        out.stderr.contains(
+            "$TMP/stray/lib/zzz/x.c: lib/zzz/x.c is not an upstream path at the pin (no folder lib/zzz there"
+        ),
+        "{}",
+        out.stderr
+    );
+
+    let dir = h.f.t().join("deep");
+    write_copies(&dir, &[("a.c", &a_c3())]);
+    let out = h.import(&dir, &[]).code(2);
+    assert!(out.stderr.contains("upstream has src/a.c: pass the folder that mirrors the upstream root"), "{}", out.stderr);
+
+    let dir = h.f.t().join("binary");
+    write_copies(&dir, &[("src/a.bin", "a\0b")]);
+    let out = h.import(&dir, &[]).code(2);
+    assert!(out.stderr.contains("$TMP/binary/src/a.bin: a binary file"), "{}", out.stderr);
+
+    let dir = h.f.t().join("empty");
+    std::fs::create_dir_all(&dir).unwrap();
+    h.import(&dir, &[]).code(2);
+    assert_eq!(h.f.project_snapshot(), before, "bad input wrote something");
+}
