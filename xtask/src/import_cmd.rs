@@ -85,8 +85,7 @@ pub fn run(g: &Global, a: &ImportArgs) -> Result<ExitCode> {
         date: crate::commands::author_date()?,
         signature,
     };
-    let outcome =
-        overlay::import::import(&repo, pin, &series, &a.dir, &ctx.project.root, &opts)?;
+    let outcome = overlay::import::import(&repo, pin, &series, &a.dir, &ctx.project.root, &opts)?;
     let human = render(&outcome, &up.name, a);
     if ctx.json {
         let mut v = serde_json::to_value(&outcome)?;

@@ -428,7 +428,15 @@ pub fn import(
     let mut planned = Vec::new();
     for (i, c) in copies.iter().enumerate() {
         planned.push(plan_file(
-            repo, up, pin, &pin_tree, &result, &mut search, opts, i, c,
+            repo,
+            up,
+            pin,
+            &pin_tree,
+            &result,
+            &mut search,
+            opts,
+            i,
+            c,
         )?);
     }
     let unconfirmed = planned
@@ -575,7 +583,10 @@ fn trailers(reports: &[&FileReport], kind: OverlayKind) -> Vec<(String, String)>
         .collect();
     let all_have = reports.iter().all(|r| r.base.is_some());
     if bases.len() == 1 && all_have {
-        t.push((BASE_TRAILER.into(), bases.into_iter().next().unwrap().into()));
+        t.push((
+            BASE_TRAILER.into(),
+            bases.into_iter().next().unwrap().into(),
+        ));
     } else {
         for r in reports {
             if let Some(b) = &r.base {
@@ -617,9 +628,8 @@ fn build_overlays(
     } else {
         vec![todo]
     };
-    let mut number = crate::series::parse_series_names(&series.dir.join(SERIES_FILE), &series.raw)?
-        .len()
-        + 1;
+    let mut number =
+        crate::series::parse_series_names(&series.dir.join(SERIES_FILE), &series.raw)?.len() + 1;
     let mut tree = result.clone();
     let mut out = Vec::new();
     let dir_name = dir
@@ -684,7 +694,9 @@ fn build_overlays(
         let mut check = tree.clone();
         check.apply_overlay(&ov, src)?;
         if check.entries.keys().ne(after.entries.keys())
-            || files.iter().any(|f| check.blob_id(f.path()) != after.blob_id(f.path()))
+            || files
+                .iter()
+                .any(|f| check.blob_id(f.path()) != after.blob_id(f.path()))
         {
             return Err(crate::Error::input(
                 &path,

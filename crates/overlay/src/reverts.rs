@@ -98,9 +98,9 @@ pub fn recorded(ov: &Overlay) -> Result<Recorded> {
         let mut words = v.split_whitespace();
         let (first, second, third) = (words.next(), words.next(), words.next());
         if k.eq_ignore_ascii_case(BASE_TRAILER) {
-            let id = first.and_then(full_id).ok_or_else(|| {
-                bad("expected \"<40-hex commit>\" or \"<40-hex commit> <path>\"")
-            })?;
+            let id = first
+                .and_then(full_id)
+                .ok_or_else(|| bad("expected \"<40-hex commit>\" or \"<40-hex commit> <path>\""))?;
             match (second, third) {
                 (None, _) => rec.base = Some(id),
                 (Some(p), None) => {
@@ -146,15 +146,12 @@ pub fn line_diff(old: &Text, new: &Text) -> Result<LineDiff> {
     let mut added = Vec::new();
     if a != b {
         let mut opts = git2::DiffOptions::new();
-        opts.context_lines(0).indent_heuristic(true).force_text(true);
-        let patch = git2::Patch::from_buffers(
-            a.as_bytes(),
-            None,
-            b.as_bytes(),
-            None,
-            Some(&mut opts),
-        )
-        .map_err(|e| Error::git("diffing", e))?;
+        opts.context_lines(0)
+            .indent_heuristic(true)
+            .force_text(true);
+        let patch =
+            git2::Patch::from_buffers(a.as_bytes(), None, b.as_bytes(), None, Some(&mut opts))
+                .map_err(|e| Error::git("diffing", e))?;
         for h in 0..patch.num_hunks() {
             let n = patch
                 .num_lines_in_hunk(h)
@@ -314,7 +311,12 @@ fn blame_lines(
         .max_line(hi);
     let blame = repo
         .blame_file(Path::new(q.path), Some(&mut opts))
-        .map_err(|e| Error::git(format!("blaming {} between {} and {}", q.path, q.base, q.pin), e))?;
+        .map_err(|e| {
+            Error::git(
+                format!("blaming {} between {} and {}", q.path, q.base, q.pin),
+                e,
+            )
+        })?;
     Ok(lines
         .iter()
         .map(|&l| {
@@ -378,7 +380,9 @@ pub fn series_reverts(
                     None,
                     format!("{BASE_TRAILER}: {base} ({path}) is not a commit of the upstream"),
                 )
-                .with_help("name the upstream commit the file was copied from, or drop the trailer"));
+                .with_help(
+                    "name the upstream commit the file was copied from, or drop the trailer",
+                ));
             }
             let pre = crate::check::text_of(&tree, Some(path), src)?;
             let pin_text = crate::check::text_of(&pin_tree, Some(path), src)?;
@@ -399,9 +403,9 @@ pub fn series_reverts(
             let pre_to_pin = line_diff(&pin_text, &pre)?.new_to_old;
             for mut r in reverts {
                 // The overlay line that deletes the run's first line.
-                let at = removed
-                    .iter()
-                    .find(|(old, _, _)| pre_to_pin.get(*old).copied().flatten() == Some(r.first_line - 1));
+                let at = removed.iter().find(|(old, _, _)| {
+                    pre_to_pin.get(*old).copied().flatten() == Some(r.first_line - 1)
+                });
                 r.hunk = at.map(|a| a.1);
                 r.patch_line = at.map(|a| a.2);
                 found.push(r);

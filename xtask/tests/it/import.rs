@@ -154,7 +154,11 @@ fn copy_made_at_an_earlier_base() {
     let (_, v) = h.json(&dir, &["--dry-run"]);
     // The second (dry) run finds nothing left to do.
     assert_eq!(v["overlays"].as_array().unwrap().len(), 0, "{v:#}");
-    assert!(out.stdout.contains("2 commit(s) before the pin"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("2 commit(s) before the pin"),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("  changed   src/b.c"), "{}", out.stdout);
     assert!(!out.stdout.contains("REVERTS"), "{}", out.stdout);
     h.assert_git_am_gives(&[("src/b.c", &copy)]);
@@ -203,7 +207,10 @@ fn copy_deleting_an_upstream_addition_is_refused_until_accepted() {
     assert_eq!(a["base"]["distance"], -3);
     let r = &a["reverts"][0];
     assert_eq!(r["commit"], h.c[1]);
-    assert_eq!((r["first_line"].clone(), r["last_line"].clone()), (11.into(), 13.into()));
+    assert_eq!(
+        (r["first_line"].clone(), r["last_line"].clone()),
+        (11.into(), 13.into())
+    );
     // The pin's own change to the last line is a deletion too, added by the pin commit itself.
     assert_eq!(a["reverts"].as_array().unwrap().len(), 2, "{a:#}");
     assert_eq!(a["reverts"][1]["commit"], "$PIN"); // the test scrubs the pin's id
@@ -213,7 +220,10 @@ fn copy_deleting_an_upstream_addition_is_refused_until_accepted() {
     h.assert_git_am_gives(&[("src/a.c", &copy)]);
     let name = "overlays/up/0001-import-a-c.patch";
     let text = h.f.read(h.f.root.join(name));
-    assert!(text.contains(&format!("Reverts-Upstream: {}\n", h.c[1])), "{text}");
+    assert!(
+        text.contains(&format!("Reverts-Upstream: {}\n", h.c[1])),
+        "{text}"
+    );
     h.f.xtask(&["check"]).ok();
     let v: serde_json::Value =
         serde_json::from_str(&h.f.xtask(&["drift", "--json"]).stdout).unwrap();
@@ -224,11 +234,17 @@ fn copy_deleting_an_upstream_addition_is_refused_until_accepted() {
     std::fs::write(h.f.root.join(name), edited).unwrap();
     let out = h.f.xtask(&["check"]).code(1);
     assert!(
-        out.stdout.contains("REVERTS  0001-import-a-c.patch: src/a.c hunk #2"),
+        out.stdout
+            .contains("REVERTS  0001-import-a-c.patch: src/a.c hunk #2"),
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains(&format!("that {c1} \"a: add the c1 block\"")), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains(&format!("that {c1} \"a: add the c1 block\"")),
+        "{}",
+        out.stdout
+    );
     let out = h.f.xtask(&["drift", "--json"]).code(1);
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let reverts = v["overlays"][0]["reverts"].as_array().unwrap();
@@ -295,8 +311,16 @@ fn new_files_one_per_file_and_idempotence() {
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("  unchanged src/new.c"), "{}", out.stdout);
-    assert_eq!(h.f.project_snapshot(), before, "a second import wrote something");
+    assert!(
+        out.stdout.contains("  unchanged src/new.c"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        h.f.project_snapshot(),
+        before,
+        "a second import wrote something"
+    );
 }
 
 /// --base pins every copy's base; --dry-run writes nothing.
@@ -307,7 +331,10 @@ fn fixed_base_and_dry_run() {
     let dir = h.copies(&[("src/a.c", &copy)]);
     let before = h.f.project_snapshot();
     let (code, v) = h.json(&dir, &["--base", &h.c[1], "--dry-run"]);
-    assert_eq!(code, 1, "the pin's change to the last line is reverted: {v:#}");
+    assert_eq!(
+        code, 1,
+        "the pin's change to the last line is reverted: {v:#}"
+    );
     let (code, v) = h.json(&dir, &["--base", &h.c[1], "--dry-run", "--accept-reverts"]);
     assert_eq!(code, 0);
     assert_eq!(file(&v, "src/a.c")["base"]["commit"], h.c[1]);
@@ -324,7 +351,11 @@ fn bad_input_names_the_file_and_writes_nothing() {
     let before = h.f.project_snapshot();
     let missing = h.f.t().join("no-such-copies");
     let out = h.import(&missing, &[]).code(2);
-    assert!(out.stderr.contains("$TMP/no-such-copies: not a folder"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("$TMP/no-such-copies: not a folder"),
+        "{}",
+        out.stderr
+    );
 
     let dir = h.f.t().join("stray");
     write_copies(&dir, &[("src/a.c", &a_c3()), ("lib/zzz/x.c", "x\n")]);
@@ -340,15 +371,241 @@ fn bad_input_names_the_file_and_writes_nothing() {
     let dir = h.f.t().join("deep");
     write_copies(&dir, &[("a.c", &a_c3())]);
     let out = h.import(&dir, &[]).code(2);
-    assert!(out.stderr.contains("upstream has src/a.c: pass the folder that mirrors the upstream root"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("upstream has src/a.c: pass the folder that mirrors the upstream root"),
+        "{}",
+        out.stderr
+    );
 
     let dir = h.f.t().join("binary");
     write_copies(&dir, &[("src/a.bin", "a\0b")]);
     let out = h.import(&dir, &[]).code(2);
-    assert!(out.stderr.contains("$TMP/binary/src/a.bin: a binary file"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("$TMP/binary/src/a.bin: a binary file"),
+        "{}",
+        out.stderr
+    );
 
     let dir = h.f.t().join("empty");
     std::fs::create_dir_all(&dir).unwrap();
     h.import(&dir, &[]).code(2);
     assert_eq!(h.f.project_snapshot(), before, "bad input wrote something");
+}
+
+mod real_mlx {
+    //! `import` on the real MLX history (through the URL of this workspace's pins.toml; offline
+    //! machines reach it through git's `url.<mirror>.insteadOf`). Copies made from real commits:
+    //! one before `a8e24f2` added the CUDA RMSNorm backward kernels (30 commits before the pin),
+    //! one before `0ff1115` added `BlockMaskedMM::eval_gpu` (423 before), one at the pin, one
+    //! from `772bc8a` (11 after), each with a one-line edit, and a file MLX lacks.
+
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    const PIN: &str = "9a795735ad9a42664e08f42361b405ed570bcf1a";
+    const CUDA: &str = "mlx/backend/cuda";
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_DATE", "@1767225600 +0000")
+            .env("GIT_COMMITTER_DATE", "@1767225600 +0000")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn xtask(root: &Path, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .arg("--root")
+            .arg(root)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `<commit>`'s version of `path` with its copyright line marked as the fork's.
+    fn copy_from(clone: &Path, commit: &str, path: &str) -> String {
+        let text = git(clone, &["show", &format!("{commit}:{path}")]);
+        let marked = text.replacen("Apple Inc.\n", "Apple Inc. (fork)\n", 1);
+        assert!(marked != text, "{commit}:{path} has no copyright line");
+        marked
+    }
+
+    fn first_parent_distance(clone: &Path, from: &str, to: &str) -> i64 {
+        git(
+            clone,
+            &[
+                "rev-list",
+                "--first-parent",
+                "--count",
+                &format!("{from}..{to}"),
+            ],
+        )
+        .trim()
+        .parse()
+        .unwrap()
+    }
+
+    #[test]
+    fn real_mlx_copies_before_at_and_after_the_pin() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let clone = t.join("mlx");
+        let url = "https://github.com/ml-explore/mlx";
+        git(t, &["clone", "-q", "--bare", url, clone.to_str().unwrap()]);
+        let rev = |r: &str| git(&clone, &["rev-parse", r]).trim().to_string();
+        let (rms_base, mm_base) = (rev("a8e24f202^"), rev("0ff1115a4^"));
+        let ahead = rev("772bc8a00");
+        let files: Vec<(String, String)> = vec![
+            (format!("{CUDA}/rms_norm.cu"), rms_base.clone()),
+            (format!("{CUDA}/matmul.cpp"), mm_base.clone()),
+            (format!("{CUDA}/device/binary_ops.cuh"), PIN.to_string()),
+            (
+                format!("{CUDA}/scaled_dot_product_attention.cpp"),
+                ahead.clone(),
+            ),
+        ];
+        let copies = t.join("copies");
+        let mut expected: Vec<(String, String)> = Vec::new();
+        for (path, commit) in &files {
+            let text = copy_from(&clone, commit, path);
+            let p = copies.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, &text).unwrap();
+            expected.push((path.clone(), text));
+        }
+        let extra = "// the fork's own kernel\n__global__ void fork_only() {}\n";
+        std::fs::write(copies.join(CUDA).join("fork_only.cu"), extra).unwrap();
+        expected.push((format!("{CUDA}/fork_only.cu"), extra.to_string()));
+
+        let root: PathBuf = t.join("project");
+        std::fs::create_dir_all(root.join("overlays/mlx")).unwrap();
+        let ws = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        std::fs::copy(ws.join("pins.toml"), root.join("pins.toml")).unwrap();
+        std::fs::write(root.join("overlays/mlx/series"), "").unwrap();
+        let before = crate::fixture::files_under(&root, &["target"]);
+
+        // Refused: the stale copies delete real upstream additions.
+        let (code, stdout, stderr) = xtask(&root, &["import", copies.to_str().unwrap(), "--json"]);
+        assert_eq!(code, 1, "{stdout}\n{stderr}");
+        assert_eq!(crate::fixture::files_under(&root, &["target"]), before);
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let file = |p: &str| {
+            v["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["path"] == p)
+                .unwrap()
+                .clone()
+        };
+        for (path, commit) in &files {
+            let f = file(path);
+            assert_eq!(f["base"]["commit"], commit.as_str(), "{path}: {f:#}");
+            let d = if commit == &ahead {
+                first_parent_distance(&clone, PIN, commit)
+            } else {
+                -first_parent_distance(&clone, commit, PIN)
+            };
+            assert_eq!(f["base"]["distance"], d, "{path}");
+            assert_eq!(f["diff_at_base"], 2, "{path}: a one-line edit");
+        }
+        assert_eq!(
+            file(&format!("{CUDA}/rms_norm.cu"))["base"]["distance"],
+            -30
+        );
+        assert_eq!(
+            file(&format!("{CUDA}/matmul.cpp"))["base"]["distance"],
+            -423
+        );
+        assert_eq!(
+            file(&format!("{CUDA}/scaled_dot_product_attention.cpp"))["base"]["distance"],
+            11
+        );
+        assert_eq!(file(&format!("{CUDA}/fork_only.cu"))["status"], "new-file");
+        // The findings: the backward kernel of a8e24f2 and BlockMaskedMM::eval_gpu of 0ff1115.
+        let reverted = |p: &str, commit: &str, line: &str| {
+            file(p)["reverts"].as_array().unwrap().iter().any(|r| {
+                r["commit"] == rev(commit)
+                    && r["lines"].as_array().unwrap().iter().any(|l| l == line)
+            })
+        };
+        assert!(reverted(
+            &format!("{CUDA}/rms_norm.cu"),
+            "a8e24f202",
+            "__global__ void rms_norm_vjp_small("
+        ));
+        assert!(reverted(
+            &format!("{CUDA}/matmul.cpp"),
+            "0ff1115a4",
+            "void BlockMaskedMM::eval_gpu(const std::vector<array>& inputs, array& out) {"
+        ));
+        for p in [
+            "device/binary_ops.cuh",
+            "scaled_dot_product_attention.cpp",
+            "fork_only.cu",
+        ] {
+            assert_eq!(
+                file(&format!("{CUDA}/{p}"))["reverts"],
+                serde_json::json!([]),
+                "{p}"
+            );
+        }
+
+        // Accepted: written, and git am of the overlay at the pin gives every copy.
+        let (code, stdout, stderr) = xtask(
+            &root,
+            &["import", copies.to_str().unwrap(), "--accept-reverts"],
+        );
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        let name = "0001-import-copies.patch";
+        let patch = root.join("overlays/mlx").join(name);
+        let text = std::fs::read_to_string(&patch).unwrap();
+        assert!(
+            text.contains(&format!("Reverts-Upstream: {}\n", rev("a8e24f202"))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("Base: {rms_base} {CUDA}/rms_norm.cu\n")),
+            "{text}"
+        );
+        let work = t.join("work");
+        git(
+            t,
+            &[
+                "clone",
+                "-q",
+                "--no-checkout",
+                clone.to_str().unwrap(),
+                work.to_str().unwrap(),
+            ],
+        );
+        git(&work, &["checkout", "-q", "--detach", PIN]);
+        git(&work, &["am", "-q", patch.to_str().unwrap()]);
+        for (path, text) in &expected {
+            assert_eq!(
+                &std::fs::read_to_string(work.join(path)).unwrap(),
+                text,
+                "{path}"
+            );
+        }
+        let (code, stdout, _) = xtask(&root, &["check"]);
+        assert_eq!(code, 0, "{stdout}");
+        let (code, stdout, _) = xtask(&root, &["import", copies.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stdout}");
+        assert!(stdout.contains("nothing to import"), "{stdout}");
+    }
 }
