@@ -202,7 +202,8 @@ fn revert_lines(h: &mut String, r: &Revert, indent: &str) {
         overlay::reverts::describe(r)
     );
     for l in r.lines.iter().take(3) {
-        let _ = writeln!(h, "{indent}  - {l}");
+        // No trailing whitespace for an empty line: it does not survive copy and paste.
+        let _ = writeln!(h, "{indent}  {}", format!("- {l}").trim_end());
     }
     if r.lines.len() > 3 {
         let _ = writeln!(h, "{indent}  ... {} more", r.lines.len() - 3);

@@ -223,6 +223,14 @@ fn read_copies(dir: &Path) -> Result<Vec<Copy>> {
     Ok(out)
 }
 
+/// Commits to match copies against, ordered by distance from the pin (before first among
+/// equals), and how many lie before and after the pin.
+struct Candidates {
+    list: Vec<(git2::Oid, i64)>,
+    before: usize,
+    after: usize,
+}
+
 /// The pin's first-parent history: `bound` commits before it, the pin, and up to `bound` after it
 /// on `head`'s first-parent line (when the pin is on it). Ordered by distance, before first.
 fn candidates(
@@ -230,7 +238,7 @@ fn candidates(
     pin: git2::Oid,
     head: Option<git2::Oid>,
     bound: usize,
-) -> Result<(Vec<(git2::Oid, i64)>, usize, usize)> {
+) -> Result<Candidates> {
     let walk = |from: git2::Oid| -> Result<git2::Revwalk<'_>> {
         let mut w = repo.revwalk().map_err(|e| git("walking history", e))?;
         w.push(from).map_err(|e| git("walking history", e))?;
@@ -272,7 +280,11 @@ fn candidates(
             out.push((*c, d as i64));
         }
     }
-    Ok((out, before.len().saturating_sub(1), after.len()))
+    Ok(Candidates {
+        list: out,
+        before: before.len().saturating_sub(1),
+        after: after.len(),
+    })
 }
 
 fn subject_of(repo: &git2::Repository, c: git2::Oid) -> String {
@@ -423,8 +435,8 @@ pub fn import(
     for ov in &series.overlays {
         result.apply_overlay(ov, up)?;
     }
-    let (cands, before, after) = candidates(repo, pin, opts.branch_head, opts.bound)?;
-    let mut search = Search::new(repo, &cands)?;
+    let cands = candidates(repo, pin, opts.branch_head, opts.bound)?;
+    let mut search = Search::new(repo, &cands.list)?;
     let mut planned = Vec::new();
     for (i, c) in copies.iter().enumerate() {
         planned.push(plan_file(
@@ -446,8 +458,8 @@ pub fn import(
         .count();
     let mut outcome = Outcome {
         pin: pin.to_string(),
-        searched_before: before,
-        searched_after: after,
+        searched_before: cands.before,
+        searched_after: cands.after,
         files: Vec::new(),
         overlays: Vec::new(),
         unconfirmed_reverts: unconfirmed,
@@ -597,7 +609,7 @@ fn trailers(reports: &[&FileReport], kind: OverlayKind) -> Vec<(String, String)>
     let accepted: BTreeSet<&str> = reports
         .iter()
         .flat_map(|r| &r.reverts)
-        .filter_map(|r| r.commit.as_deref())
+        .map(|r| r.commit.as_deref().unwrap_or(&r.base))
         .collect();
     for c in accepted {
         t.push((ACCEPT_TRAILER.into(), c.into()));
@@ -628,7 +640,7 @@ fn build_overlays(
     } else {
         vec![todo]
     };
-    let mut number =
+    let first =
         crate::series::parse_series_names(&series.dir.join(SERIES_FILE), &series.raw)?.len() + 1;
     let mut tree = result.clone();
     let mut out = Vec::new();
@@ -637,7 +649,7 @@ fn build_overlays(
         .ok()
         .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default();
-    for g in groups {
+    for (number, g) in (first..).zip(groups) {
         let (stem, subject) = if let [one] = g.as_slice() {
             let p = &planned[*one].report.path;
             let file = p.rsplit('/').next().unwrap_or(p);
@@ -649,7 +661,6 @@ fn build_overlays(
             )
         };
         let name = format!("{number:04}-{stem}.patch");
-        number += 1;
         let path = series.dir.join(&name);
         if path.exists() || series.overlays.iter().any(|o| o.name == name) {
             return Err(Error::OverlayExists {

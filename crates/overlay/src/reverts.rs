@@ -95,22 +95,20 @@ pub fn recorded(ov: &Overlay) -> Result<Recorded> {
             Error::input(&ov.path, Some(line), format!("{k}: {what}, found {v:?}"))
                 .with_help("write the full 40-hex upstream commit id, as `cargo xtask import` does")
         };
-        let mut words = v.split_whitespace();
-        let (first, second, third) = (words.next(), words.next(), words.next());
+        let v = v.trim();
+        let (first, rest) = v.split_once(' ').map_or((v, ""), |(a, b)| (a, b.trim()));
         if k.eq_ignore_ascii_case(BASE_TRAILER) {
-            let id = first
-                .and_then(full_id)
+            let id = full_id(first)
                 .ok_or_else(|| bad("expected \"<40-hex commit>\" or \"<40-hex commit> <path>\""))?;
-            match (second, third) {
-                (None, _) => rec.base = Some(id),
-                (Some(p), None) => {
-                    rec.per_file.insert(p.to_string(), id);
-                }
-                _ => return Err(bad("expected at most a commit and one path")),
+            if rest.is_empty() {
+                rec.base = Some(id);
+            } else if let Err(why) = crate::patch::check_rel_path(rest) {
+                return Err(bad(&format!("the path: {why}")));
+            } else {
+                rec.per_file.insert(rest.to_string(), id);
             }
         } else if k.eq_ignore_ascii_case(ACCEPT_TRAILER) {
-            let id = first
-                .and_then(full_id)
+            let id = full_id(first)
                 .ok_or_else(|| bad("expected \"<40-hex commit>\" (and an optional note)"))?;
             rec.accepted.insert(id);
         }
@@ -266,7 +264,8 @@ pub fn reverted(
             last.lines.push(text);
             continue;
         }
-        let accepted = owner.is_some_and(|c| accepted.contains(&c));
+        // A run blame gives to the base is confirmed by naming the base.
+        let accepted = accepted.contains(&owner.unwrap_or(q.base));
         out.push(Revert {
             file: q.path.to_string(),
             base: q.base.to_string(),
@@ -449,10 +448,10 @@ pub fn findings(all: &[OverlayReverts]) -> Vec<Finding> {
     let mut out = Vec::new();
     for o in all {
         for r in o.reverts.iter().filter(|r| !r.accepted) {
-            let confirm = match &r.commit {
-                Some(c) => format!("\"{ACCEPT_TRAILER}: {c}\""),
-                None => format!("a \"{ACCEPT_TRAILER}:\" trailer"),
-            };
+            let confirm = format!(
+                "\"{ACCEPT_TRAILER}: {}\"",
+                r.commit.as_deref().unwrap_or(&r.base)
+            );
             out.push(Finding {
                 overlay: o.overlay.clone(),
                 kind: FindingKind::Reverts,

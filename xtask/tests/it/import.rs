@@ -393,6 +393,60 @@ fn bad_input_names_the_file_and_writes_nothing() {
     assert_eq!(h.f.project_snapshot(), before, "bad input wrote something");
 }
 
+/// A copy that already holds an existing overlay's change gets only the rest; the existing
+/// overlay keeps every byte and `git am` of both gives the copy.
+#[test]
+fn copy_over_an_existing_overlay_carries_only_the_rest() {
+    let h = history();
+    h.f.git(&h.f.work, &["fetch", "-q", "origin"]);
+    h.f.git(&h.f.work, &["checkout", "-q", &h.f.pin]);
+    let first = h.f.add_overlay(
+        "fork: first line",
+        &[("src/a.c", Some(&a_c3().replace("a 1\n", "a 1 (overlay)\n")))],
+        "Overlay-Kind: local-only",
+    );
+    let old = h.f.read(h.f.root.join("overlays/up").join(&first));
+    let copy = a_c3()
+        .replace("a 1\n", "a 1 (overlay)\n")
+        .replace("a 15\n", "a 15 (copy)\n");
+    let dir = h.copies(&[("src/a.c", &copy)]);
+    let (code, v) = h.json(&dir, &[]);
+    assert_eq!(code, 0, "{v:#}");
+    let a = file(&v, "src/a.c");
+    assert_eq!(
+        (a["added"].clone(), a["removed"].clone()),
+        (1.into(), 1.into())
+    );
+    assert_eq!(a["diff_at_pin"], 4);
+    assert_eq!(a["base"]["commit"], "$PIN");
+    assert_eq!(h.f.read(h.f.root.join("overlays/up").join(&first)), old);
+    h.assert_git_am_gives(&[("src/a.c", &copy)]);
+    h.f.xtask(&["check"]).ok();
+}
+
+/// A malformed Base: trailer is bad input: check names the overlay file and line, exit 2.
+#[test]
+fn malformed_base_trailer_is_an_error_with_its_line() {
+    let h = history();
+    h.f.git(&h.f.work, &["fetch", "-q", "origin"]);
+    h.f.git(&h.f.work, &["checkout", "-q", &h.f.pin]);
+    let name = h.f.add_overlay(
+        "fork",
+        &[("src/a.c", Some(&a_c3().replace("a 1\n", "a 1 (fork)\n")))],
+        "Overlay-Kind: local-only\nBase: 1234abc",
+    );
+    let text = h.f.read(h.f.root.join("overlays/up").join(&name));
+    let line = text.lines().position(|l| l.starts_with("Base: ")).unwrap() + 1;
+    let out = h.f.xtask(&["check"]).code(2);
+    assert!(
+        out.stderr.contains(&format!(
+            "overlays/up/{name}:{line}: Base: expected \"<40-hex commit>\" or \"<40-hex commit> <path>\", found \"1234abc\""
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
 mod real_mlx {
     //! `import` on the real MLX history (through the URL of this workspace's pins.toml; offline
     //! machines reach it through git's `url.<mirror>.insteadOf`). Copies made from real commits:
