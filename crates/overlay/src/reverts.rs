@@ -472,6 +472,45 @@ pub fn findings(all: &[OverlayReverts]) -> Vec<Finding> {
 mod tests {
     use super::*;
 
+    const A: &str = "0123456789abcdef0123456789abcdef01234567";
+    const B: &str = "89abcdef0123456789abcdef0123456789abcdef";
+
+    fn overlay(trailers: &str) -> Result<Overlay> {
+        let raw = format!(
+            "From 0 Mon Sep 17 00:00:00 2001\nFrom: A <a@b>\nSubject: [PATCH] x\n\nBody.\n\nOverlay-Kind: local-only\n{trailers}---\ndiff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
+        );
+        crate::patch::parse_overlay("x.patch", Path::new("x.patch"), &raw)
+    }
+
+    #[test]
+    fn trailers_name_bases_and_accepted_reverts() {
+        let ov = overlay(&format!(
+            "Base: {A}\nBase: {B} src/my file.c\nReverts-Upstream: {B}\n"
+        ))
+        .unwrap();
+        let rec = recorded(&ov).unwrap();
+        assert_eq!(rec.base_for("other.c").unwrap().to_string(), A);
+        assert_eq!(rec.base_for("src/my file.c").unwrap().to_string(), B);
+        assert!(rec.accepted.contains(&git2::Oid::from_str(B).unwrap()));
+        // Not in the trailer paragraph: not a trailer.
+        let ov = overlay("").unwrap();
+        assert!(recorded(&ov).unwrap().is_empty());
+        for bad in [
+            "Base: abc\n",
+            "Base: {A} ../x\n",
+            "Reverts-Upstream: nope\n",
+        ] {
+            let err = recorded(&overlay(&bad.replace("{A}", A)).unwrap()).unwrap_err();
+            assert!(err.to_string().starts_with("x.patch:8: "), "{err}");
+        }
+    }
+
+    #[test]
+    fn export_strips_the_import_trailers() {
+        let body = format!("Why.\n\nOverlay-Kind: local-only\nBase: {A}\nReverts-Upstream: {B}");
+        assert_eq!(crate::export::clean_message(&body, None), "Why.");
+    }
+
     #[test]
     fn line_diff_pairs_unchanged_lines() {
         let a = Text::parse("a\nb\nc\nd\n");

@@ -447,6 +447,61 @@ fn malformed_base_trailer_is_an_error_with_its_line() {
     );
 }
 
+/// SIGKILL at every write step of an import (the fault-injection hook, as in interrupt.rs): every
+/// project file is old or new; after the next command recovers, the project is all old or all new;
+/// importing again gives exactly the uninterrupted result.
+#[test]
+fn import_is_all_or_nothing_under_sigkill() {
+    use crate::fixture::files_under;
+    let h = history();
+    let copy_b = b_c2().replace("b 1\n", "b 1 (fork)\n");
+    let dir = h.copies(&[("src/b.c", &copy_b), ("src/new.c", "int x;\n")]);
+    let args = ["import", dir.to_str().unwrap(), "--one-per-file"];
+    let project = || files_under(&h.f.root, &["target"]);
+    h.import(&dir, &["--dry-run"]).ok(); // the cache is made; the steps below are import's own
+    let old = project();
+    h.f.xtask(&args).ok();
+    let new = project();
+    assert_ne!(old, new);
+    let reset = || {
+        for p in project().keys() {
+            std::fs::remove_file(h.f.root.join(p)).unwrap();
+        }
+        for (p, bytes) in &old {
+            std::fs::write(h.f.root.join(p), bytes).unwrap();
+        }
+    };
+    reset();
+    let log = h.f.t().join("fault-count.log");
+    h.f.xtask_env(&args, &[("OVERLAY_FAULT_COUNT", log.to_str().unwrap())])
+        .ok();
+    let steps = std::fs::read_to_string(&log).map_or(0, |t| t.lines().count());
+    assert!(steps >= 4, "only {steps} write steps");
+    for n in 1..=steps {
+        reset();
+        let out =
+            h.f.xtask_env(&args, &[("OVERLAY_FAULT_KILL_AFTER", &n.to_string())]);
+        assert_eq!(out.code, -1, "step {n} did not kill import: {}", out.stderr);
+        for (p, bytes) in &project() {
+            let name = p.to_string_lossy();
+            assert!(
+                name.contains(".overlay-")
+                    || old.get(p) == Some(bytes)
+                    || new.get(p) == Some(bytes),
+                "step {n}: {name} is neither old nor new"
+            );
+        }
+        h.f.xtask(&["status"]).ok();
+        let now = project();
+        assert!(
+            now == old || now == new,
+            "step {n}: a mix of old and new after recovery"
+        );
+        h.f.xtask(&args).ok();
+        assert_eq!(project(), new, "step {n}");
+    }
+}
+
 mod real_mlx {
     //! `import` on the real MLX history (through the URL of this workspace's pins.toml; offline
     //! machines reach it through git's `url.<mirror>.insteadOf`). Copies made from real commits:
