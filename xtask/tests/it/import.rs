@@ -477,6 +477,7 @@ fn import_is_all_or_nothing_under_sigkill() {
         .ok();
     let steps = std::fs::read_to_string(&log).map_or(0, |t| t.lines().count());
     assert!(steps >= 4, "only {steps} write steps");
+    eprintln!("import --one-per-file: {steps} write steps");
     for n in 1..=steps {
         reset();
         let out =
