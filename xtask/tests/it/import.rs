@@ -211,6 +211,25 @@ fn copy_deleting_an_upstream_addition_is_refused_until_accepted() {
         (r["first_line"].clone(), r["last_line"].clone()),
         (11.into(), 13.into())
     );
+    // git blame agrees on who added those lines.
+    let range = format!("{}..{}", h.c[0], h.f.pin);
+    let blame = h.f.git(
+        &h.f.upstream,
+        &[
+            "blame",
+            "-l",
+            "-s",
+            "--first-parent",
+            "-L",
+            "11,13",
+            &range,
+            "--",
+            "src/a.c",
+        ],
+    );
+    for l in blame.lines() {
+        assert!(l.starts_with(&h.c[1]), "git blame: {blame}");
+    }
     // The pin's own change to the last line is a deletion too, added by the pin commit itself.
     assert_eq!(a["reverts"].as_array().unwrap().len(), 2, "{a:#}");
     assert_eq!(a["reverts"][1]["commit"], "$PIN"); // the test scrubs the pin's id
