@@ -439,17 +439,13 @@ pub fn import(
     let mut search = Search::new(repo, &cands.list)?;
     let mut planned = Vec::new();
     for (i, c) in copies.iter().enumerate() {
-        planned.push(plan_file(
-            repo,
-            up,
+        let at = Trees {
+            src: up,
             pin,
-            &pin_tree,
-            &result,
-            &mut search,
-            opts,
-            i,
-            c,
-        )?);
+            pin_tree: &pin_tree,
+            result: &result,
+        };
+        planned.push(plan_file(&at, &mut search, opts, i, c)?);
     }
     let unconfirmed = planned
         .iter()
@@ -476,18 +472,29 @@ pub fn import(
     Ok(outcome)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn plan_file(
-    repo: &git2::Repository,
-    src: &dyn BlobSource,
+/// What a copy is compared with: upstream at the pin, and the pin plus the series.
+struct Trees<'a> {
+    src: &'a dyn BlobSource,
     pin: git2::Oid,
-    pin_tree: &Tree,
-    result: &Tree,
+    pin_tree: &'a Tree,
+    result: &'a Tree,
+}
+
+/// One copy: its base, sizes, reverts and file patch (none when it already is pin + series).
+fn plan_file(
+    at: &Trees<'_>,
     search: &mut Search<'_>,
     opts: &Options,
     i: usize,
     c: &Copy,
 ) -> Result<Planned> {
+    let Trees {
+        src,
+        pin,
+        pin_tree,
+        result,
+    } = *at;
+    let repo = search.repo;
     let text_in = |t: &Tree| -> Result<Option<Text>> {
         Ok(t.bytes(&c.rel, src)?
             .map(|b| Text::parse(&String::from_utf8_lossy(&b))))
