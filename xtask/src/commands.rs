@@ -399,7 +399,11 @@ pub fn check(g: &Global) -> Result<ExitCode> {
     let series = ctx.series()?;
     let repo = ctx.open_upstream()?;
     let base = repo.tree_at(git2::Oid::from_str(&up.rev)?)?;
-    let findings = overlay::check::check(&base, &series, &repo)?;
+    let mut findings = overlay::check::check(&base, &series, &repo)?;
+    // Lines an overlay deletes that upstream added after its recorded base (issue 18).
+    let pin = git2::Oid::from_str(&up.rev)?;
+    let reverts = overlay::reverts::series_reverts(repo.repo(), &repo, pin, &series)?;
+    findings.extend(overlay::reverts::findings(&reverts));
     let mut h = String::new();
     let _ = writeln!(
         h,
@@ -420,6 +424,7 @@ pub fn check(g: &Global) -> Result<ExitCode> {
                 FindingKind::NotCanonical => "NONCANON",
                 FindingKind::Unlisted => "UNLISTED",
                 FindingKind::UnknownDependency => "DEPENDS",
+                FindingKind::Reverts => "REVERTS",
             };
             let at = match (&f.file, f.hunk, f.patch_line) {
                 (Some(file), Some(hk), Some(l)) => format!("{file} hunk #{hk} ({}:{l})", o.name),
@@ -573,7 +578,7 @@ pub struct NewOverlayArgs {
     pub message: Vec<String>,
 }
 
-fn identity() -> Result<String> {
+pub(crate) fn identity() -> Result<String> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let cfg = git2::Config::open_default().ok();
     let get = |k: &str| cfg.as_ref().and_then(|c| c.get_string(k).ok());
@@ -587,7 +592,7 @@ fn identity() -> Result<String> {
     }
 }
 
-fn author_date() -> Result<String> {
+pub(crate) fn author_date() -> Result<String> {
     // Honour GIT_AUTHOR_DATE like git does ("@<secs> <+hhmm>" or an RFC 2822 date).
     if let Ok(d) = std::env::var("GIT_AUTHOR_DATE")
         && !d.is_empty()
@@ -986,12 +991,12 @@ pub fn drift(g: &Global, a: &DriftArgs) -> Result<ExitCode> {
         f.write_all(markdown_drift(&report).as_bytes())
             .with_context(|| format!("{}: cannot write the summary", path.display()))?;
     }
-    emit(
-        ctx.json,
-        serde_json::to_value(&report)?,
-        render_drift(&report),
-    );
-    let quiet = report.overlays.iter().all(|o| o.drift.status.is_quiet());
+    // Upstream lines an overlay deletes that upstream added after its recorded base (issue 18).
+    let reverts = overlay::reverts::series_reverts(repo.repo(), &repo, from, &series)?;
+    let (mut value, mut human) = (serde_json::to_value(&report)?, render_drift(&report));
+    let reverting = crate::import_cmd::add_drift_reverts(&mut value, &mut human, &reverts);
+    emit(ctx.json, value, human);
+    let quiet = !reverting && report.overlays.iter().all(|o| o.drift.status.is_quiet());
     Ok(if quiet {
         ExitCode::SUCCESS
     } else {

@@ -12,6 +12,7 @@ mod cuda_bundle;
 mod diffgit;
 mod fuzz;
 mod ggml_check;
+mod import_cmd;
 mod metal_sim;
 mod progress;
 mod sources;
@@ -88,6 +89,8 @@ enum Cmd {
     TestUpstream(test_upstream::TestUpstreamArgs),
     /// Run MLX's quantized mat-vec kernels on the CPU emulator and check identity claims
     MetalSim(metal_sim::MetalSimArgs),
+    /// Turn a folder of whole-file copies (laid out like upstream) into overlays, each against its closest upstream base
+    Import(import_cmd::ImportArgs),
     /// Classify every overlay against another upstream commit (clean, moved, context-drift, upstreamed, conflict)
     Drift(commands::DriftArgs),
     /// Run the engine's libFuzzer targets for a time budget each and report their stats
@@ -121,6 +124,7 @@ fn main() -> ExitCode {
         Cmd::Refresh(a) => commands::refresh(&cli.global, a),
         Cmd::NewOverlay(a) => commands::new_overlay(&cli.global, a),
         Cmd::Drift(a) => commands::drift(&cli.global, a),
+        Cmd::Import(a) => import_cmd::run(&cli.global, a),
         Cmd::BumpPin(a) => commands::bump_pin(&cli.global, a),
         Cmd::Bench(b) => bench::run(&cli.global, b),
         Cmd::ExportUpstream(a) => commands::export_upstream(&cli.global, a),

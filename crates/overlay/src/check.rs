@@ -25,6 +25,8 @@ pub enum FindingKind {
     /// A `Depends-On:` trailer names a definition upstream does not have at the pin (a typo would
     /// otherwise surface only in drift's canary).
     UnknownDependency,
+    /// The overlay deletes upstream lines added after its recorded base (`reverts.rs`).
+    Reverts,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -12,7 +12,13 @@ use crate::series::Series;
 use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
 
 /// Trailers that describe the overlay to the fork, not the change to upstream.
-const FORK_TRAILERS: [&str; 3] = ["overlay-kind", "upstream-status", "depends-on"];
+const FORK_TRAILERS: [&str; 5] = [
+    "overlay-kind",
+    "upstream-status",
+    "depends-on",
+    "base",
+    "reverts-upstream",
+];
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Exported {

@@ -12,6 +12,7 @@ mod drift;
 mod export;
 mod fixture;
 mod hostile;
+mod import;
 mod interrupt;
 mod messages;
 mod refresh;

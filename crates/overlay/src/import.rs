@@ -1,0 +1,766 @@
+//! `import`: a folder of whole-file copies (laid out like upstream) becomes minimal overlays.
+//!
+//! For each copy the upstream commit whose version of that path differs least is searched on the
+//! pin's first-parent history, before the pin and after it (on the branch head, when the cache has
+//! it), within a bound. The overlay is the diff from the pin (plus the series) to the copy, with a
+//! `Base:` trailer naming that commit, so `check` and `drift` can later tell upstream lines the
+//! overlay deletes that upstream added after the base ([`crate::reverts`]). Such deletions are
+//! reported, and nothing is written unless the caller accepts them (`Reverts-Upstream:` trailers
+//! record the acceptance). Files upstream lacks become new-file overlays. A copy that already
+//! matches the pin plus the series produces nothing, so importing twice writes nothing new.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use crate::apply::Text;
+use crate::diff;
+use crate::patch::{FilePatch, OverlayKind, parse_overlay};
+use crate::render::{ABBREV, new_prelude, render_patch_body};
+use crate::reverts::{ACCEPT_TRAILER, BASE_TRAILER, FileQuestion, Revert, line_diff, reverted};
+use crate::series::{SERIES_FILE, Series};
+use crate::tree::{BlobSource, Content, Entry, MODE_EXEC, MODE_FILE, Tree};
+use crate::upstream::UpstreamRepo;
+
+pub struct Options {
+    /// This commit is every copy's base; `None`: the closest upstream version on the pin's
+    /// first-parent history within `bound` commits on each side of the pin.
+    pub base: Option<git2::Oid>,
+    /// How far the search goes (and how far a given base's distance is measured).
+    pub bound: usize,
+    /// The upstream branch head, to search after the pin (`None`: before the pin only).
+    pub branch_head: Option<git2::Oid>,
+    pub one_per_file: bool,
+    pub accept_reverts: bool,
+    pub dry_run: bool,
+    pub kind: OverlayKind,
+    /// `Name <email>` and an RFC 2822 date for the overlays' mail header.
+    pub author: String,
+    pub date: String,
+    pub signature: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "{}: not a folder; nothing was written\n  help: pass the folder holding the copies, laid out like upstream (DIR/mlx/backend/cuda/matmul.cpp for upstream's mlx/backend/cuda/matmul.cpp)",
+        .0.display()
+    )]
+    NoDir(PathBuf),
+    #[error("{}: holds no files; nothing was written", .0.display())]
+    Empty(PathBuf),
+    #[error("{}: {why}; nothing was written\n  help: {help}", path.display())]
+    BadCopy {
+        path: PathBuf,
+        why: String,
+        help: &'static str,
+    },
+    #[error(
+        "{}: {rel} is not an upstream path at the pin (no folder {parent} there, and no searched commit has the file); nothing was written\n  help: {hint}",
+        path.display()
+    )]
+    NotUpstreamPath {
+        path: PathBuf,
+        rel: String,
+        parent: String,
+        hint: String,
+    },
+    #[error("{}: already exists; nothing was written\n  help: {help}", .path.display())]
+    OverlayExists { path: PathBuf, help: String },
+    #[error("{}: changed on disk while import was running; nothing was written\n  help: run import again", .0.display())]
+    Raced(PathBuf),
+    #[error(transparent)]
+    Engine(#[from] crate::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn git(context: &str, e: git2::Error) -> Error {
+    Error::Engine(crate::Error::git(context, e))
+}
+
+/// The commit a copy was matched to.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Base {
+    pub commit: String,
+    pub subject: String,
+    /// First-parent commits from the pin: negative before it, positive after it, 0 the pin;
+    /// `None` for a `--base` off the pin's first-parent line.
+    pub distance: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileStatus {
+    /// Upstream has the file at the pin; the overlay patches it.
+    Changed,
+    /// Upstream lacks the file at the pin; the overlay adds it.
+    NewFile,
+    /// The copy already is the pin plus the series: nothing to import.
+    Unchanged,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileReport {
+    pub path: String,
+    pub status: FileStatus,
+    pub base: Option<Base>,
+    /// Lines added plus removed between the base's version and the copy.
+    pub diff_at_base: Option<usize>,
+    /// Lines added plus removed between the pin's version and the copy (a new file: its lines).
+    pub diff_at_pin: usize,
+    /// The overlay's share for this file: lines added, removed, hunks (against the pin plus the series).
+    pub added: usize,
+    pub removed: usize,
+    pub hunks: usize,
+    pub overlay: Option<String>,
+    /// Upstream lines the overlay deletes that upstream added after the base.
+    pub reverts: Vec<Revert>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NewOverlay {
+    pub name: String,
+    pub files: Vec<String>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct Outcome {
+    pub pin: String,
+    /// Commits searched before and after the pin.
+    pub searched_before: usize,
+    pub searched_after: usize,
+    pub files: Vec<FileReport>,
+    pub overlays: Vec<NewOverlay>,
+    /// Reverts not confirmed with `accept_reverts`: nothing is written while there are any.
+    pub unconfirmed_reverts: usize,
+    pub written: bool,
+}
+
+/// One copy read from the folder.
+struct Copy {
+    rel: String,
+    path: PathBuf,
+    text: Text,
+    bytes: Vec<u8>,
+    exec: bool,
+}
+
+/// Reads every file below `dir` (skipping `.git`), refusing what cannot be an upstream text file.
+fn read_copies(dir: &Path) -> Result<Vec<Copy>> {
+    if !dir.is_dir() {
+        return Err(Error::NoDir(dir.to_path_buf()));
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let rd = std::fs::read_dir(&d).map_err(|e| crate::Error::io(&d, e))?;
+        for e in rd {
+            let e = e.map_err(|e| crate::Error::io(&d, e))?;
+            let p = e.path();
+            let ft = e.file_type().map_err(|e| crate::Error::io(&p, e))?;
+            if e.file_name() == ".git" {
+                continue;
+            }
+            if ft.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let bad = |why: &str, help| Error::BadCopy {
+                path: p.clone(),
+                why: why.into(),
+                help,
+            };
+            if !ft.is_file() {
+                return Err(bad(
+                    "not a regular file (a symlink?)",
+                    "copy the file itself; overlays patch regular text files",
+                ));
+            }
+            let rel = p
+                .strip_prefix(dir)
+                .expect("below dir")
+                .to_str()
+                .ok_or_else(|| bad("the name is not UTF-8", "rename it as upstream names it"))?
+                .replace(std::path::MAIN_SEPARATOR, "/");
+            if let Err(why) = crate::patch::check_rel_path(&rel) {
+                return Err(bad(&why, "rename it as upstream names it"));
+            }
+            let bytes = std::fs::read(&p).map_err(|e| crate::Error::io(&p, e))?;
+            let Ok(s) = String::from_utf8(bytes.clone()) else {
+                return Err(bad(
+                    "not UTF-8 text",
+                    "overlays carry text files only; leave binary files out of the folder",
+                ));
+            };
+            if s.contains('\0') {
+                return Err(bad(
+                    "a binary file (holds NUL bytes)",
+                    "overlays carry text files only; leave binary files out of the folder",
+                ));
+            }
+            #[cfg(unix)]
+            let exec = {
+                use std::os::unix::fs::PermissionsExt;
+                e.metadata()
+                    .map(|m| m.permissions().mode() & 0o111 != 0)
+                    .unwrap_or(false)
+            };
+            #[cfg(not(unix))]
+            let exec = false;
+            out.push(Copy {
+                rel,
+                path: p,
+                text: Text::parse(&s),
+                bytes,
+                exec,
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::Empty(dir.to_path_buf()));
+    }
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(out)
+}
+
+/// Commits to match copies against, ordered by distance from the pin (before first among
+/// equals), and how many lie before and after the pin.
+struct Candidates {
+    list: Vec<(git2::Oid, i64)>,
+    before: usize,
+    after: usize,
+}
+
+/// The pin's first-parent history: `bound` commits before it, the pin, and up to `bound` after it
+/// on `head`'s first-parent line (when the pin is on it). Ordered by distance, before first.
+fn candidates(
+    repo: &git2::Repository,
+    pin: git2::Oid,
+    head: Option<git2::Oid>,
+    bound: usize,
+) -> Result<Candidates> {
+    let walk = |from: git2::Oid| -> Result<git2::Revwalk<'_>> {
+        let mut w = repo.revwalk().map_err(|e| git("walking history", e))?;
+        w.push(from).map_err(|e| git("walking history", e))?;
+        w.simplify_first_parent()
+            .map_err(|e| git("walking history", e))?;
+        Ok(w)
+    };
+    let mut before = Vec::new();
+    for id in walk(pin)?.take(bound + 1) {
+        before.push(id.map_err(|e| git("walking history", e))?);
+    }
+    let mut after = Vec::new();
+    if let Some(head) = head.filter(|h| *h != pin) {
+        let mut line = Vec::new();
+        let mut reached = false;
+        for id in walk(head)? {
+            let id = id.map_err(|e| git("walking history", e))?;
+            if id == pin {
+                reached = true;
+                break;
+            }
+            line.push(id);
+        }
+        if reached {
+            line.reverse();
+            line.truncate(bound);
+            after = line;
+        }
+    }
+    let mut out = Vec::with_capacity(before.len() + after.len());
+    let n = before.len().max(after.len() + 1);
+    for d in 0..n {
+        if let Some(c) = before.get(d) {
+            out.push((*c, -(d as i64)));
+        }
+        if d > 0
+            && let Some(c) = after.get(d - 1)
+        {
+            out.push((*c, d as i64));
+        }
+    }
+    Ok(Candidates {
+        list: out,
+        before: before.len().saturating_sub(1),
+        after: after.len(),
+    })
+}
+
+fn subject_of(repo: &git2::Repository, c: git2::Oid) -> String {
+    repo.find_commit(c)
+        .ok()
+        .and_then(|c| c.summary().ok().flatten().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Finds each copy's closest upstream version: (base, diff size at the base) per copy.
+struct Search<'r> {
+    repo: &'r git2::Repository,
+    trees: Vec<(git2::Tree<'r>, i64, git2::Oid)>,
+    sizes: HashMap<(usize, git2::Oid), usize>,
+}
+
+impl<'r> Search<'r> {
+    fn new(repo: &'r git2::Repository, cands: &[(git2::Oid, i64)]) -> Result<Search<'r>> {
+        let mut trees = Vec::with_capacity(cands.len());
+        for (c, d) in cands {
+            let t = repo
+                .find_commit(*c)
+                .and_then(|c| c.tree())
+                .map_err(|e| git(&format!("reading commit {c}"), e))?;
+            trees.push((t, *d, *c));
+        }
+        Ok(Search {
+            repo,
+            trees,
+            sizes: HashMap::new(),
+        })
+    }
+
+    fn size(&mut self, file: usize, blob: git2::Oid, copy: &Text) -> Result<usize> {
+        if let Some(s) = self.sizes.get(&(file, blob)) {
+            return Ok(*s);
+        }
+        let b = self
+            .repo
+            .find_blob(blob)
+            .map_err(|e| git(&format!("reading blob {blob}"), e))?;
+        let text = Text::parse(&String::from_utf8_lossy(b.content()));
+        let s = line_diff(&text, copy)?.size();
+        self.sizes.insert((file, blob), s);
+        Ok(s)
+    }
+
+    /// The candidate with the smallest diff (the closest to the pin among equals).
+    fn closest(&mut self, file: usize, path: &str, copy: &Text) -> Result<Option<(usize, usize)>> {
+        let mut best: Option<(usize, usize)> = None;
+        for i in 0..self.trees.len() {
+            let Ok(entry) = self.trees[i].0.get_path(Path::new(path)) else {
+                continue;
+            };
+            if entry.kind() != Some(git2::ObjectType::Blob) {
+                continue;
+            }
+            let s = self.size(file, entry.id(), copy)?;
+            if best.is_none_or(|(_, b)| s < b) {
+                best = Some((i, s));
+                if s == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(best)
+    }
+}
+
+/// A folder with files at the pin (`""`, the top, does not count: a copy there is almost always a
+/// folder passed one level too deep).
+fn folder_exists(tree: &Tree, folder: &str) -> bool {
+    if folder.is_empty() {
+        return false;
+    }
+    let prefix = format!("{folder}/");
+    tree.entries
+        .range(prefix.clone()..)
+        .next()
+        .is_some_and(|(k, _)| k.starts_with(&prefix))
+}
+
+fn not_upstream(c: &Copy, pin_tree: &Tree) -> Error {
+    let parent = c.rel.rsplit_once('/').map_or("", |(p, _)| p).to_string();
+    let suffix = format!("/{}", c.rel);
+    let similar: Vec<&str> = pin_tree
+        .entries
+        .keys()
+        .filter(|k| k.ends_with(&suffix))
+        .take(3)
+        .map(String::as_str)
+        .collect();
+    let hint = if similar.is_empty() {
+        "lay the copies out as upstream does (DIR/<upstream path>); a file upstream lacks goes in an upstream folder".to_string()
+    } else {
+        format!(
+            "upstream has {}: pass the folder that mirrors the upstream root, not a subfolder",
+            similar.join(", ")
+        )
+    };
+    Error::NotUpstreamPath {
+        path: c.path.clone(),
+        rel: c.rel.clone(),
+        parent: if parent.is_empty() {
+            "(the top)".into()
+        } else {
+            parent
+        },
+        hint,
+    }
+}
+
+/// One copy, planned: its report and the overlay's file patch.
+struct Planned {
+    report: FileReport,
+    patch: Option<FilePatch>,
+}
+
+fn file_patch(path: &str, pre: Option<&Text>, copy: &Copy) -> Result<FilePatch> {
+    let empty = Text::parse("");
+    let hunks = diff::text_hunks(pre.unwrap_or(&empty), &copy.text, diff::CONTEXT)?;
+    Ok(FilePatch {
+        old_path: pre.map(|_| path.to_string()),
+        new_path: Some(path.to_string()),
+        old_mode: None,
+        new_mode: pre
+            .is_none()
+            .then_some(if copy.exec { MODE_EXEC } else { MODE_FILE }),
+        hunks,
+        patch_line: 0,
+    })
+}
+
+/// The whole import: plans every copy, refuses on unconfirmed reverts (nothing written), writes
+/// the overlays and the series in one transaction (journal in `root`) unless `dry_run`.
+pub fn import(
+    up: &UpstreamRepo,
+    pin: git2::Oid,
+    series: &Series,
+    dir: &Path,
+    root: &Path,
+    opts: &Options,
+) -> Result<Outcome> {
+    let repo = up.repo();
+    let copies = read_copies(dir)?;
+    let pin_tree = up.tree_at(pin)?;
+    let mut result = pin_tree.clone();
+    for ov in &series.overlays {
+        result.apply_overlay(ov, up)?;
+    }
+    let cands = candidates(repo, pin, opts.branch_head, opts.bound)?;
+    let mut search = Search::new(repo, &cands.list)?;
+    let mut planned = Vec::new();
+    for (i, c) in copies.iter().enumerate() {
+        let at = Trees {
+            src: up,
+            pin,
+            pin_tree: &pin_tree,
+            result: &result,
+        };
+        planned.push(plan_file(&at, &mut search, opts, i, c)?);
+    }
+    let unconfirmed = planned
+        .iter()
+        .flat_map(|p| &p.report.reverts)
+        .filter(|r| !r.accepted)
+        .count();
+    let mut outcome = Outcome {
+        pin: pin.to_string(),
+        searched_before: cands.before,
+        searched_after: cands.after,
+        files: Vec::new(),
+        overlays: Vec::new(),
+        unconfirmed_reverts: unconfirmed,
+        written: false,
+    };
+    let writes = build_overlays(&mut planned, &copies, series, &result, up, dir, opts)?;
+    outcome.overlays = writes.iter().map(|w| w.0.clone()).collect();
+    outcome.files = planned.into_iter().map(|p| p.report).collect();
+    if unconfirmed > 0 || opts.dry_run || writes.is_empty() {
+        return Ok(outcome);
+    }
+    commit(series, root, writes)?;
+    outcome.written = true;
+    Ok(outcome)
+}
+
+/// What a copy is compared with: upstream at the pin, and the pin plus the series.
+struct Trees<'a> {
+    src: &'a dyn BlobSource,
+    pin: git2::Oid,
+    pin_tree: &'a Tree,
+    result: &'a Tree,
+}
+
+/// One copy: its base, sizes, reverts and file patch (none when it already is pin + series).
+fn plan_file(
+    at: &Trees<'_>,
+    search: &mut Search<'_>,
+    opts: &Options,
+    i: usize,
+    c: &Copy,
+) -> Result<Planned> {
+    let Trees {
+        src,
+        pin,
+        pin_tree,
+        result,
+    } = *at;
+    let repo = search.repo;
+    let text_in = |t: &Tree| -> Result<Option<Text>> {
+        Ok(t.bytes(&c.rel, src)?
+            .map(|b| Text::parse(&String::from_utf8_lossy(&b))))
+    };
+    let pin_text = text_in(pin_tree)?;
+    let pre = text_in(result)?;
+    let (base, diff_at_base) = match opts.base {
+        Some(b) => {
+            let t = crate::reverts::text_at(repo, b, &c.rel)?;
+            let size = match &t {
+                Some(t) => Some(line_diff(t, &c.text)?.size()),
+                None => None,
+            };
+            let distance = search.trees.iter().find(|t| t.2 == b).map(|t| t.1);
+            (Some((b, distance)), size)
+        }
+        None => match search.closest(i, &c.rel, &c.text)? {
+            Some((k, size)) => (
+                Some((search.trees[k].2, Some(search.trees[k].1))),
+                Some(size),
+            ),
+            None => (None, None),
+        },
+    };
+    if pin_text.is_none() && base.is_none() && !folder_exists(pin_tree, parent_of(&c.rel)) {
+        return Err(not_upstream(c, pin_tree));
+    }
+    let empty = Text::parse("");
+    let diff_at_pin = line_diff(pin_text.as_ref().unwrap_or(&empty), &c.text)?.size();
+    let own = line_diff(pre.as_ref().unwrap_or(&empty), &c.text)?;
+    let same = pre.is_some() && own.size() == 0 && pre.as_ref() == Some(&c.text);
+    let status = match (&pin_text, same) {
+        (_, true) => FileStatus::Unchanged,
+        (None, false) => FileStatus::NewFile,
+        (Some(_), false) => FileStatus::Changed,
+    };
+    let mut reverts = Vec::new();
+    if let (Some((b, _)), Some(pin_text), Some(pre), false) = (base, &pin_text, &pre, same) {
+        let q = FileQuestion {
+            path: &c.rel,
+            base: b,
+            pin,
+            pin_text,
+            pre,
+            deleted: &own.removed,
+        };
+        reverts = reverted(repo, &q, &BTreeSet::new())?;
+        for r in &mut reverts {
+            r.accepted = opts.accept_reverts;
+        }
+    }
+    let patch = if same {
+        None
+    } else {
+        Some(file_patch(&c.rel, pre.as_ref(), c)?)
+    };
+    Ok(Planned {
+        report: FileReport {
+            path: c.rel.clone(),
+            status,
+            base: base.map(|(b, distance)| Base {
+                commit: b.to_string(),
+                subject: subject_of(repo, b),
+                distance,
+            }),
+            diff_at_base,
+            diff_at_pin,
+            added: own.added.len(),
+            removed: own.removed.len(),
+            hunks: patch.as_ref().map_or(0, |p| p.hunks.len()),
+            overlay: None,
+            reverts,
+        },
+        patch,
+    })
+}
+
+fn parent_of(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(p, _)| p)
+}
+
+/// `abc-def` from any name: lower-case letters and digits, `-` between words.
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for ch in s.chars() {
+        if ch.is_ascii_alphanumeric() {
+            out.push(ch.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let out = out.trim_end_matches('-').to_string();
+    if out.is_empty() { "copies".into() } else { out }
+}
+
+/// The trailers of one new overlay: kind, status, the base(s), the confirmed reverts.
+fn trailers(reports: &[&FileReport], kind: OverlayKind) -> Vec<(String, String)> {
+    let mut t = vec![
+        ("Overlay-Kind".to_string(), kind.as_str().to_string()),
+        ("Upstream-Status".to_string(), "not-submitted".to_string()),
+    ];
+    let bases: BTreeSet<&str> = reports
+        .iter()
+        .filter_map(|r| r.base.as_ref().map(|b| b.commit.as_str()))
+        .collect();
+    let all_have = reports.iter().all(|r| r.base.is_some());
+    if bases.len() == 1 && all_have {
+        t.push((
+            BASE_TRAILER.into(),
+            bases.into_iter().next().unwrap().into(),
+        ));
+    } else {
+        for r in reports {
+            if let Some(b) = &r.base {
+                t.push((BASE_TRAILER.into(), format!("{} {}", b.commit, r.path)));
+            }
+        }
+    }
+    let accepted: BTreeSet<&str> = reports
+        .iter()
+        .flat_map(|r| &r.reverts)
+        .map(|r| r.commit.as_deref().unwrap_or(&r.base))
+        .collect();
+    for c in accepted {
+        t.push((ACCEPT_TRAILER.into(), c.into()));
+    }
+    t
+}
+
+type Write = (NewOverlay, PathBuf, String);
+
+/// Renders the overlays (one for the set, or one per file), verified: applied to the pin plus the
+/// series they give every copy byte for byte.
+fn build_overlays(
+    planned: &mut [Planned],
+    copies: &[Copy],
+    series: &Series,
+    result: &Tree,
+    src: &dyn BlobSource,
+    dir: &Path,
+    opts: &Options,
+) -> Result<Vec<Write>> {
+    let todo: Vec<usize> = (0..planned.len())
+        .filter(|&i| planned[i].patch.is_some())
+        .collect();
+    let groups: Vec<Vec<usize>> = if opts.one_per_file {
+        todo.iter().map(|&i| vec![i]).collect()
+    } else if todo.is_empty() {
+        Vec::new()
+    } else {
+        vec![todo]
+    };
+    let first =
+        crate::series::parse_series_names(&series.dir.join(SERIES_FILE), &series.raw)?.len() + 1;
+    let mut tree = result.clone();
+    let mut out = Vec::new();
+    let dir_name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    for (number, g) in (first..).zip(groups) {
+        let (stem, subject) = if let [one] = g.as_slice() {
+            let p = &planned[*one].report.path;
+            let file = p.rsplit('/').next().unwrap_or(p);
+            (format!("import-{}", slug(file)), format!("import {p}"))
+        } else {
+            (
+                format!("import-{}", slug(&dir_name)),
+                format!("import {} whole-file copies from {dir_name}", g.len()),
+            )
+        };
+        let name = format!("{number:04}-{stem}.patch");
+        let path = series.dir.join(&name);
+        if path.exists() || series.overlays.iter().any(|o| o.name == name) {
+            return Err(Error::OverlayExists {
+                path,
+                help: "remove or rename it, or list it in the series if it belongs there".into(),
+            });
+        }
+        let reports: Vec<&FileReport> = g.iter().map(|&i| &planned[i].report).collect();
+        let body = "Made by `cargo xtask import` from whole-file copies: the diff from the pin to each copy.\nBase names the upstream commit each copy is closest to.";
+        let prelude = new_prelude(
+            &opts.author,
+            &opts.date,
+            &subject,
+            body,
+            &trailers(&reports, opts.kind),
+        );
+        let mut files: Vec<FilePatch> = g
+            .iter()
+            .map(|&i| planned[i].patch.clone().expect("todo"))
+            .collect();
+        files.sort_by(|a, b| a.path().cmp(b.path()));
+        let mut after = tree.clone();
+        for f in &files {
+            let c = copies.iter().find(|c| c.rel == f.path()).expect("a copy");
+            let mode = f
+                .new_mode
+                .or(tree.entries.get(&c.rel).map(|e| e.mode))
+                .unwrap_or(MODE_FILE);
+            after.entries.insert(
+                c.rel.clone(),
+                Entry {
+                    mode,
+                    content: Content::Bytes(c.bytes.clone().into()),
+                },
+            );
+        }
+        let raw = format!(
+            "{prelude}{}",
+            render_patch_body(&files, &tree, &after, &opts.signature, ABBREV, src)?
+        );
+        let ov = parse_overlay(&name, &path, &raw)?;
+        let mut check = tree.clone();
+        check.apply_overlay(&ov, src)?;
+        if check.entries.keys().ne(after.entries.keys())
+            || files
+                .iter()
+                .any(|f| check.blob_id(f.path()) != after.blob_id(f.path()))
+        {
+            return Err(crate::Error::input(
+                &path,
+                None,
+                "import could not reproduce the copies from the overlay it made; nothing was written",
+            )
+            .with_help("this is a bug in import; please report it with the copies")
+            .into());
+        }
+        tree = check;
+        let names: Vec<String> = files.iter().map(|f| f.path().to_string()).collect();
+        for &i in &g {
+            planned[i].report.overlay = Some(name.clone());
+        }
+        out.push((NewOverlay { name, files: names }, path, raw));
+    }
+    Ok(out)
+}
+
+/// Writes the overlays and the longer series in one transaction; refuses if the series changed.
+fn commit(series: &Series, root: &Path, writes: Vec<Write>) -> Result<()> {
+    let series_path = series.dir.join(SERIES_FILE);
+    if std::fs::read_to_string(&series_path).ok().as_deref() != Some(series.raw.as_str()) {
+        return Err(Error::Raced(series_path));
+    }
+    let mut raw = series.raw.clone();
+    if !raw.is_empty() && !raw.ends_with('\n') {
+        raw.push('\n');
+    }
+    let mut txn = crate::txn::Txn::new(root, "import");
+    for (ov, path, text) in writes {
+        raw.push_str(&ov.name);
+        raw.push('\n');
+        txn.write(path, text);
+    }
+    txn.write(series_path, raw);
+    txn.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slugs() {
+        assert_eq!(super::slug("matmul.cpp"), "matmul-cpp");
+        assert_eq!(super::slug("My Copies/"), "my-copies");
+        assert_eq!(super::slug("..."), "copies");
+    }
+}
