@@ -145,7 +145,8 @@ fn tier3_mul_mm_matches_cpu_and_float64() {
 /// Tier (iii), MUL_MAT_ID: fewer experts used than available, so a wrong
 /// per-expert base offset reads another expert's rows; multi-block rows
 /// (k = 512..1024). Mat-vec below 32 tokens (kernel_mul_mv_id_tq1_0_f32,
-/// single-token included), map0 + kernel_mul_mm_id_tq1_0_f32 from 32.
+/// single-token included), map0 + kernel_mul_mm_id_tq1_0_f32 from 32, and
+/// kernel_mul_mm_id_tq1_0_f16 (half src1).
 #[test]
 fn tier3_mul_mat_id_matches_cpu_and_float64() {
     let out = run(&[
@@ -155,6 +156,7 @@ fn tier3_mul_mat_id_matches_cpu_and_float64() {
         "mul_mv_id 34 4 2 2 8 2048",
         "mul_mm_id 41 4 2 32 64 512",
         "mul_mm_id 42 8 4 33 72 768",
+        "mul_mm_id 43 8 2 40 72 512 f16",
     ]);
     for v in &out {
         assert_product(v);
@@ -185,7 +187,7 @@ fn perturbed(func: &str, from: &str, to: &str) -> TreeFiles {
 /// - a wrong hoisted coefficient in the mat-vec kernel: tier (iii) fails;
 /// - in the mat-mat block loader, the digit order of the low qs bytes
 ///   reversed (steps 0..4), or the qh digits transposed (step 7): mul_mm
-///   (f32 and f16 src1) and mul_mm_id fail.
+///   and mul_mm_id (f32 and f16 src1) fail.
 #[test]
 fn tiers_fail_on_defective_kernels() {
     let half = perturbed(
@@ -216,7 +218,12 @@ fn tiers_fail_on_defective_kernels() {
         assert!(f(v, "nmse_cpu") > NMSE_MAX, "{v}");
     }
 
-    let mm = ["mul_mm 21 64 256 32", "mul_mm 24 64 768 17 f16", "mul_mm_id 41 4 2 32 64 512"];
+    let mm = [
+        "mul_mm 21 64 256 32",
+        "mul_mm 24 64 768 17 f16",
+        "mul_mm_id 41 4 2 32 64 512",
+        "mul_mm_id 43 8 2 40 72 512 f16",
+    ];
     let reversed = perturbed(
         "tq1_0_mm_step",
         "tq1_0_digit(qb[m], s)",
