@@ -41,6 +41,9 @@ const KERNEL_ROOTS: &[&str] = &[
     "kernel_mul_mm",
     "kernel_mul_mm_id_map0",
     "kernel_mul_mm_id",
+    // overlay 0004's block-at-a-time TQ1_0 mat-mat kernels
+    "kernel_mul_mm_tq1_0",
+    "kernel_mul_mm_id_tq1_0",
 ];
 
 /// Identifiers the extracted kernels use as locals or parameters that also

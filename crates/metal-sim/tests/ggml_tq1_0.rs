@@ -145,7 +145,8 @@ fn tier3_mul_mm_matches_cpu_and_float64() {
 /// Tier (iii), MUL_MAT_ID: fewer experts used than available, so a wrong
 /// per-expert base offset reads another expert's rows; multi-block rows
 /// (k = 512..1024). Mat-vec below 32 tokens (kernel_mul_mv_id_tq1_0_f32,
-/// single-token included), map0 + kernel_mul_mm_id_tq1_0_f32 from 32.
+/// single-token included), map0 + kernel_mul_mm_id_tq1_0_f32 from 32, and
+/// kernel_mul_mm_id_tq1_0_f16 (half src1).
 #[test]
 fn tier3_mul_mat_id_matches_cpu_and_float64() {
     let out = run(&[
@@ -155,6 +156,7 @@ fn tier3_mul_mat_id_matches_cpu_and_float64() {
         "mul_mv_id 34 4 2 2 8 2048",
         "mul_mm_id 41 4 2 32 64 512",
         "mul_mm_id 42 8 4 33 72 768",
+        "mul_mm_id 43 8 2 40 72 512 f16",
     ]);
     for v in &out {
         assert_product(v);
@@ -180,8 +182,12 @@ fn perturbed(func: &str, from: &str, to: &str) -> TreeFiles {
 /// - the digit decode in half instead of float (the reason it stays float):
 ///   tier (i) finds mismatches;
 /// - the qh values transposed in dequantize_tq1_0 (digit and byte swapped):
-///   tiers (i), (ii) and the mat-mat tier (iii) fail;
-/// - a wrong hoisted coefficient in the mat-vec kernel: tier (iii) fails.
+///   tiers (i) and (ii) fail, while mul_mm, whose TQ1_0 loader does not call
+///   dequantize_tq1_0, still passes (so the mat-mat tier runs the new loader);
+/// - a wrong hoisted coefficient in the mat-vec kernel: tier (iii) fails;
+/// - in the mat-mat block loader, the digit order of the low qs bytes
+///   reversed (steps 0..4), or the qh digits transposed (step 7): mul_mm
+///   and mul_mm_id (f32 and f16 src1) fail.
 #[test]
 fn tiers_fail_on_defective_kernels() {
     let half = perturbed(
@@ -200,7 +206,7 @@ fn tiers_fail_on_defective_kernels() {
     );
     assert!(u(&out[0], "mismatches") > 0, "{}", out[0]);
     assert!(u(&out[1], "mismatches") > 0, "{}", out[1]);
-    assert!(f(&out[2], "nmse_cpu") > NMSE_MAX, "{}", out[2]);
+    assert_product(&out[2]);
 
     let coef = perturbed(
         "kernel_mul_mv_tq1_0_f32_impl",
@@ -210,6 +216,29 @@ fn tiers_fail_on_defective_kernels() {
     let out = run_tree(&coef, &["mul_mv 11 16 256 1", "mul_mv_id 31 8 2 3 16 512"]);
     for v in &out {
         assert!(f(v, "nmse_cpu") > NMSE_MAX, "{v}");
+    }
+
+    let mm = [
+        "mul_mm 21 64 256 32",
+        "mul_mm 24 64 768 17 f16",
+        "mul_mm_id 41 4 2 32 64 512",
+        "mul_mm_id 43 8 2 40 72 512 f16",
+    ];
+    let reversed = perturbed(
+        "tq1_0_mm_step",
+        "tq1_0_digit(qb[m], s)",
+        "tq1_0_digit(qb[m], 4 - s)",
+    );
+    let qh = perturbed(
+        "tq1_0_mm_step",
+        "kof[8 + 2*n + j] = 16 + 4*n + 2*t + j;",
+        "kof[8 + 2*n + j] = 16 + 4*(2*t + j) + n;",
+    );
+    for tree in [&reversed, &qh] {
+        for v in &run_tree(tree, &mm) {
+            no_error(v);
+            assert!(f(v, "nmse_cpu") > NMSE_MAX, "{v}");
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 //   mul_mv SEED N K M                     kernel_mul_mv_tq1_0_f32, M <= 8 columns
 //   mul_mm SEED N K M [f16]               kernel_mul_mm_tq1_0_f32 (_f16: half src1), M > 8 columns
 //   mul_mv_id SEED NEXP NUSED NTOK N K    kernel_mul_mv_id_tq1_0_f32 (NTOK < 32)
-//   mul_mm_id SEED NEXP NUSED NTOK N K    map0 + kernel_mul_mm_id_tq1_0_f32 (NTOK >= 32)
+//   mul_mm_id SEED NEXP NUSED NTOK N K [f16]  map0 + kernel_mul_mm_id_tq1_0_f32 (_f16: half src1), NTOK >= 32
 // The launches (grid, threadgroup, function constants, kargs) follow
 // ggml_metal_op_{get_rows,cpy,mul_mat,mul_mat_id} and
 // ggml_metal_library_get_pipeline_* at the pin (docs/kernels/ggml-tq1_0.md).
@@ -414,13 +414,22 @@ void req_mul_mv_id(uint64_t seed, int nexp, int nused, int ntok, int n, int k) {
   cmp.print("mul_mv_id", err, ",\"kernel\":\"kernel_mul_mv_id_tq1_0_f32\"");
 }
 
-void req_mul_mm_id(uint64_t seed, int nexp, int nused, int ntok, int n, int k) {
+void req_mul_mm_id(uint64_t seed, int nexp, int nused, int ntok, int n, int k, bool f16 = false) {
   IdCase c(seed, nexp, nused, ntok, n, k);
+  // _f16: src1 is half; the references see the same half values (as in req_mul).
+  std::vector<half> yh;
+  if (f16) {
+    for (auto& e : c.y) yh.push_back(half(e));
+    for (size_t i = 0; i < c.y.size(); i++) c.y[i] = float(yh[i]);
+  }
+  const char* ysrc = f16 ? reinterpret_cast<const char*>(yh.data()) : reinterpret_cast<const char*>(c.y.data());
+  const uint64_t ysz = f16 ? 2 : 4;
+  const char* kname = f16 ? "kernel_mul_mm_id_tq1_0_f16" : "kernel_mul_mm_id_tq1_0_f32";
   std::vector<float> dst(size_t(ntok) * nused * n + 64, NAN);
   std::vector<uint32_t> tpe(nexp, 0xdeadbeefu);
   std::vector<int32_t> hids(size_t(nexp) * ntok, -1);
   ggml_metal_kargs_mul_mm_id_map0 m0{};
-  m0.ne02 = nexp; m0.ne10 = k; m0.ne11 = nused; m0.nb11 = 4 * k; m0.nb12 = 4 * k * nused;
+  m0.ne02 = nexp; m0.ne10 = k; m0.ne11 = nused; m0.nb11 = ysz * k; m0.nb12 = ysz * k * nused;
   m0.ne21 = ntok; m0.ne20 = nused; m0.nb21 = 4 * nused;
   auto* fm = msim::kernel_by_name<map0_fn>("kernel_mul_mm_id_map0_ne20_" + std::to_string(nused));
   uint64_t barriers = 0;
@@ -430,14 +439,14 @@ void req_mul_mm_id(uint64_t seed, int nexp, int nused, int ntok, int n, int k) {
   }, &barriers);
   ggml_metal_kargs_mul_mm_id a{};
   a.ne00 = k; a.ne02 = nexp; a.nb01 = c.nb01; a.nb02 = c.nb01 * n; a.nb03 = a.nb02 * nexp;
-  a.ne11 = nused; a.nb10 = 4; a.nb11 = 4 * k; a.nb12 = a.nb11 * nused; a.nb13 = a.nb12 * ntok;
+  a.ne11 = nused; a.nb10 = ysz; a.nb11 = ysz * k; a.nb12 = a.nb11 * nused; a.nb13 = a.nb12 * ntok;
   a.ne20 = nused; a.ne21 = ntok; a.ne0 = n; a.ne1 = nused; a.r2 = 1; a.r3 = 1;
   msim::set_fc<bool>(FC_MUL_MM + 0, k % 32 != 0);
-  auto* f = msim::kernel_by_name<mul_mm_id_fn>("kernel_mul_mm_id_tq1_0_f32");
+  auto* f = msim::kernel_by_name<mul_mm_id_fn>(kname);
   Launch l{{uint32_t((ntok + 31) / 32), uint32_t((n + 63) / 64), uint32_t(nexp)}, {128, 1, 1}, 8192};
   if (err.empty()) {
     err = msim::tg::launch(l, [&](const ThreadIds& t) {
-      f(a, reinterpret_cast<const char*>(c.wq.data()), reinterpret_cast<const char*>(c.y.data()),
+      f(a, reinterpret_cast<const char*>(c.wq.data()), ysrc,
         reinterpret_cast<const char*>(tpe.data()), reinterpret_cast<const char*>(hids.data()),
         reinterpret_cast<char*>(dst.data()), t.shmem, t.tgpig, t.tiitg, t.tiisg, t.sgitg);
     }, &barriers);
@@ -447,7 +456,7 @@ void req_mul_mm_id(uint64_t seed, int nexp, int nused, int ntok, int n, int k) {
   for (size_t i = size_t(ntok) * nused * n; i < dst.size(); i++)
     if (!std::isnan(dst[i]) && err.empty()) err = "write past the output";
   std::ostringstream x;
-  x << ",\"kernel\":\"kernel_mul_mm_id_tq1_0_f32\",\"barriers\":" << barriers;
+  x << ",\"kernel\":\"" << kname << "\",\"barriers\":" << barriers;
   cmp.print("mul_mm_id", err, x.str());
 }
 }  // namespace drv
@@ -474,10 +483,10 @@ int main() {
       in >> s >> n >> k >> m >> t;
       drv::req_mul(req == "mul_mm", s, n, k, m, t == "f16");
     } else if (req == "mul_mv_id" || req == "mul_mm_id") {
-      uint64_t s; int nexp, nused, ntok, n, k;
-      in >> s >> nexp >> nused >> ntok >> n >> k;
+      uint64_t s; int nexp, nused, ntok, n, k; std::string t;
+      in >> s >> nexp >> nused >> ntok >> n >> k >> t;
       if (req == "mul_mv_id") drv::req_mul_mv_id(s, nexp, nused, ntok, n, k);
-      else drv::req_mul_mm_id(s, nexp, nused, ntok, n, k);
+      else drv::req_mul_mm_id(s, nexp, nused, ntok, n, k, t == "f16");
     } else {
       std::printf("{\"req\":\"%s\",\"error\":\"unknown request\"}\n", req.c_str());
     }
