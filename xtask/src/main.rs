@@ -1,17 +1,15 @@
-//! `cargo xtask`: thin glue over the `overlay` engine (argument parsing, progress, printing).
+//! `cargo xtask`: the overlay commands of `overlay-cli` plus this repository's MLX tasks.
 //! Exit codes: 0 clean, 1 findings, 2 error.
 
 mod bench;
 mod bench_build_bump;
 mod bench_qmm;
 mod bench_qmv_cuda;
-mod build_mlx;
-mod commands;
+mod build_cmd;
 mod cuda_bundle;
 mod diffgit;
 mod fuzz;
 mod metal_sim;
-mod progress;
 mod sources;
 mod test_upstream;
 
@@ -19,6 +17,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+pub(crate) use mlx_build as build_mlx;
+pub(crate) use overlay_cli::{Global, commands, progress};
 
 /// The workspace root: xtask lives one level below it.
 pub(crate) fn workspace_root() -> PathBuf {
@@ -46,37 +46,10 @@ struct Cli {
     cmd: Cmd,
 }
 
-#[derive(clap::Args, Clone)]
-pub struct Global {
-    /// Folder holding pins.toml and the overlays [default: this workspace]
-    #[arg(long, global = true, value_name = "DIR")]
-    pub root: Option<PathBuf>,
-    /// Which upstream of pins.toml [default: the first]
-    #[arg(long, global = true, value_name = "NAME")]
-    pub upstream: Option<String>,
-    /// Machine-readable output on stdout
-    #[arg(long, global = true)]
-    pub json: bool,
-}
-
 #[derive(Subcommand)]
 enum Cmd {
-    /// Show the pin and the overlays in order
-    Status,
-    /// Materialize the pinned upstream plus the overlays into a directory
-    Apply(commands::ApplyArgs),
-    /// Verify every overlay applies exactly at the pin and is canonical (`canonicalize` fixes OFFSET and NONCANON)
-    Check,
-    /// Rewrite overlays that apply off their recorded lines or are not canonical, in place (same tree, verified)
-    Canonicalize(commands::CanonicalizeArgs),
-    /// Turn edits in a materialized tree back into overlays
-    Refresh(commands::RefreshArgs),
-    /// Start a new overlay from the edits in a materialized tree that no overlay owns
-    NewOverlay(commands::NewOverlayArgs),
-    /// Move the pin to another upstream commit, carrying every overlay with a 3-way merge (all or nothing)
-    BumpPin(commands::BumpArgs),
-    /// Turn upstreamable overlays into a clean git format-patch series (and PR.md) for upstream
-    ExportUpstream(commands::ExportArgs),
+    #[command(flatten)]
+    Overlay(overlay_cli::Command),
     /// Benchmarks (each prints a ratio against a baseline measured in the same run)
     #[command(subcommand)]
     Bench(bench::Bench),
@@ -86,59 +59,25 @@ enum Cmd {
     TestUpstream(test_upstream::TestUpstreamArgs),
     /// Run MLX's quantized mat-vec kernels on the CPU emulator and check identity claims
     MetalSim(metal_sim::MetalSimArgs),
-    /// Classify every overlay against another upstream commit (clean, moved, context-drift, upstreamed, conflict)
-    Drift(commands::DriftArgs),
     /// Run the engine's libFuzzer targets for a time budget each and report their stats
     Fuzz(fuzz::FuzzArgs),
     /// Differential test on real history: bump-pin against git cherry-pick, drift against bump-pin
     Diffgit(diffgit::DiffgitArgs),
 }
 
-/// A reader that stops early (`| head`) ends us quietly, as it ends git or grep: Rust ignores
-/// SIGPIPE, so the next write would fail and `println!` would panic (exit 101).
-fn default_sigpipe() {
-    #[cfg(unix)]
-    // SAFETY: restoring the default action of one signal before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}
-
 fn main() -> ExitCode {
-    default_sigpipe();
+    overlay_cli::default_sigpipe();
     let cli = Cli::parse();
     let result = match &cli.cmd {
-        Cmd::Status => commands::status(&cli.global),
-        Cmd::Apply(a) => commands::apply(&cli.global, a),
-        Cmd::Check => commands::check(&cli.global),
-        Cmd::Canonicalize(a) => commands::canonicalize(&cli.global, a),
-        Cmd::Refresh(a) => commands::refresh(&cli.global, a),
-        Cmd::NewOverlay(a) => commands::new_overlay(&cli.global, a),
-        Cmd::Drift(a) => commands::drift(&cli.global, a),
-        Cmd::BumpPin(a) => commands::bump_pin(&cli.global, a),
+        Cmd::Overlay(c) => overlay_cli::run(&cli.global, c),
         Cmd::Bench(b) => bench::run(&cli.global, b),
-        Cmd::ExportUpstream(a) => commands::export_upstream(&cli.global, a),
-        Cmd::BuildMlx(a) => commands::build_mlx(&cli.global, a),
+        Cmd::BuildMlx(a) => build_cmd::build_mlx(&cli.global, a),
         Cmd::TestUpstream(a) => test_upstream::run(&cli.global, a),
         Cmd::MetalSim(a) => metal_sim::run(a, &cli.global),
         Cmd::Fuzz(a) => fuzz::run(&cli.global, a),
         Cmd::Diffgit(a) => diffgit::run(&cli.global, a),
     };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            // Commands suggested in the message carry this run's --root/--upstream, so they can
-            // be pasted as they are.
-            let text = commands::with_globals(&cli.global, &format!("{e:#}"));
-            if cli.global.json {
-                // The one error shape of every command (docs/json.md).
-                let msg = serde_json::json!({ "schema": commands::JSON_SCHEMA, "error": text });
-                println!("{msg}");
-            }
-            eprintln!("{} {text}", commands::colour_stderr("error:", "31;1"));
-            ExitCode::from(2)
-        }
-    }
+    overlay_cli::exit(&cli.global, result)
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use serde::Serialize;
 use crate::Global;
 use crate::build_mlx::{self as bm, Backend, DirKeyMaterial, Profile, user_err};
 use crate::commands::{Ctx, materialize};
+use crate::progress::BuildProgress;
 use overlay::lock::Mode as LockMode;
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,7 +142,7 @@ fn run_inner(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
     let deps = test_sources(&ctx)?;
     let platform = bm::Platform::detect();
     if a.install_deps {
-        bm::install_deps(&platform, backend)?;
+        bm::install_deps(&platform, backend, &mut BuildProgress::default())?;
         install_python_deps(&platform)?;
     }
     let jobs = a
@@ -311,13 +312,13 @@ fn build_tests(
         "MLX_PYTHON_BINDINGS_OUTPUT_DIRECTORY={}",
         src.join("python/mlx").display()
     ));
-    bm::configure(&src, &build, &defines, &lock)?;
+    bm::configure(&src, &build, &defines, &lock, &mut BuildProgress::default())?;
     let targets: &[&str] = match a.suite {
         SuiteArg::Cpp => &["tests"],
         SuiteArg::Python => &["core"],
         SuiteArg::All => &["tests", "core"],
     };
-    bm::ninja_build_targets(&build, jobs, targets, &lock)?;
+    bm::ninja_build_targets(&build, jobs, targets, &lock, &mut BuildProgress::default())?;
     drop(lock);
     Ok(TestBuild { src, build })
 }
