@@ -110,20 +110,9 @@ const POLICY_ENV: &[&str] = &[
     "MLX_CUDA_QMV_BATCH_POLICY",
 ];
 
+/// Errors (a [`bm::UserError`] among them) go to the CLI's one error type (exit 2, one JSON shape).
 pub fn run(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
-    match run_inner(g, a) {
-        Ok(code) => Ok(code),
-        Err(e) => match e.downcast_ref::<bm::UserError>() {
-            Some(bm::UserError(msg)) => {
-                if g.json {
-                    println!("{}", serde_json::json!({ "error": msg }));
-                }
-                eprintln!("error: {msg}");
-                Ok(ExitCode::from(2))
-            }
-            None => Err(e),
-        },
-    }
+    run_inner(g, a)
 }
 
 fn run_inner(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {

@@ -45,6 +45,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use mlx_build_info::{Backend, BuildInfo, Profile};
+
 /// Oldest CMake the pinned MLX accepts (`cmake_minimum_required` at the pin).
 const MIN_CMAKE: (u32, u32) = (3, 25);
 
@@ -66,60 +68,6 @@ pub struct SourceInfo {
     pub workspace_target: PathBuf,
 }
 
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    Cpu,
-    Metal,
-    Cuda,
-}
-
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Cpu => "cpu",
-            Backend::Metal => "metal",
-            Backend::Cuda => "cuda",
-        }
-    }
-
-    /// Metal on macOS (the reason MLX exists), CPU elsewhere: CUDA must be asked for.
-    pub fn host_default() -> Self {
-        if cfg!(target_os = "macos") {
-            Backend::Metal
-        } else {
-            Backend::Cpu
-        }
-    }
-}
-
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Profile {
-    Release,
-    Debug,
-    #[value(name = "relwithdebinfo")]
-    RelWithDebInfo,
-}
-
-impl Profile {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Profile::Release => "release",
-            Profile::Debug => "debug",
-            Profile::RelWithDebInfo => "relwithdebinfo",
-        }
-    }
-
-    fn cmake_build_type(self) -> &'static str {
-        match self {
-            Profile::Release => "Release",
-            Profile::Debug => "Debug",
-            Profile::RelWithDebInfo => "RelWithDebInfo",
-        }
-    }
-}
-
 #[derive(clap::Args, Debug, Clone)]
 pub struct BuildMlxArgs {
     /// MLX backend [default: metal on macOS, cpu elsewhere]
@@ -138,29 +86,6 @@ pub struct BuildMlxArgs {
     /// sources, CMake definitions, scripts) to FILE (.tar.gz); `--backend cuda` only
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
-}
-
-/// `<workspace>/target/mlx/build-info.json`: the contract with `crates/mlx-sys/build.rs`.
-///
-/// `libs` entries use cargo's `rustc-link-lib` syntax (`static=mlx`, `dylib=openblas`,
-/// `framework=Metal`) in link order; `link_search` are `rustc-link-search=native` dirs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BuildInfo {
-    /// Full build key (dir key + series hash + FetchContent overrides).
-    pub key: String,
-    /// Cache directory key (without the series hash).
-    pub dir_key: String,
-    pub upstream: String,
-    pub pin: String,
-    pub series_hash: String,
-    pub backend: Backend,
-    pub profile: Profile,
-    pub include_dir: PathBuf,
-    pub lib_dir: PathBuf,
-    pub libs: Vec<String>,
-    pub link_search: Vec<PathBuf>,
-    pub defines: Vec<String>,
-    pub cxx_std: String,
 }
 
 /// A failure the user can act on (the message says what to do): printed as-is, exit code 2.

@@ -5,7 +5,12 @@
 //! Exit codes: 0 clean, 1 findings, 2 error.
 
 pub mod commands;
+pub mod error;
 pub mod progress;
+
+pub use anyhow::Result;
+pub use error::CliError;
+pub use overlay::lock::Mode as LockMode;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,22 +69,22 @@ pub fn run(g: &Global, cmd: &Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The exit code for a command's result; an error is printed (on stderr, and as the one JSON error
-/// shape on stdout under `--json`) and exits 2.
+/// The exit code for a command's result; an error becomes a [`CliError`], printed on stderr
+/// (and in the one JSON error shape on stdout under `--json`), and decides the code (2).
 pub fn exit(g: &Global, result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            // Commands suggested in the message carry this run's --root/--upstream, so they can
-            // be pasted as they are.
-            let text = commands::with_globals(g, &format!("{e:#}"));
+            let err = CliError::from_anyhow(g, &e);
             if g.json {
-                // The one error shape of every command (docs/json.md).
-                let msg = serde_json::json!({ "schema": commands::JSON_SCHEMA, "error": text });
-                println!("{msg}");
+                println!("{}", err.json());
             }
-            eprintln!("{} {text}", commands::colour_stderr("error:", "31;1"));
-            ExitCode::from(2)
+            eprintln!(
+                "{} {}",
+                commands::colour_stderr("error:", "31;1"),
+                err.message
+            );
+            err.exit_code()
         }
     }
 }
