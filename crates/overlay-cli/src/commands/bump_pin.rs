@@ -5,10 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use overlay::bump::{Action, BUMP_STATE, BumpState};
+use overlay::bump::{Action, BUMP_STATE};
+use overlay::bump_session::{Carried, Session, SessionState as BumpState};
 use overlay::lock::Mode as LockMode;
 use overlay::manifest::Upstream;
-use overlay::materialize::{Origin, State};
+use overlay::materialize::Origin;
 use overlay::series::Series;
 use overlay::upstream::UpstreamRepo;
 
@@ -78,72 +79,26 @@ fn short_id(id: git2::Oid) -> String {
 }
 
 fn guard_paths(ctx: &Ctx, series: &Series) -> Vec<PathBuf> {
-    let mut v = vec![
-        ctx.project.pins.path.clone(),
-        series.dir.join(overlay::series::SERIES_FILE),
-    ];
-    v.extend(series.overlays.iter().map(|o| o.path.clone()));
-    v
+    overlay::bump_session::guard_paths(&ctx.project.pins.path, series)
 }
 
 fn guards(paths: &[PathBuf]) -> std::collections::BTreeMap<String, String> {
-    paths
-        .iter()
-        .map(|p| {
-            let id = std::fs::read(p)
-                .ok()
-                .map(|b| overlay::tree::blob_id(&b).to_string())
-                .unwrap_or_default();
-            (p.to_string_lossy().to_string(), id)
-        })
-        .collect()
+    overlay::bump_session::guards(paths)
 }
 
 /// A bump tree without a bump state: what a killed `--continue`, `--abort` or conflict write leaves.
 fn leftover_bump_tree(dir: &Path) -> bool {
-    dir.exists()
-        && !dir.join(overlay::bump::BUMP_STATE).exists()
-        && State::load(dir)
-            .ok()
-            .flatten()
-            .is_some_and(|s| s.series_hash.starts_with(BUMP_IN_PROGRESS))
+    Session::at(dir.to_path_buf()).leftover_tree()
 }
 
-/// Removes a tree this tool wrote: renamed aside first, so a kill mid-way leaves no half tree
-/// under the real name (the aside copy is removed by the next bump-pin).
+/// Removes a tree this tool wrote (`overlay::bump_session::remove_tree`).
 fn remove_tree(dir: &Path) -> Result<()> {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    if let Ok(rd) = std::fs::read_dir(parent) {
-        let prefix = format!(".{name}.overlay-trash-");
-        for e in rd.flatten() {
-            let n = e.file_name().to_string_lossy().to_string();
-            if let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok())
-                && !overlay::fsx::pid_alive(pid)
-            {
-                overlay::fsx::remove_dir_all(&e.path())?;
-            }
-        }
-    }
-    if !dir.exists() {
-        return Ok(());
-    }
-    let trash = parent.join(format!(".{name}.overlay-trash-{}", std::process::id()));
-    overlay::fsx::rename(dir, &trash)?;
-    overlay::fsx::remove_dir_all(&trash)?;
-    Ok(())
+    Ok(overlay::bump_session::remove_tree(dir)?)
 }
-
-const BUMP_IN_PROGRESS: &str = "bump-in-progress";
 
 /// Whether `dir` holds the whole conflict tree written for `resolving` (not one half-written).
 fn bump_tree_is_for(dir: &Path, resolving: &str) -> bool {
-    State::load(dir).ok().flatten().is_some_and(|s| {
-        s.pending.is_none() && s.series_hash == format!("{BUMP_IN_PROGRESS}:{resolving}")
-    })
+    Session::at(dir.to_path_buf()).tree_is_for(resolving)
 }
 
 /// A `bump-pin` command line to print as a next step: with the `--root`, `--upstream` and `--dir`
@@ -237,15 +192,8 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
 
 /// The saved progress of a bump stopped at a conflict, if there is one.
 fn read_bump_state(state_path: &Path) -> Result<Option<BumpState>> {
-    Ok(match std::fs::read_to_string(state_path) {
-        Ok(t) => Some(serde_json::from_str(&t).with_context(|| {
-            format!(
-                "{}: corrupt bump state; `bump-pin --abort` discards it",
-                state_path.display()
-            )
-        })?),
-        Err(_) => None,
-    })
+    let dir = state_path.parent().unwrap_or(Path::new("."));
+    Ok(Session::at(dir.to_path_buf()).read_state()?)
 }
 
 /// `bump-pin --abort`: removes the bump tree (checking it goes to REV, when one is given).
@@ -399,7 +347,7 @@ impl Bump<'_> {
         let done: Vec<(String, Option<String>)> = self
             .state
             .as_ref()
-            .map(|s| s.done.clone())
+            .map(|s| s.done_pairs())
             .unwrap_or_default();
         if let (Some((_, tree)), Some(s)) = (&resolved, &self.state) {
             self.refuse_markers(tree, s, &new_base)?;
@@ -449,8 +397,8 @@ impl Bump<'_> {
         new_base: &overlay::tree::Tree,
     ) -> Result<()> {
         let mut before = new_base.clone();
-        for (name, raw) in &s.done {
-            if let Some(raw) = raw {
+        for Carried { name, text } in &s.carried {
+            if let Some(raw) = text {
                 let ov = self
                     .series
                     .overlays
@@ -561,17 +509,20 @@ impl Bump<'_> {
             from: self.up.rev.clone(),
             to: self.to.to_string(),
             drop_upstreamed: self.a.drop_upstreamed,
-            done: outcome
+            carried: outcome
                 .overlays
                 .iter()
                 .take_while(|o| !matches!(o.action, Action::Conflict | Action::Review))
-                .map(|o| (o.name.clone(), o.raw.clone()))
+                .map(|o| Carried {
+                    name: o.name.clone(),
+                    text: o.raw.clone(),
+                })
                 .collect(),
             resolving: resolving.to_string(),
             guards: self.start_guards(),
         };
-        let tree_tag = format!("{BUMP_IN_PROGRESS}:{resolving}");
-        let write_tree = || {
+        let tree_tag = overlay::bump_session::tree_tag(resolving);
+        let mut write_tree = || {
             overlay::materialize::write_tree(
                 &self.dir,
                 tree,
@@ -583,26 +534,15 @@ impl Bump<'_> {
                 },
                 self.state.is_some(),
             )
+            .map(|_| ())
         };
-        let write_state = || {
-            overlay::fsx::write_atomic(
-                &self.state_path,
-                serde_json::to_string_pretty(&new_state)
-                    .expect("serializes")
-                    .as_bytes(),
-            )
-        };
-        // Order matters if we are killed in between. A first conflict: the tree, then the state
-        // (a tree without state is debris the next bump-pin clears). A later one: the state first,
-        // so the resolutions made so far are saved before the tree is overwritten; the tree's tag
-        // tells a half-written tree from a resolution.
-        if self.state.is_none() {
-            write_tree()?;
-            write_state()?;
-        } else {
-            write_state()?;
-            write_tree()?;
+        // The ordered writes (tree then state for a first stop, state then tree after one):
+        // `Session::write_stop`.
+        Session {
+            dir: self.dir.clone(),
+            state_path: self.state_path.clone(),
         }
+        .write_stop(&new_state, self.state.is_some(), &mut write_tree)?;
         Ok(())
     }
 

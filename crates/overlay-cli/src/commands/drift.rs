@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use overlay::lock::Mode as LockMode;
 use overlay::upstream::UpstreamRepo;
 
@@ -29,41 +29,38 @@ pub struct DriftArgs {
     pub summary: Option<PathBuf>,
 }
 
-/// Resolves a commit-ish in the upstream cache, fetching once if it is unknown.
+/// Resolves a commit-ish in the upstream cache, fetching once if it is unknown
+/// (`overlay::revs::resolve_rev`, with a progress bar).
 pub fn resolve_rev(ctx: &Ctx, repo: &UpstreamRepo, rev: &str) -> Result<git2::Oid> {
-    match repo.resolve(rev) {
-        Ok(id) => return Ok(id),
-        // More history cannot make an abbreviation less ambiguous.
-        Err(e) if e.to_string().contains("is ambiguous") => return Err(e.into()),
-        Err(_) => {}
-    }
-    let up = ctx.upstream();
-    let mut bar = Progress::new(&format!("fetching {}", up.name));
-    repo.fetch(&up.url, &mut |p| {
-        bar.update(p.received_objects as u64, p.total_objects as u64)
-    })?;
-    bar.finish();
-    // A fresh handle sees what the fetch brought.
-    let fresh = ctx.open_upstream()?;
-    Ok(fresh.resolve(rev)?)
+    Ok(overlay::revs::resolve_rev(repo, rev, &mut || {
+        refetch(ctx, repo)
+    })?)
 }
 
 /// The upstream branch head after a fetch: what `drift` and the CI canary compare against.
 pub fn branch_head(ctx: &Ctx, repo: &UpstreamRepo) -> Result<git2::Oid> {
+    Ok(overlay::revs::branch_head(ctx.upstream(), &mut || {
+        refetch(ctx, repo)
+    })?)
+}
+
+/// Fetches the upstream (with a progress bar) and opens a fresh handle that sees what it brought.
+fn refetch(ctx: &Ctx, repo: &UpstreamRepo) -> overlay::Result<UpstreamRepo> {
     let up = ctx.upstream();
-    let Some(branch) = &up.branch else {
-        bail!(
-            "pins.toml: upstream.{} has no `branch`, so there is no upstream head to compare with; pass --to REV",
-            up.name
-        );
-    };
     let mut bar = Progress::new(&format!("fetching {}", up.name));
     repo.fetch(&up.url, &mut |p| {
         bar.update(p.received_objects as u64, p.total_objects as u64)
     })?;
     bar.finish();
-    let fresh = ctx.open_upstream()?;
-    Ok(fresh.resolve(&format!("refs/heads/{branch}"))?)
+    // A fresh handle sees what the fetch brought (what `Ctx::open_upstream` does).
+    let mut bar = Progress::new(&format!("fetching {}", up.name));
+    let fresh =
+        ctx.project
+            .open_upstream(up, &overlay::upstream::default_cache_root(), &mut |p| {
+                bar.update(p.received_objects as u64, p.total_objects as u64)
+            })?;
+    bar.finish();
+    Ok(fresh)
 }
 
 fn paint(s: &str, status: overlay::drift::Status) -> String {

@@ -186,58 +186,15 @@ fn refuse_foreign_out(out: &Path) -> Result<()> {
 }
 
 /// `git am`s the exported series onto `onto` in a scratch clone of the upstream cache under
-/// `scratch`. Returns the clone and its HEAD.
+/// `scratch` (`overlay::export_verify`). Returns the clone and its HEAD.
 fn git_am_onto(
     scratch: &Path,
     repo: &UpstreamRepo,
     exported: &[overlay::export::Exported],
     onto: git2::Oid,
 ) -> Result<(PathBuf, String)> {
-    let patches = scratch.join("patches");
-    std::fs::create_dir_all(&patches)?;
-    for e in exported {
-        std::fs::write(patches.join(&e.file_name), &e.raw)?;
-    }
-    let clone = scratch.join("upstream");
-    run_git(
-        scratch,
-        &[
-            "clone",
-            "--quiet",
-            "--no-checkout",
-            "--shared",
-            &repo.cache_path.to_string_lossy(),
-            "upstream",
-        ],
-    )?;
-    run_git(
-        &clone,
-        &["checkout", "--quiet", "--detach", &onto.to_string()],
-    )?;
-    for e in exported {
-        run_git(
-            &clone,
-            &[
-                "-c",
-                "user.name=export-upstream",
-                "-c",
-                "user.email=export@localhost",
-                "am",
-                "--quiet",
-                "--committer-date-is-author-date",
-                &patches.join(&e.file_name).to_string_lossy(),
-            ],
-        )
-        .with_context(|| {
-            format!(
-                "{} does not `git am` onto {}",
-                e.file_name,
-                short(&onto.to_string())
-            )
-        })?;
-    }
-    let head = run_git(&clone, &["rev-parse", "HEAD"])?;
-    Ok((clone, head))
+    let v = overlay::export_verify::git_am_onto(scratch, repo, exported, onto)?;
+    Ok((v.clone, v.head))
 }
 
 /// `--build`: configures and builds the tree `git am` left in `clone` (CPU backend); an error when

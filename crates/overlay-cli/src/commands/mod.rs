@@ -323,19 +323,8 @@ pub fn with_globals(g: &Global, text: &str) -> String {
     out
 }
 
-/// `git ARGS` in `dir`: its stdout as it is, or its stderr in the error.
+/// `git ARGS` in `dir`: its stdout as it is, or its stderr in the error
+/// (`overlay::export_verify::git_output`).
 pub fn git_output(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .context("running git")?;
-    if !out.status.success() {
-        bail!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(overlay::export_verify::git_output(dir, args)?)
 }
