@@ -11,7 +11,7 @@
 //! pub struct SourceInfo { upstream, pin, series_hash, fetchcontent, cache_root, workspace_target }
 //! pub struct BuildMlxArgs { backend, profile, jobs, install_deps, bundle }   // clap::Args
 //! pub struct BuildInfo { .. }                                // serde, the build-info.json contract
-//! pub fn run(args, source, materialize, progress) -> anyhow::Result<Report>
+//! pub fn run(args, source, materialize, progress) -> mlx_build::Result<Report>
 //! ```
 //!
 //! The steps (configure, Ninja build, install-deps, the cache keys) are public too, for other
@@ -31,8 +31,8 @@
 //! ccache's `base_dir` at `builds/` (`ccache_env`), so trees of different pins share objects.
 //!
 //! Failures the user can act on (missing dependencies, configure/build/install failures, bad
-//! input) come back as a [`UserError`] inside the `anyhow::Error` (the CLI exits 2 on them, as on
-//! any error); unexpected I/O failures come back with their context.
+//! input) are [`Error::User`] (a [`UserError`]; the CLI exits 2 on them, as on any error);
+//! unexpected I/O failures come back with the context of the step (`Error::Context`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -41,7 +41,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+mod error;
+
+pub use error::{Context, Error, Result, UserError, user_err};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -88,11 +90,6 @@ pub struct BuildMlxArgs {
     pub bundle: Option<PathBuf>,
 }
 
-/// A failure the user can act on (the message says what to do): printed as-is, exit code 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UserError(pub String);
-
 /// What a build step reports while it runs; the CLI prints it (a bar on a terminal).
 pub trait Progress {
     /// One line of news ("configuring: cmake ...", "waiting for another build-mlx ...").
@@ -135,10 +132,6 @@ pub struct Report {
     pub info: BuildInfo,
     pub info_path: PathBuf,
     pub took: Duration,
-}
-
-pub fn user_err(msg: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UserError(msg.into()))
 }
 
 /// Runs the whole job. `materialize(dir)` writes the patched source tree into `dir`, writing
@@ -446,7 +439,7 @@ fn publish_install(from: &Path, to: &Path) -> Result<()> {
                 #[cfg(not(unix))]
                 std::fs::copy(&src, &dst)
                     .map(|_| ())
-                    .map_err(|e| anyhow::anyhow!("{e}: {}", target.display()))?;
+                    .map_err(|e| Error::Message(format!("{e}: {}", target.display())))?;
             } else {
                 std::fs::copy(&src, &dst).with_context(|| format!("copying {}", src.display()))?;
             }

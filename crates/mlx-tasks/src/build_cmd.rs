@@ -34,7 +34,7 @@ pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitC
             let r = materialize(&ctx, dir, false).map(|_| ());
             // The source is written; the long build must not keep writers of the project waiting.
             ctx.unlock();
-            r
+            r.map_err(crate::build_mlx::Error::caller)
         },
         &mut overlay_cli::progress::BuildProgress::default(),
     )?;

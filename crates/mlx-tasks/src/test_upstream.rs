@@ -25,7 +25,7 @@ use overlay::upstream::default_cache_root;
 use serde::Serialize;
 
 use crate::Global;
-use crate::build_mlx::{self as bm, Backend, DirKeyMaterial, Profile, user_err};
+use crate::build_mlx::{self as bm, Backend, DirKeyMaterial, Profile};
 use crate::commands::{Ctx, materialize};
 use crate::progress::BuildProgress;
 use overlay::lock::Mode as LockMode;
@@ -109,6 +109,11 @@ const POLICY_ENV: &[&str] = &[
     "MLX_METAL_QMV_BATCH_POLICY",
     "MLX_CUDA_QMV_BATCH_POLICY",
 ];
+
+/// A failure the user can act on (`mlx_build::UserError`: the CLI's error kind `build`).
+fn user_err(msg: impl Into<String>) -> anyhow::Error {
+    bm::user_err(msg).into()
+}
 
 /// Errors (a [`bm::UserError`] among them) go to the CLI's one error type (exit 2, one JSON shape).
 pub fn run(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {

@@ -92,6 +92,16 @@ fn kind_of(e: &anyhow::Error) -> Kind {
                 _ => Kind::Other,
             };
         }
+        if let Some(err) = cause.downcast_ref::<mlx_build::Error>() {
+            return match err {
+                _ if err.is_user() => Kind::Build,
+                mlx_build::Error::Io(_) => Kind::Io,
+                mlx_build::Error::Engine(overlay::Error::Input { .. }) => Kind::Input,
+                mlx_build::Error::Engine(overlay::Error::Git { .. }) => Kind::Git,
+                mlx_build::Error::Engine(overlay::Error::Io { .. }) => Kind::Io,
+                _ => Kind::Other,
+            };
+        }
         if cause.downcast_ref::<mlx_build::UserError>().is_some() {
             return Kind::Build;
         }
@@ -142,8 +152,8 @@ mod tests {
 
     #[test]
     fn build_failures_are_their_own_kind_and_plain_errors_have_no_hint() {
-        let e = anyhow::Error::new(mlx_build::UserError("cmake configure failed".into()))
-            .context("building");
+        let e =
+            anyhow::Error::new(mlx_build::user_err("cmake configure failed")).context("building");
         let c = CliError::from_anyhow(&global(), &e);
         assert_eq!((c.kind, c.hint.as_deref()), (Kind::Build, None));
         assert_eq!(c.message, "building: cmake configure failed");

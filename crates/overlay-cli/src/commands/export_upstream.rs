@@ -243,13 +243,11 @@ fn build_export(
     );
     match built {
         Ok(report) => println!("{}", report.human()),
-        Err(e) => match e.downcast_ref::<mlx_build::UserError>() {
-            Some(mlx_build::UserError(msg)) => {
-                eprintln!("error: {msg}");
-                bail!("the exported series does not build (see above); nothing was written");
-            }
-            None => return Err(e),
-        },
+        Err(e) if e.is_user() => {
+            eprintln!("error: {e}");
+            bail!("the exported series does not build (see above); nothing was written");
+        }
+        Err(e) => return Err(e.into()),
     }
     Ok(())
 }
