@@ -140,6 +140,58 @@ impl Session {
     }
 }
 
+/// What a clean bump writes: where, and the project it moves.
+pub struct Finish<'a> {
+    pub root: &'a Path,
+    pub pins_path: &'a Path,
+    pub upstream: &'a str,
+    /// The new pin (40 hex).
+    pub to: &'a str,
+    pub series: &'a Series,
+    pub outcome: &'a crate::bump::Outcome,
+    /// Blob ids of the project files when the bump started (see [`guards`]).
+    pub start_guards: &'a BTreeMap<String, String>,
+}
+
+impl Session {
+    /// A clean bump: moves the pin and writes the carried overlays (and series) in one
+    /// transaction, with the bump's state removed in it (once pins.toml moves, no bump is in
+    /// progress), then removes the bump tree when continuing. Returns how many files were written.
+    pub fn finish(&self, f: &Finish, continuing: bool) -> Result<usize> {
+        use crate::bump::Action;
+        let pins_text =
+            std::fs::read_to_string(f.pins_path).map_err(|e| Error::io(f.pins_path, e))?;
+        let new_pins = crate::bump::set_pin(&pins_text, f.pins_path, f.upstream, f.to)?;
+        let mut writes: Vec<(PathBuf, Option<String>)> = Vec::new();
+        for (o, ov) in f.outcome.overlays.iter().zip(&f.series.overlays) {
+            match (&o.action, &o.raw) {
+                (Action::Dropped, _) => writes.push((ov.path.clone(), None)),
+                (_, Some(raw)) if *raw != ov.raw => {
+                    writes.push((ov.path.clone(), Some(raw.clone())))
+                }
+                _ => {}
+            }
+        }
+        if f.outcome.series_raw != f.series.raw {
+            writes.push((
+                f.series.dir.join(crate::series::SERIES_FILE),
+                Some(f.outcome.series_raw.clone()),
+            ));
+        }
+        writes.push((f.pins_path.to_path_buf(), Some(new_pins)));
+        crate::bump::write_all(
+            f.root,
+            &writes,
+            f.start_guards,
+            std::slice::from_ref(&self.state_path),
+        )?;
+        if continuing {
+            self.remove_tree()?;
+        }
+        Ok(writes.len())
+    }
+}
+
 /// The state-file tag of a bump tree written for `resolving`.
 pub fn tree_tag(resolving: &str) -> String {
     format!("{BUMP_IN_PROGRESS}:{resolving}")

@@ -586,39 +586,22 @@ impl Bump<'_> {
     /// A clean bump: moves the pin and writes the carried overlays (and series) in one
     /// transaction, then removes the bump tree. Returns how many files were written.
     fn write_bump(&self, outcome: &overlay::bump::Outcome) -> Result<usize> {
-        let pins_path = &self.ctx.project.pins.path;
-        let pins_text = std::fs::read_to_string(pins_path)?;
-        let new_pins =
-            overlay::bump::set_pin(&pins_text, pins_path, &self.up.name, &self.to.to_string())?;
-        let mut writes: Vec<(PathBuf, Option<String>)> = Vec::new();
-        for (o, ov) in outcome.overlays.iter().zip(&self.series.overlays) {
-            match (&o.action, &o.raw) {
-                (Action::Dropped, _) => writes.push((ov.path.clone(), None)),
-                (_, Some(raw)) if *raw != ov.raw => {
-                    writes.push((ov.path.clone(), Some(raw.clone())))
-                }
-                _ => {}
-            }
-        }
-        if outcome.series_raw != self.series.raw {
-            writes.push((
-                self.series.dir.join(overlay::series::SERIES_FILE),
-                Some(outcome.series_raw.clone()),
-            ));
-        }
-        writes.push((pins_path.clone(), Some(new_pins)));
         let start_guards = self.start_guards();
-        // The bump's state goes in the same transaction: once pins.toml moves, no bump is in progress.
-        overlay::bump::write_all(
-            &self.ctx.project.root,
-            &writes,
-            &start_guards,
-            std::slice::from_ref(&self.state_path),
-        )?;
-        if self.state.is_some() {
-            remove_tree(&self.dir)?;
-        }
-        Ok(writes.len())
+        let to = self.to.to_string();
+        let session = Session {
+            dir: self.dir.clone(),
+            state_path: self.state_path.clone(),
+        };
+        let finish = overlay::bump_session::Finish {
+            root: &self.ctx.project.root,
+            pins_path: &self.ctx.project.pins.path,
+            upstream: &self.up.name,
+            to: &to,
+            series: &self.series,
+            outcome,
+            start_guards: &start_guards,
+        };
+        Ok(session.finish(&finish, self.state.is_some())?)
     }
 }
 
