@@ -25,18 +25,23 @@ fn main() {
             path.display()
         )),
     };
-    let info: serde_json::Value = serde_json::from_slice(&info)
-        .unwrap_or_else(|e| fail(&format!("{} is not valid JSON: {e}", path.display())));
-
-    let include_dir = PathBuf::from(str_field(&info, "include_dir", &path));
-    let lib_dir = PathBuf::from(str_field(&info, "lib_dir", &path));
-    let libs = list_field(&info, "libs", &path);
-    let link_search = list_field(&info, "link_search", &path);
-    let defines = list_field(&info, "defines", &path);
-    let cxx_std = info
-        .get("cxx_std")
-        .and_then(|v| v.as_str())
-        .unwrap_or("c++20");
+    // The type build-mlx writes (crates/mlx-build-info): a missing or mistyped field is named.
+    let info: mlx_build_info::BuildInfo = serde_json::from_slice(&info).unwrap_or_else(|e| {
+        fail(&format!(
+            "{} is not a build-info.json ({e}); rerun `cargo xtask build-mlx`",
+            path.display()
+        ))
+    });
+    let mlx_build_info::BuildInfo {
+        include_dir,
+        lib_dir,
+        libs,
+        link_search,
+        defines,
+        cxx_std,
+        ..
+    } = info;
+    let cxx_std = cxx_std.as_str();
 
     if !include_dir.join("mlx/mlx.h").is_file() {
         fail(&format!(
@@ -89,7 +94,7 @@ fn main() {
 
     // After the bridge so the linker sees MLX after the objects that use it.
     for dir in &link_search {
-        println!("cargo:rustc-link-search=native={dir}");
+        println!("cargo:rustc-link-search=native={}", dir.display());
     }
     for lib in &libs {
         println!("cargo:rustc-link-lib={lib}");
@@ -117,25 +122,6 @@ fn workspace_root(manifest: &Path) -> PathBuf {
         })
         .map(Path::to_path_buf)
         .unwrap_or_else(|| manifest.join("../.."))
-}
-
-fn str_field<'a>(info: &'a serde_json::Value, key: &str, path: &Path) -> &'a str {
-    info.get(key)
-        .and_then(|v| v.as_str())
-        .unwrap_or_else(|| fail(&format!("{} has no string field `{key}`", path.display())))
-}
-
-fn list_field(info: &serde_json::Value, key: &str, path: &Path) -> Vec<String> {
-    let Some(arr) = info.get(key).and_then(|v| v.as_array()) else {
-        fail(&format!("{} has no array field `{key}`", path.display()))
-    };
-    arr.iter()
-        .map(|v| {
-            v.as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| fail(&format!("{}: `{key}` holds a non-string", path.display())))
-        })
-        .collect()
 }
 
 fn fail(msg: &str) -> ! {

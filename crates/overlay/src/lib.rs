@@ -4,11 +4,13 @@
 
 pub mod apply;
 pub mod bump;
+pub mod bump_session;
 pub mod check;
 pub mod diff;
 pub mod drift;
 pub mod error;
 pub mod export;
+pub mod export_verify;
 pub mod fsx;
 pub mod import;
 pub mod junk;
@@ -20,6 +22,7 @@ pub mod project;
 pub mod refresh;
 pub mod render;
 pub mod reverts;
+pub mod revs;
 pub mod series;
 pub mod symbols;
 pub mod tree;

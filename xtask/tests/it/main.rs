@@ -9,6 +9,7 @@ mod bundle;
 mod concurrency;
 mod diffgit;
 mod drift;
+mod errors;
 mod export;
 mod fixture;
 mod hostile;

@@ -42,7 +42,7 @@ pub struct ImportArgs {
     pub kind: String,
 }
 
-pub fn run(g: &Global, a: &ImportArgs) -> Result<ExitCode> {
+pub fn import(g: &Global, a: &ImportArgs) -> Result<ExitCode> {
     let ctx = Ctx::load(g, LockMode::Exclusive, "import")?;
     let up = ctx.upstream();
     let series = ctx.series()?;

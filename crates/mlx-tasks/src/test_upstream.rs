@@ -25,8 +25,9 @@ use overlay::upstream::default_cache_root;
 use serde::Serialize;
 
 use crate::Global;
-use crate::build_mlx::{self as bm, Backend, DirKeyMaterial, Profile, user_err};
+use crate::build_mlx::{self as bm, Backend, DirKeyMaterial, Profile};
 use crate::commands::{Ctx, materialize};
+use crate::progress::BuildProgress;
 use overlay::lock::Mode as LockMode;
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,20 +110,14 @@ const POLICY_ENV: &[&str] = &[
     "MLX_CUDA_QMV_BATCH_POLICY",
 ];
 
+/// A failure the user can act on (`mlx_build::UserError`: the CLI's error kind `build`).
+fn user_err(msg: impl Into<String>) -> anyhow::Error {
+    bm::user_err(msg).into()
+}
+
+/// Errors (a [`bm::UserError`] among them) go to the CLI's one error type (exit 2, one JSON shape).
 pub fn run(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
-    match run_inner(g, a) {
-        Ok(code) => Ok(code),
-        Err(e) => match e.downcast_ref::<bm::UserError>() {
-            Some(bm::UserError(msg)) => {
-                if g.json {
-                    println!("{}", serde_json::json!({ "error": msg }));
-                }
-                eprintln!("error: {msg}");
-                Ok(ExitCode::from(2))
-            }
-            None => Err(e),
-        },
-    }
+    run_inner(g, a)
 }
 
 fn run_inner(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
@@ -141,7 +136,7 @@ fn run_inner(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
     let deps = test_sources(&ctx)?;
     let platform = bm::Platform::detect();
     if a.install_deps {
-        bm::install_deps(&platform, backend)?;
+        bm::install_deps(&platform, backend, &mut BuildProgress::default())?;
         install_python_deps(&platform)?;
     }
     let jobs = a
@@ -311,13 +306,13 @@ fn build_tests(
         "MLX_PYTHON_BINDINGS_OUTPUT_DIRECTORY={}",
         src.join("python/mlx").display()
     ));
-    bm::configure(&src, &build, &defines, &lock)?;
+    bm::configure(&src, &build, &defines, &lock, &mut BuildProgress::default())?;
     let targets: &[&str] = match a.suite {
         SuiteArg::Cpp => &["tests"],
         SuiteArg::Python => &["core"],
         SuiteArg::All => &["tests", "core"],
     };
-    bm::ninja_build_targets(&build, jobs, targets, &lock)?;
+    bm::ninja_build_targets(&build, jobs, targets, &lock, &mut BuildProgress::default())?;
     drop(lock);
     Ok(TestBuild { src, build })
 }

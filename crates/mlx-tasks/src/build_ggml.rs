@@ -90,13 +90,14 @@ fn install_deps() -> Result<()> {
             return Err(bm::user_err(format!(
                 "--install-deps knows apt-get and brew only; install {} yourself",
                 missing.join(", ")
-            )));
+            ))
+            .into());
         }
     };
     eprintln!("installing: {cmd}");
     let ok = Command::new("sh").args(["-c", &cmd]).status()?.success();
     if !ok {
-        return Err(bm::user_err(format!("`{cmd}` failed")));
+        return Err(bm::user_err(format!("`{cmd}` failed")).into());
     }
     Ok(())
 }
@@ -111,7 +112,7 @@ pub fn run(g: &Global, a: &BuildGgmlArgs) -> Result<ExitCode> {
         return Err(bm::user_err(format!(
             "missing: {}\n  help: cargo xtask build-ggml --install-deps (apt-get install {APT}; brew install {BREW})",
             missing.join(", ")
-        )));
+        )).into());
     }
     let mut g = g.clone();
     g.upstream.get_or_insert_with(|| "ggml".to_string());
@@ -163,12 +164,24 @@ pub fn run(g: &Global, a: &BuildGgmlArgs) -> Result<ExitCode> {
         written.context("materializing the patched source tree")?;
         let mut defines = cmake_options();
         defines.extend(bm::launcher_defines(Backend::Cpu));
-        bm::configure(&src, &build, &defines, &lock)?;
+        bm::configure(
+            &src,
+            &build,
+            &defines,
+            &lock,
+            &mut crate::progress::BuildProgress::default(),
+        )?;
         let jobs = a
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
             .max(1);
-        bm::ninja_build_targets(&build, jobs, &[], &lock)?;
+        bm::ninja_build_targets(
+            &build,
+            jobs,
+            &[],
+            &lock,
+            &mut crate::progress::BuildProgress::default(),
+        )?;
         std::fs::write(
             &stamp_path,
             serde_json::to_vec(&Stamp { key: key.clone() })?,

@@ -1,5 +1,7 @@
-//! `cargo xtask build-mlx`: builds the patched MLX tree into a per-user cache and
-//! publishes `<workspace>/target/mlx/build-info.json` for `crates/mlx-sys/build.rs`.
+//! The MLX build driver behind `cargo xtask build-mlx`: builds the patched MLX tree into a
+//! per-user cache and publishes `<workspace>/target/mlx/build-info.json` for
+//! `crates/mlx-sys/build.rs`. It prints nothing: progress goes to a [`Progress`] the caller
+//! supplies, and [`run`] returns a [`Report`] (the caller prints it, human or `--json`).
 //!
 //! Public API (the CLI glue supplies the source):
 //!
@@ -7,10 +9,13 @@
 //! pub enum Backend { Cpu, Metal, Cuda }                      // clap::ValueEnum
 //! pub enum Profile { Release, Debug, RelWithDebInfo }        // clap::ValueEnum
 //! pub struct SourceInfo { upstream, pin, series_hash, fetchcontent, cache_root, workspace_target }
-//! pub struct BuildMlxArgs { backend, profile, jobs, install_deps }   // clap::Args
+//! pub struct BuildMlxArgs { backend, profile, jobs, install_deps, bundle }   // clap::Args
 //! pub struct BuildInfo { .. }                                // serde, the build-info.json contract
-//! pub fn run(args, source, materialize, json) -> anyhow::Result<ExitCode>
+//! pub fn run(args, source, materialize, progress) -> mlx_build::Result<Report>
 //! ```
+//!
+//! The steps (configure, Ninja build, install-deps, the cache keys) are public too, for other
+//! builds of the same tree (`test-upstream`) and of other pinned projects.
 //!
 //! Cache layout: `<cache_root>/builds/<dir_key>/{src,build,install,deps}` plus `stamp.json`
 //! and a `.lock` file next to the directory, and `<cache_root>/builds/installs/<key>/`.
@@ -25,19 +30,24 @@
 //! build-mlx leaves its tree locked until its Ninja and compilers are gone; Ninja runs with
 //! ccache's `base_dir` at `builds/` (`ccache_env`), so trees of different pins share objects.
 //!
-//! Exit codes: 0 success, 2 for missing dependencies, configure/build/install failures and bad
-//! input. Unexpected I/O failures come back as `Err`.
+//! Failures the user can act on (missing dependencies, configure/build/install failures, bad
+//! input) are [`Error::User`] (a [`UserError`]; the CLI exits 2 on them, as on any error);
+//! unexpected I/O failures come back with the context of the step (`Error::Context`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+mod error;
+
+pub use error::{Context, Error, Result, UserError, user_err};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+pub use mlx_build_info::{Backend, BuildInfo, Profile};
 
 /// Oldest CMake the pinned MLX accepts (`cmake_minimum_required` at the pin).
 const MIN_CMAKE: (u32, u32) = (3, 25);
@@ -58,60 +68,6 @@ pub struct SourceInfo {
     pub cache_root: PathBuf,
     /// `<workspace>/target`, where `mlx/build-info.json` goes.
     pub workspace_target: PathBuf,
-}
-
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    Cpu,
-    Metal,
-    Cuda,
-}
-
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Cpu => "cpu",
-            Backend::Metal => "metal",
-            Backend::Cuda => "cuda",
-        }
-    }
-
-    /// Metal on macOS (the reason MLX exists), CPU elsewhere: CUDA must be asked for.
-    pub fn host_default() -> Self {
-        if cfg!(target_os = "macos") {
-            Backend::Metal
-        } else {
-            Backend::Cpu
-        }
-    }
-}
-
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Profile {
-    Release,
-    Debug,
-    #[value(name = "relwithdebinfo")]
-    RelWithDebInfo,
-}
-
-impl Profile {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Profile::Release => "release",
-            Profile::Debug => "debug",
-            Profile::RelWithDebInfo => "relwithdebinfo",
-        }
-    }
-
-    fn cmake_build_type(self) -> &'static str {
-        match self {
-            Profile::Release => "Release",
-            Profile::Debug => "Debug",
-            Profile::RelWithDebInfo => "RelWithDebInfo",
-        }
-    }
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -138,43 +94,48 @@ pub struct BuildMlxArgs {
     pub bundle_python: bool,
 }
 
-/// `<workspace>/target/mlx/build-info.json`: the contract with `crates/mlx-sys/build.rs`.
-///
-/// `libs` entries use cargo's `rustc-link-lib` syntax (`static=mlx`, `dylib=openblas`,
-/// `framework=Metal`) in link order; `link_search` are `rustc-link-search=native` dirs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BuildInfo {
-    /// Full build key (dir key + series hash + FetchContent overrides).
-    pub key: String,
-    /// Cache directory key (without the series hash).
-    pub dir_key: String,
-    pub upstream: String,
-    pub pin: String,
-    pub series_hash: String,
-    pub backend: Backend,
-    pub profile: Profile,
-    pub include_dir: PathBuf,
-    pub lib_dir: PathBuf,
-    pub libs: Vec<String>,
-    pub link_search: Vec<PathBuf>,
-    pub defines: Vec<String>,
-    pub cxx_std: String,
+/// What a build step reports while it runs; the CLI prints it (a bar on a terminal).
+pub trait Progress {
+    /// One line of news ("configuring: cmake ...", "waiting for another build-mlx ...").
+    fn message(&mut self, msg: &str);
+    /// Ninja's status: `done` of `total` edges, the last one described by `desc`.
+    fn ninja(&mut self, done: u64, total: u64, desc: &str);
+    /// Ninja has exited (a bar is cleared).
+    fn ninja_done(&mut self) {}
 }
 
-/// A failure the user can act on: printed as-is, exit code 2.
-#[derive(Debug)]
-pub(crate) struct UserError(pub String);
+/// A [`Progress`] that drops everything (tests, callers that want silence).
+pub struct Quiet;
 
-impl std::fmt::Display for UserError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl Progress for Quiet {
+    fn message(&mut self, _: &str) {}
+    fn ninja(&mut self, _: u64, _: u64, _: &str) {}
+}
+
+/// Whether `run` found the keyed install already there or built it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    UpToDate,
+    Built,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::UpToDate => "up-to-date",
+            Status::Built => "built",
+        }
     }
 }
 
-impl std::error::Error for UserError {}
-
-pub(crate) fn user_err(msg: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UserError(msg.into()))
+/// What a finished `run` did: the build info it published, where, and how long it took.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub status: Status,
+    pub info: BuildInfo,
+    pub info_path: PathBuf,
+    pub took: Duration,
 }
 
 /// Runs the whole job. `materialize(dir)` writes the patched source tree into `dir`, writing
@@ -183,30 +144,14 @@ pub fn run(
     args: &BuildMlxArgs,
     source: &SourceInfo,
     materialize: &mut dyn FnMut(&Path) -> Result<()>,
-    json: bool,
-) -> Result<ExitCode> {
-    match run_inner(args, source, materialize, json) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) => match e.downcast_ref::<UserError>() {
-            Some(UserError(msg)) => {
-                if json {
-                    println!(
-                        "{}",
-                        serde_json::json!({ "schema": crate::commands::JSON_SCHEMA, "error": msg })
-                    );
-                } else {
-                    eprintln!("error: {msg}");
-                }
-                Ok(ExitCode::from(2))
-            }
-            None => Err(e),
-        },
-    }
+    progress: &mut dyn Progress,
+) -> Result<Report> {
+    run_inner(args, source, materialize, progress)
 }
 
 /// Everything that decides the build directory's content except the overlay series.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct DirKeyMaterial {
+pub struct DirKeyMaterial {
     pub upstream: String,
     pub pin: String,
     pub backend: Backend,
@@ -232,7 +177,7 @@ impl DirKeyMaterial {
         s
     }
 
-    pub(crate) fn dir_key(&self) -> String {
+    pub fn dir_key(&self) -> String {
         short_hash(&self.canonical())
     }
 }
@@ -256,14 +201,14 @@ impl Stamp {
     }
 }
 
-pub(crate) fn short_hash(s: &str) -> String {
+pub fn short_hash(s: &str) -> String {
     let d = Sha256::digest(s.as_bytes());
     d.iter().take(10).map(|b| format!("{b:02x}")).collect()
 }
 
 /// CMake options that shape the compiled objects (part of the dir key). Paths are left out:
 /// they are either derived from the build dir or recorded in the stamp.
-pub(crate) fn cmake_options(backend: Backend, profile: Profile, gguf: bool) -> Vec<String> {
+pub fn cmake_options(backend: Backend, profile: Profile, gguf: bool) -> Vec<String> {
     let on = |b: bool| if b { "ON" } else { "OFF" };
     vec![
         format!("CMAKE_BUILD_TYPE={}", profile.cmake_build_type()),
@@ -326,7 +271,7 @@ pub fn fetchcontent_defines(fc: &BTreeMap<String, String>) -> Result<Vec<String>
 }
 
 /// Compiler identity for the dir key: the `CXX`/`CC` choice and `--version` output.
-pub(crate) fn compiler_identity() -> Result<String> {
+pub fn compiler_identity() -> Result<String> {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let out = Command::new(&cxx).arg("--version").output().map_err(|e| {
         user_err(format!(
@@ -345,14 +290,14 @@ fn run_inner(
     args: &BuildMlxArgs,
     source: &SourceInfo,
     materialize: &mut dyn FnMut(&Path) -> Result<()>,
-    json: bool,
-) -> Result<()> {
+    progress: &mut dyn Progress,
+) -> Result<Report> {
     let started = Instant::now();
     let backend = args.backend.unwrap_or_else(Backend::host_default);
     let platform = Platform::detect();
 
     if args.install_deps {
-        install_deps(&platform, backend)?;
+        install_deps(&platform, backend, progress)?;
     }
 
     let gguf = source.fetchcontent.contains_key("gguflib");
@@ -384,11 +329,11 @@ fn run_inner(
     match lock.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            eprintln!(
+            progress.message(&format!(
                 "waiting for another build-mlx using {} (or the build processes of an \
                  interrupted one) ...",
                 root.display()
-            );
+            ));
             lock.lock().context("locking the build directory")?;
         }
         Err(std::fs::TryLockError::Error(e)) => {
@@ -405,8 +350,12 @@ fn run_inner(
     if let Some(lib_dir) = find_lib_dir(&keyed) {
         let info = build_info(&stamp, &key, &dir_key, &keyed, &lib_dir)?;
         let info_path = write_build_info(&source.workspace_target, &info)?;
-        report(json, "up-to-date", &info, &info_path, started.elapsed());
-        return Ok(());
+        return Ok(Report {
+            status: Status::UpToDate,
+            info,
+            info_path,
+            took: started.elapsed(),
+        });
     }
 
     let missing = check_deps(&platform, backend);
@@ -425,12 +374,12 @@ fn run_inner(
     let build = root.join("build");
     std::fs::create_dir_all(&src)?;
     std::fs::create_dir_all(&build)?;
-    eprintln!(
+    progress.message(&format!(
         "materializing {} @ {} into {}",
         source.upstream,
         short(&source.pin),
         src.display()
-    );
+    ));
     materialize(&src).context("materializing the patched source tree")?;
 
     let mut defines = stamp.dir.cmake_options.clone();
@@ -441,13 +390,13 @@ fn run_inner(
         let dir = system_json_source_dir(&root.join("deps"))?;
         defines.push(format!("FETCHCONTENT_SOURCE_DIR_JSON={}", dir.display()));
     }
-    configure(&src, &build, &defines, &lock)?;
+    configure(&src, &build, &defines, &lock, progress)?;
 
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
         .max(1);
-    ninja_build(&build, jobs, &lock)?;
+    ninja_build(&build, jobs, &lock, progress)?;
     cmake_install(&build, &lock)?;
 
     if find_lib_dir(&install).is_none() {
@@ -465,8 +414,12 @@ fn run_inner(
         serde_json::to_string_pretty(&stamp)?.as_bytes(),
     )?;
     let info_path = write_build_info(&source.workspace_target, &info)?;
-    report(json, "built", &info, &info_path, started.elapsed());
-    Ok(())
+    Ok(Report {
+        status: Status::Built,
+        info,
+        info_path,
+        took: started.elapsed(),
+    })
 }
 
 /// How many keyed installs to keep; older ones are removed (a checkout still pointing at one
@@ -490,7 +443,7 @@ fn publish_install(from: &Path, to: &Path) -> Result<()> {
                 #[cfg(not(unix))]
                 std::fs::copy(&src, &dst)
                     .map(|_| ())
-                    .map_err(|e| anyhow::anyhow!("{e}: {}", target.display()))?;
+                    .map_err(|e| Error::Message(format!("{e}: {}", target.display())))?;
             } else {
                 std::fs::copy(&src, &dst).with_context(|| format!("copying {}", src.display()))?;
             }
@@ -526,10 +479,13 @@ fn short(pin: &str) -> &str {
     pin.get(..12).unwrap_or(pin)
 }
 
-fn report(json: bool, status: &str, info: &BuildInfo, info_path: &Path, took: Duration) {
-    let library = info.lib_dir.join(static_lib_file("mlx"));
-    if json {
-        let v = serde_json::json!({
+impl Report {
+    /// The `--json` report's fields (the CLI adds `"schema"`).
+    pub fn json(&self) -> serde_json::Value {
+        let (status, info, info_path, took) =
+            (self.status.as_str(), &self.info, &self.info_path, self.took);
+        let library = info.lib_dir.join(static_lib_file("mlx"));
+        serde_json::json!({
             "status": status,
             "key": info.key,
             "dir_key": info.dir_key,
@@ -540,10 +496,15 @@ fn report(json: bool, status: &str, info: &BuildInfo, info_path: &Path, took: Du
             "include_dir": info.include_dir,
             "build_info": info_path,
             "seconds": took.as_secs_f64(),
-        });
-        println!("{}", crate::commands::versioned(v));
-    } else {
-        println!(
+        })
+    }
+
+    /// The human report (without its final newline).
+    pub fn human(&self) -> String {
+        let (status, info, info_path, took) =
+            (self.status.as_str(), &self.info, &self.info_path, self.took);
+        let library = info.lib_dir.join(static_lib_file("mlx"));
+        format!(
             "mlx {status} ({}, {}) in {:.2}s\n  library:    {}\n  headers:    {}\n  key:        {}\n  build-info: {}",
             info.backend.as_str(),
             info.profile.as_str(),
@@ -552,7 +513,7 @@ fn report(json: bool, status: &str, info: &BuildInfo, info_path: &Path, took: Du
             info.include_dir.display(),
             info.key,
             info_path.display()
-        );
+        )
     }
 }
 
@@ -572,16 +533,12 @@ fn find_lib_dir(install: &Path) -> Option<PathBuf> {
         .find(|d| d.join(static_lib_file("mlx")).is_file())
 }
 
-/// Writes `bytes` to `path` via a temp file + rename so readers never see a partial file.
+/// Writes `bytes` to `path` via a temp file + rename (the engine's `fsx`) so readers never see
+/// a partial file; creates the parent folder first.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().context("path without parent")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    overlay::fsx::write_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Writes build-info.json only when its content changes: mlx-sys reruns its build script on
@@ -765,7 +722,7 @@ fn link_lib_for(item: &str) -> (Option<String>, Option<PathBuf>) {
 
 /// Compiler launcher: sccache wins when `RUSTC_WRAPPER`/`SCCACHE_*` shows the user set it up
 /// (remote cache for teams), else ccache, else none.
-pub(crate) fn launcher_defines(backend: Backend) -> Vec<String> {
+pub fn launcher_defines(backend: Backend) -> Vec<String> {
     let want_sccache = std::env::vars()
         .any(|(k, v)| k.starts_with("SCCACHE_") || (k == "RUSTC_WRAPPER" && v.contains("sccache")));
     let launcher = if want_sccache && runs("sccache", &["--version"]) {
@@ -794,7 +751,7 @@ pub(crate) fn launcher_defines(backend: Backend) -> Vec<String> {
     v
 }
 
-pub(crate) fn runs(program: &str, args: &[&str]) -> bool {
+pub fn runs(program: &str, args: &[&str]) -> bool {
     Command::new(program)
         .args(args)
         .stdout(Stdio::null())
@@ -807,7 +764,7 @@ pub(crate) fn runs(program: &str, args: &[&str]) -> bool {
 /// as an include dir (sources say `#include <json.hpp>`). With no network we hand FetchContent a
 /// directory holding just that header, forwarding to the system nlohmann-json. It has no
 /// CMakeLists.txt, so FetchContent_MakeAvailable only populates it.
-pub(crate) fn system_json_source_dir(deps: &Path) -> Result<PathBuf> {
+pub fn system_json_source_dir(deps: &Path) -> Result<PathBuf> {
     let header = find_header("nlohmann/json.hpp")
         .ok_or_else(|| user_err("nlohmann/json.hpp not found (install nlohmann-json)"))?;
     let dir = deps.join("json");
@@ -875,11 +832,12 @@ fn in_build(cmd: &mut Command, lock: &std::fs::File) {
     let _ = (cmd, lock);
 }
 
-pub(crate) fn configure(
+pub fn configure(
     src: &Path,
     build: &Path,
     defines: &[String],
     lock: &std::fs::File,
+    progress: &mut dyn Progress,
 ) -> Result<()> {
     let mut cmd = Command::new("cmake");
     cmd.arg("-S")
@@ -900,7 +858,7 @@ pub(crate) fn configure(
     if configured {
         return Ok(());
     }
-    eprintln!("configuring: {}", render_command(&cmd));
+    progress.message(&format!("configuring: {}", render_command(&cmd)));
     in_build(&mut cmd, lock);
     let out = cmd.output().context("running cmake")?;
     if !out.status.success() {
@@ -931,7 +889,7 @@ fn render_command(cmd: &Command) -> String {
     s
 }
 
-pub(crate) fn tail_lines(s: &str, n: usize) -> String {
+pub fn tail_lines(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
@@ -991,16 +949,23 @@ fn ninja_program(build: &Path) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("ninja"))
 }
 
-fn ninja_build(build: &Path, jobs: usize, lock: &std::fs::File) -> Result<()> {
-    ninja_build_targets(build, jobs, &[], lock)
+fn ninja_build(
+    build: &Path,
+    jobs: usize,
+    lock: &std::fs::File,
+    progress: &mut dyn Progress,
+) -> Result<()> {
+    ninja_build_targets(build, jobs, &[], lock, progress)
 }
 
-/// Builds `targets` (all when empty) with a progress bar; a failure shows Ninja's excerpt.
-pub(crate) fn ninja_build_targets(
+/// Builds `targets` (all when empty), reporting Ninja's status to `progress`; a failure shows
+/// Ninja's excerpt.
+pub fn ninja_build_targets(
     build: &Path,
     jobs: usize,
     targets: &[&str],
     lock: &std::fs::File,
+    progress: &mut dyn Progress,
 ) -> Result<()> {
     // Ninja itself rather than `cmake --build`, which only runs it (`ninja -j N` in the tree):
     // the process that owns the tree's state is then the one that gets SIGTERM if build-mlx
@@ -1027,44 +992,16 @@ pub(crate) fn ninja_build_targets(
     });
     let stdout = child.stdout.take().context("no stdout pipe")?;
 
-    let tty = std::io::stderr().is_terminal();
-    // Created on the first status line: before Ninja reports a total there is nothing to show.
-    let mut bar: Option<indicatif::ProgressBar> = None;
     let mut other = Vec::new();
-    let mut last_print = Instant::now() - Duration::from_secs(60);
     for line in BufReader::new(stdout).lines() {
         let line = line.context("reading build output")?;
         match parse_ninja_status(&line) {
-            Some((n, m, desc)) => {
-                if tty {
-                    let pb = bar.get_or_insert_with(|| {
-                        let pb = indicatif::ProgressBar::new(m);
-                        pb.set_style(
-                            indicatif::ProgressStyle::with_template(
-                                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}",
-                            )
-                            .expect("static template")
-                            .progress_chars("=> "),
-                        );
-                        pb.enable_steady_tick(Duration::from_millis(200));
-                        pb
-                    });
-                    pb.set_length(m);
-                    pb.set_position(n);
-                    pb.set_message(desc.to_string());
-                } else if n == m || last_print.elapsed() >= Duration::from_secs(10) {
-                    // Throttled so CI logs stay readable.
-                    eprintln!("[{n}/{m}] {desc}");
-                    last_print = Instant::now();
-                }
-            }
+            Some((n, m, desc)) => progress.ninja(n, m, desc),
             None => other.push(line),
         }
     }
     let status = child.wait().context("waiting for ninja")?;
-    if let Some(pb) = &bar {
-        pb.finish_and_clear();
-    }
+    progress.ninja_done();
     let err_text = err_thread.join().unwrap_or_default();
     other.extend(err_text.lines().map(str::to_string));
     if !status.success() {
@@ -1096,14 +1033,14 @@ fn cmake_install(build: &Path, lock: &std::fs::File) -> Result<()> {
 // Dependencies
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Platform {
+pub enum Platform {
     Debian,
     MacOs,
     Other,
 }
 
 impl Platform {
-    pub(crate) fn detect() -> Self {
+    pub fn detect() -> Self {
         if cfg!(target_os = "macos") {
             return Platform::MacOs;
         }
@@ -1130,7 +1067,7 @@ fn is_debian_like(os_release: &str) -> bool {
 
 /// A missing build dependency, named as the user would look for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dep {
+pub enum Dep {
     Cmake,
     Ninja,
     Cxx,
@@ -1190,7 +1127,7 @@ fn include_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-pub(crate) fn find_header(rel: &str) -> Option<PathBuf> {
+pub fn find_header(rel: &str) -> Option<PathBuf> {
     include_dirs()
         .into_iter()
         .map(|d| d.join(rel))
@@ -1246,7 +1183,7 @@ fn parse_cmake_version(text: &str) -> Option<(u32, u32)> {
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
-pub(crate) fn check_deps(platform: &Platform, backend: Backend) -> Vec<Dep> {
+pub fn check_deps(platform: &Platform, backend: Backend) -> Vec<Dep> {
     let mut missing = Vec::new();
     if !cmake_version_ok() {
         missing.push(Dep::Cmake);
@@ -1321,18 +1258,14 @@ fn install_command(platform: &Platform, root: bool) -> Option<String> {
     }
 }
 
-pub(crate) fn is_root() -> bool {
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-pub(crate) fn missing_deps_message(
-    platform: &Platform,
-    backend: Backend,
-    missing: &[Dep],
-) -> String {
+pub fn missing_deps_message(platform: &Platform, backend: Backend, missing: &[Dep]) -> String {
     let mut s = String::from("missing build dependencies for MLX:\n");
     for d in missing {
         let _ = writeln!(s, "  - {}", d.describe());
@@ -1366,10 +1299,14 @@ pub(crate) fn missing_deps_message(
     s.trim_end().to_string()
 }
 
-pub(crate) fn install_deps(platform: &Platform, backend: Backend) -> Result<()> {
+pub fn install_deps(
+    platform: &Platform,
+    backend: Backend,
+    progress: &mut dyn Progress,
+) -> Result<()> {
     let missing = check_deps(platform, backend);
     if missing.is_empty() {
-        eprintln!("build dependencies already installed");
+        progress.message("build dependencies already installed");
         return Ok(());
     }
     let steps: Vec<Vec<String>> = match platform {
@@ -1397,7 +1334,7 @@ pub(crate) fn install_deps(platform: &Platform, backend: Backend) -> Result<()> 
         }
     };
     for step in steps {
-        eprintln!("running: {}", step.join(" "));
+        progress.message(&format!("running: {}", step.join(" ")));
         let status = Command::new(&step[0])
             .args(&step[1..])
             .env("DEBIAN_FRONTEND", "noninteractive")

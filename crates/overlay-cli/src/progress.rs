@@ -76,6 +76,60 @@ impl Progress {
     }
 }
 
+/// The build driver's progress on stderr: its news as lines, Ninja's status as a bar on a
+/// terminal, else as lines throttled to one per 10 s (CI logs stay readable).
+pub struct BuildProgress {
+    tty: bool,
+    /// Created on the first status line: before Ninja reports a total there is nothing to show.
+    bar: Option<ProgressBar>,
+    last_print: Instant,
+}
+
+impl Default for BuildProgress {
+    fn default() -> Self {
+        BuildProgress {
+            tty: std::io::stderr().is_terminal(),
+            bar: None,
+            last_print: Instant::now() - Duration::from_secs(60),
+        }
+    }
+}
+
+impl mlx_build::Progress for BuildProgress {
+    fn message(&mut self, msg: &str) {
+        eprintln!("{msg}");
+    }
+
+    fn ninja(&mut self, n: u64, m: u64, desc: &str) {
+        if self.tty {
+            let pb = self.bar.get_or_insert_with(|| {
+                let pb = ProgressBar::new(m);
+                pb.set_style(
+                    ProgressStyle::with_template(
+                        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}",
+                    )
+                    .expect("static template")
+                    .progress_chars("=> "),
+                );
+                pb.enable_steady_tick(Duration::from_millis(200));
+                pb
+            });
+            pb.set_length(m);
+            pb.set_position(n);
+            pb.set_message(desc.to_string());
+        } else if n == m || self.last_print.elapsed() >= Duration::from_secs(10) {
+            eprintln!("[{n}/{m}] {desc}");
+            self.last_print = Instant::now();
+        }
+    }
+
+    fn ninja_done(&mut self) {
+        if let Some(pb) = self.bar.take() {
+            pb.finish_and_clear();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

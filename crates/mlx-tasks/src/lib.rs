@@ -1,0 +1,75 @@
+//! This repository's MLX tasks for `cargo xtask`, next to the overlay commands of `overlay-cli`:
+//! `build-mlx` (the project's pinned tree handed to `mlx-build`, or the CUDA bundle),
+//! `test-upstream`, `metal-sim`, `bench`, `fuzz` and `diffgit`. [`Task`] is flattened into
+//! xtask's CLI; [`run`] runs one.
+
+pub mod bench;
+mod bench_build_bump;
+mod bench_qmm;
+mod bench_qmv_cuda;
+pub mod build_cmd;
+pub mod build_ggml;
+pub mod cuda_bundle;
+pub mod diffgit;
+pub mod fuzz;
+pub mod ggml_check;
+pub mod metal_sim;
+pub mod sources;
+pub mod test_upstream;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+pub(crate) use mlx_build as build_mlx;
+pub(crate) use overlay_cli::{Global, commands, progress};
+
+/// The workspace root: this crate lives two levels below it (`crates/mlx-tasks`).
+pub fn workspace_root() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("crates/mlx-tasks has a workspace above it")
+        .to_path_buf()
+}
+
+/// The cargo that runs us (`$CARGO`), for sub-builds with the same toolchain.
+pub(crate) fn cargo() -> std::process::Command {
+    std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// The MLX tasks (flatten them into a CLI next to `overlay_cli::Command`).
+#[derive(Subcommand)]
+pub enum Task {
+    /// Benchmarks (each prints a ratio against a baseline measured in the same run)
+    #[command(subcommand)]
+    Bench(bench::Bench),
+    /// Build the patched upstream (CMake + Ninja), cached by content outside the checkout
+    BuildMlx(build_mlx::BuildMlxArgs),
+    /// Run the upstream's own test suites (C++ via ctest, Python via pytest) on the patched tree under each policy
+    TestUpstream(test_upstream::TestUpstreamArgs),
+    /// Run MLX's quantized mat-vec kernels on the CPU emulator and check identity claims
+    MetalSim(metal_sim::MetalSimArgs),
+    /// Run the engine's libFuzzer targets for a time budget each and report their stats
+    Fuzz(fuzz::FuzzArgs),
+    /// Differential test on real history: bump-pin against git cherry-pick, drift against bump-pin
+    Diffgit(diffgit::DiffgitArgs),
+    /// Build the patched ggml (CPU backend, tests on) through build-mlx's cache; --test runs its CPU tests
+    BuildGgml(build_ggml::BuildGgmlArgs),
+    /// ggml: every kernel the Metal host can request for a type supports_op admits is instantiated
+    GgmlCheck(ggml_check::GgmlCheckArgs),
+}
+
+/// Runs one task.
+pub fn run(g: &Global, task: &Task) -> anyhow::Result<ExitCode> {
+    match task {
+        Task::Bench(b) => bench::run(g, b),
+        Task::BuildMlx(a) => build_cmd::build_mlx(g, a),
+        Task::TestUpstream(a) => test_upstream::run(g, a),
+        Task::MetalSim(a) => metal_sim::run(a, g),
+        Task::Fuzz(a) => fuzz::run(g, a),
+        Task::Diffgit(a) => diffgit::run(g, a),
+        Task::BuildGgml(a) => build_ggml::run(g, a),
+        Task::GgmlCheck(a) => ggml_check::run(g, a),
+    }
+}

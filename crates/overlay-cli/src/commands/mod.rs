@@ -1,0 +1,332 @@
+//! The commands: load the project, call the engine, print. One module per command; what they
+//! share (the loaded project, JSON envelope, colours, next-step command lines) is here.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use overlay::lock::{Mode as LockMode, ProjectLock};
+use overlay::manifest::Upstream;
+use overlay::materialize::State;
+use overlay::project::Project;
+use overlay::series::Series;
+use overlay::txn::Recovery;
+use overlay::upstream::{UpstreamRepo, default_cache_root};
+
+use crate::Global;
+use crate::progress::Progress;
+
+mod apply;
+mod bump_pin;
+mod canonicalize;
+mod check;
+mod drift;
+mod export_upstream;
+mod import;
+mod new_overlay;
+mod refresh;
+mod status;
+
+pub use apply::{ApplyArgs, apply, materialize};
+pub use bump_pin::{BumpArgs, bump_pin};
+pub use canonicalize::{CanonicalizeArgs, canonicalize};
+pub use check::check;
+pub use drift::{DriftArgs, branch_head, drift, markdown_drift, render_drift, resolve_rev};
+pub use export_upstream::{ExportArgs, export_upstream};
+pub use import::{ImportArgs, add_drift_reverts, import};
+pub use new_overlay::{NewOverlayArgs, new_overlay};
+pub use refresh::{RefreshArgs, refresh};
+pub use status::status;
+
+/// The project: `--root`, else the nearest folder holding pins.toml from the current directory
+/// upward (as git and cargo find theirs).
+pub fn project_root(g: &Global) -> Result<PathBuf> {
+    let pins = overlay::manifest::PINS_FILE;
+    if let Some(r) = &g.root {
+        if !r.join(pins).is_file() {
+            bail!(
+                "{}: not a project (no {pins} there); pass the folder that holds {pins} to --root",
+                r.display()
+            );
+        }
+        return Ok(r.clone());
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    match cwd.ancestors().find(|d| d.join(pins).is_file()) {
+        Some(d) => Ok(d.to_path_buf()),
+        None => bail!(
+            "not in a project: no {pins} in {} or any folder above it; run inside a project or pass --root DIR",
+            cwd.display()
+        ),
+    }
+}
+
+pub struct Ctx {
+    pub project: Project,
+    pub json: bool,
+    upstream: Option<String>,
+    /// The project lock, held until the command ends (or [`Ctx::unlock`]).
+    lock: std::cell::RefCell<Option<ProjectLock>>,
+}
+
+impl Ctx {
+    /// Loads the project under its lock: `Shared` for commands that only read it, `Exclusive` for
+    /// those that write the project or a tree. Finishes a write a killed process left first.
+    pub fn load(g: &Global, mode: LockMode, command: &str) -> Result<Ctx> {
+        let root = project_root(g)?;
+        // No lock (and no target/ created) where there is no project: let load explain.
+        let lock = if root.join(overlay::manifest::PINS_FILE).exists()
+            || overlay::txn::pending(&root)
+        {
+            let mut waited = false;
+            let lock = overlay::lock::lock_project(&root, mode, command, &mut |msg| {
+                if !waited {
+                    eprintln!("{msg}");
+                    waited = true;
+                }
+            })?;
+            match &lock.recovery {
+                Recovery::Nothing => {}
+                Recovery::RolledBack { command, pid } => eprintln!(
+                    "recovered: `{command}` (pid {pid}) was interrupted before its commit point; nothing it meant to write was kept"
+                ),
+                Recovery::RolledForward {
+                    command,
+                    pid,
+                    files,
+                } => eprintln!(
+                    "recovered: `{command}` (pid {pid}) was interrupted after its commit point; finished writing {} file(s)",
+                    files.len()
+                ),
+            }
+            Some(lock)
+        } else {
+            None
+        };
+        let project = Project::load(&root)?;
+        project.upstream(g.upstream.as_deref())?;
+        Ok(Ctx {
+            project,
+            json: g.json,
+            upstream: g.upstream.clone(),
+            lock: std::cell::RefCell::new(lock),
+        })
+    }
+
+    /// Releases the project lock early (build-mlx, once the source tree is written).
+    pub fn unlock(&self) {
+        self.lock.borrow_mut().take();
+    }
+
+    pub fn upstream(&self) -> &Upstream {
+        self.project
+            .upstream(self.upstream.as_deref())
+            .expect("checked in load")
+    }
+
+    pub fn series(&self) -> Result<Series> {
+        Ok(self.project.series(self.upstream())?)
+    }
+
+    pub fn open_upstream(&self) -> Result<UpstreamRepo> {
+        let up = self.upstream();
+        let mut bar = Progress::new(&format!("fetching {}", up.name));
+        let repo = self
+            .project
+            .open_upstream(up, &default_cache_root(), &mut |p| {
+                bar.update(p.received_objects as u64, p.total_objects as u64)
+            })?;
+        bar.finish();
+        Ok(repo)
+    }
+
+    fn rel<'a>(&self, p: &'a Path) -> std::borrow::Cow<'a, str> {
+        match p.strip_prefix(&self.project.root) {
+            Ok(r) => r.to_string_lossy(),
+            Err(_) => p.to_string_lossy(),
+        }
+    }
+
+    pub fn default_dir(&self) -> PathBuf {
+        self.project
+            .root
+            .join("target")
+            .join("apply")
+            .join(&self.upstream().name)
+    }
+}
+
+/// The first 12 characters of a commit id, as reports show it.
+pub fn short(rev: &str) -> &str {
+    &rev[..12.min(rev.len())]
+}
+
+/// The version of every `--json` report's shape (docs/json.md); bumped on a breaking change.
+pub const JSON_SCHEMA: u32 = 1;
+
+/// A `--json` report: the command's object with `"schema"` added.
+pub fn versioned(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(fields) => {
+            let mut out = serde_json::Map::new();
+            out.insert("schema".into(), JSON_SCHEMA.into());
+            out.extend(fields.into_iter().filter(|(k, _)| k != "schema"));
+            serde_json::Value::Object(out)
+        }
+        other => serde_json::json!({ "schema": JSON_SCHEMA, "report": other }),
+    }
+}
+
+/// Prints a report: `value` (with `"schema"`) under `--json`, else the human text.
+pub fn emit(json: bool, value: serde_json::Value, human: String) {
+    if json {
+        let value = versioned(value);
+        println!("{}", serde_json::to_string_pretty(&value).expect("json"));
+    } else {
+        print!("{human}");
+    }
+}
+
+/// The default applied tree, when it holds edits no overlay has: (its state, the edits).
+fn applied_edits(ctx: &Ctx) -> Result<Option<(State, overlay::materialize::Edits)>> {
+    let dir = ctx.default_dir();
+    let Some(st) = State::load(&dir)? else {
+        return Ok(None);
+    };
+    if st.upstream != ctx.upstream().name || st.pending.is_some() {
+        return Ok(None);
+    }
+    let edits = overlay::materialize::edits(&dir, &st)?;
+    Ok((!edits.is_empty()).then_some((st, edits)))
+}
+
+/// "modified: a, added: b" for the first few edits.
+fn list_edits(e: &overlay::materialize::Edits) -> String {
+    let all: Vec<String> = e
+        .modified
+        .iter()
+        .map(|p| format!("modified: {p}"))
+        .chain(e.added.iter().map(|p| format!("added: {p}")))
+        .chain(e.deleted.iter().map(|p| format!("deleted: {p}")))
+        .chain(e.mode.iter().map(|p| format!("mode changed: {p}")))
+        .collect();
+    let more = all.len().saturating_sub(10);
+    let mut s = all.into_iter().take(10).collect::<Vec<_>>().join(", ");
+    if more > 0 {
+        let _ = write!(s, ", and {more} more");
+    }
+    s
+}
+
+/// `--upstream NAME` when the command named one, for printed next steps.
+fn upstream_flag(ctx: &Ctx) -> String {
+    ctx.upstream
+        .as_ref()
+        .map(|u| format!(" --upstream {u}"))
+        .unwrap_or_default()
+}
+
+pub(crate) fn identity() -> Result<String> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let cfg = git2::Config::open_default().ok();
+    let get = |k: &str| cfg.as_ref().and_then(|c| c.get_string(k).ok());
+    let name = env("GIT_AUTHOR_NAME").or_else(|| get("user.name"));
+    let email = env("GIT_AUTHOR_EMAIL").or_else(|| get("user.email"));
+    match (name, email) {
+        (Some(n), Some(e)) => Ok(format!("{n} <{e}>")),
+        _ => bail!(
+            "no author identity: set git's user.name and user.email (git config --global user.name \"You\"), or GIT_AUTHOR_NAME and GIT_AUTHOR_EMAIL"
+        ),
+    }
+}
+
+pub(crate) fn author_date() -> Result<String> {
+    // Honour GIT_AUTHOR_DATE like git does ("@<secs> <+hhmm>" or an RFC 2822 date).
+    if let Ok(d) = std::env::var("GIT_AUTHOR_DATE")
+        && !d.is_empty()
+    {
+        if let Some(rest) = d.strip_prefix('@') {
+            let mut it = rest.split_whitespace();
+            let secs: i64 = it
+                .next()
+                .unwrap_or("")
+                .parse()
+                .context("GIT_AUTHOR_DATE: expected @<seconds> <+hhmm>")?;
+            let off = it.next().unwrap_or("+0000");
+            let sign = if off.starts_with('-') { -1 } else { 1 };
+            let digits: i32 = off
+                .trim_start_matches(['+', '-'])
+                .parse()
+                .context("GIT_AUTHOR_DATE offset")?;
+            return Ok(overlay::render::rfc2822(
+                secs,
+                sign * (digits / 100 * 60 + digits % 100),
+            ));
+        }
+        return Ok(d);
+    }
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs() as i64;
+    Ok(overlay::render::rfc2822(secs, 0))
+}
+
+/// `s` in the ANSI colour `code` when stdout is a terminal and `NO_COLOR` is unset (or empty,
+/// as no-color.org says), else `s` as it is: pipes, files and tests get plain text.
+pub fn colour(s: &str, code: &str) -> String {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    if !std::io::stdout().is_terminal() || no_color {
+        return s.to_string();
+    }
+    format!("\x1b[{code}m{s}\x1b[0m")
+}
+
+/// As [`colour`], for stderr.
+pub fn colour_stderr(s: &str, code: &str) -> String {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    if !std::io::stderr().is_terminal() || no_color {
+        return s.to_string();
+    }
+    format!("\x1b[{code}m{s}\x1b[0m")
+}
+
+/// A command line to print as a next step, with the `--root` and `--upstream` this run was given.
+pub fn xtask_command(g: &Global, rest: &str) -> String {
+    let mut c = String::from("cargo xtask");
+    if let Some(r) = &g.root {
+        let _ = write!(c, " --root {}", r.display());
+    }
+    if let Some(u) = &g.upstream {
+        let _ = write!(c, " --upstream {u}");
+    }
+    let _ = write!(c, " {rest}");
+    c
+}
+
+/// `text` with this run's `--root`/`--upstream` added to every `` `cargo xtask …` `` it suggests
+/// (the engine's messages do not know them).
+pub fn with_globals(g: &Global, text: &str) -> String {
+    const CMD: &str = "`cargo xtask ";
+    let prefix = xtask_command(g, "");
+    let mut parts = text.split(CMD);
+    let mut out = parts.next().unwrap_or_default().to_string();
+    for p in parts {
+        out.push('`');
+        if p.starts_with("--root ") || p.starts_with("--upstream ") {
+            out.push_str("cargo xtask ");
+        } else {
+            out.push_str(prefix.trim_end());
+            out.push(' ');
+        }
+        out.push_str(p);
+    }
+    out
+}
+
+/// `git ARGS` in `dir`: its stdout as it is, or its stderr in the error
+/// (`overlay::export_verify::git_output`).
+pub fn git_output(dir: &Path, args: &[&str]) -> Result<String> {
+    Ok(overlay::export_verify::git_output(dir, args)?)
+}

@@ -1,0 +1,109 @@
+//! `status`: the pin, the overlays in order, and what is pending (edits in the applied tree, a bump in progress).
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use overlay::lock::Mode as LockMode;
+use overlay::materialize::State;
+
+use crate::Global;
+
+use super::*;
+
+pub fn status(g: &Global) -> Result<ExitCode> {
+    let ctx = Ctx::load(g, LockMode::Shared, "status")?;
+    let up = ctx.upstream();
+    let series = ctx.series()?;
+    let overlays: Vec<serde_json::Value> = series
+        .overlays
+        .iter()
+        .map(|o| {
+            serde_json::json!({
+                "name": o.name, "subject": o.subject, "kind": o.trailers.kind,
+                "upstream_status": o.trailers.status.as_ref().map(|s| s.to_string()),
+                "depends_on": o.trailers.depends_on, "files": o.files.iter().map(|f| f.path()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let mut h = String::new();
+    let _ = writeln!(h, "upstream {}: {} @ {}", up.name, up.url, up.rev);
+    if let Some(b) = &up.branch {
+        let _ = writeln!(h, "  follows branch {b}");
+    }
+    let _ = writeln!(
+        h,
+        "overlays in {} ({}):",
+        ctx.rel(&series.dir),
+        series.overlays.len()
+    );
+    for (i, o) in series.overlays.iter().enumerate() {
+        let st = o
+            .trailers
+            .status
+            .as_ref()
+            .map_or("-".to_string(), |s| s.to_string());
+        let _ = writeln!(
+            h,
+            "  {:>2}. {}  [{}, {}]",
+            i + 1,
+            o.name,
+            o.trailers.kind.as_str(),
+            st
+        );
+        let _ = writeln!(h, "      {}", o.subject);
+    }
+    // Work left unfinished in the default trees, and how to finish it.
+    let mut pending = Vec::new();
+    let apply_dir = ctx.default_dir();
+    if let Ok(Some(st)) = State::load(&apply_dir)
+        && st.pending.is_some()
+    {
+        pending.push(format!(
+            "an apply into {} was interrupted: `{}` finishes it",
+            ctx.rel(&apply_dir),
+            xtask_command(g, "apply")
+        ));
+    }
+    if let Some((st, e)) = applied_edits(&ctx)? {
+        let n = e.all().count();
+        pending.push(if st.rev == up.rev {
+            format!(
+                "{} holds {n} edit(s) no overlay has ({}): `cargo xtask refresh{u}` keeps them, `cargo xtask apply{u} --force` discards them",
+                ctx.rel(&apply_dir),
+                list_edits(&e),
+                u = upstream_flag(&ctx)
+            )
+        } else {
+            format!(
+                "{} was applied at {}, not at the pin, and holds {n} edit(s) no overlay has ({}): refresh cannot take them at another pin; save them elsewhere, then `cargo xtask apply{} --force`",
+                ctx.rel(&apply_dir),
+                short(&st.rev),
+                list_edits(&e),
+                upstream_flag(&ctx)
+            )
+        });
+    }
+    let bump_dir = ctx.project.root.join("target").join("bump").join(&up.name);
+    if let Ok(t) = std::fs::read_to_string(bump_dir.join(overlay::bump::BUMP_STATE))
+        && let Ok(b) = serde_json::from_str::<overlay::bump::BumpState>(&t)
+    {
+        pending.push(format!(
+            "a bump to {} is in progress in {} (resolving {}): resolve, then `{}`, or `{}`",
+            short(&b.to),
+            ctx.rel(&bump_dir),
+            b.resolving,
+            xtask_command(g, "bump-pin --continue"),
+            xtask_command(g, "bump-pin --abort")
+        ));
+    }
+    for p in &pending {
+        let _ = writeln!(h, "note: {p}");
+    }
+    emit(
+        ctx.json,
+        serde_json::json!({ "upstream": up, "overlays": overlays, "pending": pending }),
+        h,
+    );
+    Ok(ExitCode::SUCCESS)
+}

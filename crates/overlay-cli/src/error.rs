@@ -1,0 +1,165 @@
+//! The CLI's one error type: every failure of a command becomes a [`CliError`], which decides the
+//! exit code and renders the one error shape (`error: …` on stderr, and under `--json`
+//! `{"schema": 1, "error": …, "kind": …, "hint": …}` on stdout; docs/json.md). Library errors
+//! (the engine's `overlay::Error`, the build driver's `mlx_build::UserError`) are mapped here, in
+//! one place, as jj's `command_error.rs` does.
+
+use std::process::ExitCode;
+
+/// What kind of failure, for machines (`"kind"` in the JSON error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Bad input or a refusal: a file and line and what to do (the engine's `Input`).
+    Input,
+    /// An overlay does not apply where it is meant to (the engine's `Apply`).
+    Apply,
+    /// The build driver's failures the user can act on (missing dependencies, a failed configure,
+    /// build or install).
+    Build,
+    /// A file could not be read or written.
+    Io,
+    /// git or libgit2 failed.
+    Git,
+    /// Anything else (with its context chain).
+    Other,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Input => "input",
+            Kind::Apply => "apply",
+            Kind::Build => "build",
+            Kind::Io => "io",
+            Kind::Git => "git",
+            Kind::Other => "other",
+        }
+    }
+}
+
+/// A command's failure as the user sees it.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    pub kind: Kind,
+    /// The whole message, `help:` lines included, with this run's `--root`/`--upstream` added to
+    /// the commands it suggests.
+    pub message: String,
+    /// What to do: the message's `help:` lines, when it has some.
+    pub hint: Option<String>,
+}
+
+impl CliError {
+    /// Maps an error a command returned; `g` supplies the globals its suggested commands carry.
+    pub fn from_anyhow(g: &crate::Global, e: &anyhow::Error) -> CliError {
+        let message = crate::commands::with_globals(g, &format!("{e:#}"));
+        CliError {
+            kind: kind_of(e),
+            hint: hint_of(&message),
+            message,
+        }
+    }
+
+    /// Every error exits 2 (1 is for findings, which are not errors).
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::from(2)
+    }
+
+    /// The one JSON error shape (docs/json.md).
+    pub fn json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "schema": crate::commands::JSON_SCHEMA,
+            "error": self.message,
+            "kind": self.kind.as_str(),
+        });
+        if let Some(h) = &self.hint {
+            v["hint"] = h.clone().into();
+        }
+        v
+    }
+}
+
+/// The kind of the first error in the chain that a library defines.
+fn kind_of(e: &anyhow::Error) -> Kind {
+    for cause in e.chain() {
+        if let Some(err) = cause.downcast_ref::<overlay::Error>() {
+            return match err {
+                overlay::Error::Input { .. } => Kind::Input,
+                overlay::Error::Apply { .. } => Kind::Apply,
+                overlay::Error::Io { .. } => Kind::Io,
+                overlay::Error::Git { .. } => Kind::Git,
+                #[allow(unreachable_patterns)]
+                _ => Kind::Other,
+            };
+        }
+        if let Some(err) = cause.downcast_ref::<mlx_build::Error>() {
+            return match err {
+                _ if err.is_user() => Kind::Build,
+                mlx_build::Error::Io(_) => Kind::Io,
+                mlx_build::Error::Engine(overlay::Error::Input { .. }) => Kind::Input,
+                mlx_build::Error::Engine(overlay::Error::Git { .. }) => Kind::Git,
+                mlx_build::Error::Engine(overlay::Error::Io { .. }) => Kind::Io,
+                _ => Kind::Other,
+            };
+        }
+        if cause.downcast_ref::<mlx_build::UserError>().is_some() {
+            return Kind::Build;
+        }
+        if cause.downcast_ref::<std::io::Error>().is_some() {
+            return Kind::Io;
+        }
+        if cause.downcast_ref::<git2::Error>().is_some() {
+            return Kind::Git;
+        }
+    }
+    Kind::Other
+}
+
+/// The text after the message's `help:` markers (several are joined by newlines).
+fn hint_of(message: &str) -> Option<String> {
+    let helps: Vec<&str> = message
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("help:"))
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect();
+    (!helps.is_empty()).then(|| helps.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn global() -> crate::Global {
+        crate::Global {
+            root: None,
+            upstream: None,
+            json: true,
+        }
+    }
+
+    #[test]
+    fn engine_input_errors_keep_their_text_and_give_the_hint() {
+        let e = overlay::Error::input("pins.toml", Some(3), "bad rev").with_help("pin a full id");
+        let c = CliError::from_anyhow(&global(), &anyhow::Error::new(e));
+        assert_eq!(c.kind, Kind::Input);
+        assert_eq!(c.message, "pins.toml:3: bad rev\n  help: pin a full id");
+        assert_eq!(
+            c.json(),
+            serde_json::json!({"schema": 1, "error": c.message, "kind": "input", "hint": "pin a full id"})
+        );
+    }
+
+    #[test]
+    fn build_failures_are_their_own_kind_and_plain_errors_have_no_hint() {
+        let e =
+            anyhow::Error::new(mlx_build::user_err("cmake configure failed")).context("building");
+        let c = CliError::from_anyhow(&global(), &e);
+        assert_eq!((c.kind, c.hint.as_deref()), (Kind::Build, None));
+        assert_eq!(c.message, "building: cmake configure failed");
+        let c = CliError::from_anyhow(&global(), &anyhow::anyhow!("plain"));
+        assert_eq!(c.kind, Kind::Other);
+        assert_eq!(c.json()["kind"], "other");
+        assert!(c.json().get("hint").is_none());
+    }
+}

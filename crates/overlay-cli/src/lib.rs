@@ -1,0 +1,135 @@
+//! The overlay commands as a library: the clap definitions ([`Global`], [`Command`]) and one module
+//! per command under [`commands`]. A fork's own `xtask` depends on this crate and either runs
+//! [`main`] as it is, or flattens [`Command`] into its own subcommands next to its own tasks and
+//! calls [`run`] and [`exit`] (as this repository's `xtask` does).
+//! Exit codes: 0 clean, 1 findings, 2 error.
+
+pub mod commands;
+pub mod error;
+pub mod progress;
+
+pub use anyhow::Result;
+pub use error::CliError;
+pub use overlay::lock::Mode as LockMode;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The options every command takes.
+#[derive(clap::Args, Clone)]
+pub struct Global {
+    /// Folder holding pins.toml and the overlays [default: this workspace]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Which upstream of pins.toml [default: pins.toml's `default`, or its only upstream]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub upstream: Option<String>,
+    /// Machine-readable output on stdout
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// The overlay commands (flatten them into a bigger CLI with `#[command(flatten)]`).
+#[derive(Subcommand)]
+pub enum Command {
+    /// Show the pin and the overlays in order
+    Status,
+    /// Materialize the pinned upstream plus the overlays into a directory
+    Apply(commands::ApplyArgs),
+    /// Verify every overlay applies exactly at the pin and is canonical (`canonicalize` fixes OFFSET and NONCANON)
+    Check,
+    /// Rewrite overlays that apply off their recorded lines or are not canonical, in place (same tree, verified)
+    Canonicalize(commands::CanonicalizeArgs),
+    /// Turn edits in a materialized tree back into overlays
+    Refresh(commands::RefreshArgs),
+    /// Start a new overlay from the edits in a materialized tree that no overlay owns
+    NewOverlay(commands::NewOverlayArgs),
+    /// Move the pin to another upstream commit, carrying every overlay with a 3-way merge (all or nothing)
+    BumpPin(commands::BumpArgs),
+    /// Turn upstreamable overlays into a clean git format-patch series (and PR.md) for upstream
+    ExportUpstream(commands::ExportArgs),
+    /// Classify every overlay against another upstream commit (clean, moved, context-drift, upstreamed, conflict)
+    Drift(commands::DriftArgs),
+    /// Turn a folder of whole-file copies into overlays against the pin (finds each copy's base,
+    /// refuses to silently revert upstream work)
+    Import(commands::ImportArgs),
+}
+
+/// Runs one overlay command.
+pub fn run(g: &Global, cmd: &Command) -> anyhow::Result<ExitCode> {
+    match cmd {
+        Command::Status => commands::status(g),
+        Command::Apply(a) => commands::apply(g, a),
+        Command::Check => commands::check(g),
+        Command::Canonicalize(a) => commands::canonicalize(g, a),
+        Command::Refresh(a) => commands::refresh(g, a),
+        Command::NewOverlay(a) => commands::new_overlay(g, a),
+        Command::Drift(a) => commands::drift(g, a),
+        Command::BumpPin(a) => commands::bump_pin(g, a),
+        Command::ExportUpstream(a) => commands::export_upstream(g, a),
+        Command::Import(a) => commands::import(g, a),
+    }
+}
+
+/// The exit code for a command's result; an error becomes a [`CliError`], printed on stderr
+/// (and in the one JSON error shape on stdout under `--json`), and decides the code (2).
+pub fn exit(g: &Global, result: anyhow::Result<ExitCode>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            let err = CliError::from_anyhow(g, &e);
+            if g.json {
+                println!("{}", err.json());
+            }
+            eprintln!(
+                "{} {}",
+                commands::colour_stderr("error:", "31;1"),
+                err.message
+            );
+            err.exit_code()
+        }
+    }
+}
+
+/// A reader that stops early (`| head`) ends us quietly, as it ends git or grep: Rust ignores
+/// SIGPIPE, so the next write would fail and `println!` would panic (exit 101).
+pub fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: restoring the default action of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// The overlay commands alone, as a whole CLI.
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    about = "Keep a fork honest: pinned upstream + minimal overlays",
+    version
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+/// A whole `cargo xtask` of overlay commands: parse the arguments, run, exit 0/1/2.
+pub fn main() -> ExitCode {
+    default_sigpipe();
+    let cli = Cli::parse();
+    let result = run(&cli.global, &cli.cmd);
+    exit(&cli.global, result)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,284 @@
+//! A bump in progress (`bump-pin` stopped at a conflict or for review, then `--continue` or
+//! `--abort`): its saved state with named fields, the bump tree it lives in, and its ordered
+//! writes. The merge itself is `bump`'s; this module owns what is on disk between two runs.
+//!
+//! On disk: `<dir>/.overlay-bump.json` (the state; `done` keeps its `[name, text]` pairs, so a
+//! bump started by an older build continues) and the tree, whose state file's series hash is
+//! tagged `bump-in-progress:<overlay>` so a half-written tree is never taken for a resolution.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::bump::BUMP_STATE;
+use crate::materialize::State;
+use crate::series::Series;
+use crate::{Error, Result, fsx};
+
+/// The tag in a bump tree's state file (`bump-in-progress:<overlay being resolved>`).
+pub const BUMP_IN_PROGRESS: &str = "bump-in-progress";
+
+/// One overlay already carried across to the new pin before the stop.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "(String, Option<String>)", into = "(String, Option<String>)")]
+pub struct Carried {
+    /// The overlay's file name.
+    pub name: String,
+    /// Its new text; `None` when the bump dropped it (upstreamed).
+    pub text: Option<String>,
+}
+
+impl From<(String, Option<String>)> for Carried {
+    fn from((name, text): (String, Option<String>)) -> Self {
+        Carried { name, text }
+    }
+}
+
+impl From<Carried> for (String, Option<String>) {
+    fn from(c: Carried) -> Self {
+        (c.name, c.text)
+    }
+}
+
+/// Progress saved in the bump tree between a stop and `--continue`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SessionState {
+    pub upstream: String,
+    /// The pin the bump started from.
+    pub from: String,
+    /// The commit it goes to.
+    pub to: String,
+    pub drop_upstreamed: bool,
+    /// The overlays already carried across, in series order.
+    #[serde(rename = "done")]
+    pub carried: Vec<Carried>,
+    /// The overlay whose merge stopped and is being resolved in the tree.
+    pub resolving: String,
+    /// Blob ids of the project files at the start, so nothing edited meanwhile is overwritten.
+    pub guards: BTreeMap<String, String>,
+}
+
+impl SessionState {
+    /// The carried overlays as `bump::bump_guided` takes them.
+    pub fn done_pairs(&self) -> Vec<(String, Option<String>)> {
+        self.carried.iter().cloned().map(Into::into).collect()
+    }
+}
+
+/// The bump tree of one upstream (`target/bump/<upstream>` unless `--dir`).
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub dir: PathBuf,
+    pub state_path: PathBuf,
+}
+
+impl Session {
+    pub fn at(dir: PathBuf) -> Session {
+        let state_path = dir.join(BUMP_STATE);
+        Session { dir, state_path }
+    }
+
+    /// The saved progress of a bump stopped at a conflict, if there is one.
+    pub fn read_state(&self) -> Result<Option<SessionState>> {
+        let Ok(text) = std::fs::read_to_string(&self.state_path) else {
+            return Ok(None);
+        };
+        serde_json::from_str(&text).map(Some).map_err(|e| {
+            Error::input(
+                &self.state_path,
+                None,
+                format!("corrupt bump state; `bump-pin --abort` discards it: {e}"),
+            )
+        })
+    }
+
+    /// A bump tree without a bump state: what a killed `--continue`, `--abort` or conflict write
+    /// leaves.
+    pub fn leftover_tree(&self) -> bool {
+        self.dir.exists()
+            && !self.state_path.exists()
+            && State::load(&self.dir)
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.series_hash.starts_with(BUMP_IN_PROGRESS))
+    }
+
+    /// Whether the folder holds the whole conflict tree written for `resolving` (not one
+    /// half-written).
+    pub fn tree_is_for(&self, resolving: &str) -> bool {
+        State::load(&self.dir)
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.pending.is_none() && s.series_hash == tree_tag(resolving))
+    }
+
+    /// Removes the bump tree (see [`remove_tree`]).
+    pub fn remove_tree(&self) -> Result<()> {
+        remove_tree(&self.dir)
+    }
+
+    /// Writes a stop: the tree (by `write_tree`) and the state. Order matters if we are killed in
+    /// between. A first stop (`continuing` false): the tree, then the state (a tree without state
+    /// is debris the next bump-pin clears). A later one: the state first, so the resolutions
+    /// made so far are saved before the tree is overwritten; the tree's tag tells a half-written
+    /// tree from a resolution.
+    pub fn write_stop(
+        &self,
+        state: &SessionState,
+        continuing: bool,
+        write_tree: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let text = serde_json::to_string_pretty(state).expect("serializes");
+        let write_state = || fsx::write_atomic(&self.state_path, text.as_bytes());
+        if continuing {
+            write_state()?;
+            write_tree()?;
+        } else {
+            write_tree()?;
+            write_state()?;
+        }
+        Ok(())
+    }
+}
+
+/// What a clean bump writes: where, and the project it moves.
+pub struct Finish<'a> {
+    pub root: &'a Path,
+    pub pins_path: &'a Path,
+    pub upstream: &'a str,
+    /// The new pin (40 hex).
+    pub to: &'a str,
+    pub series: &'a Series,
+    pub outcome: &'a crate::bump::Outcome,
+    /// Blob ids of the project files when the bump started (see [`guards`]).
+    pub start_guards: &'a BTreeMap<String, String>,
+}
+
+impl Session {
+    /// A clean bump: moves the pin and writes the carried overlays (and series) in one
+    /// transaction, with the bump's state removed in it (once pins.toml moves, no bump is in
+    /// progress), then removes the bump tree when continuing. Returns how many files were written.
+    pub fn finish(&self, f: &Finish, continuing: bool) -> Result<usize> {
+        use crate::bump::Action;
+        let pins_text =
+            std::fs::read_to_string(f.pins_path).map_err(|e| Error::io(f.pins_path, e))?;
+        let new_pins = crate::bump::set_pin(&pins_text, f.pins_path, f.upstream, f.to)?;
+        let mut writes: Vec<(PathBuf, Option<String>)> = Vec::new();
+        for (o, ov) in f.outcome.overlays.iter().zip(&f.series.overlays) {
+            match (&o.action, &o.raw) {
+                (Action::Dropped, _) => writes.push((ov.path.clone(), None)),
+                (_, Some(raw)) if *raw != ov.raw => {
+                    writes.push((ov.path.clone(), Some(raw.clone())))
+                }
+                _ => {}
+            }
+        }
+        if f.outcome.series_raw != f.series.raw {
+            writes.push((
+                f.series.dir.join(crate::series::SERIES_FILE),
+                Some(f.outcome.series_raw.clone()),
+            ));
+        }
+        writes.push((f.pins_path.to_path_buf(), Some(new_pins)));
+        crate::bump::write_all(
+            f.root,
+            &writes,
+            f.start_guards,
+            std::slice::from_ref(&self.state_path),
+        )?;
+        if continuing {
+            self.remove_tree()?;
+        }
+        Ok(writes.len())
+    }
+}
+
+/// The state-file tag of a bump tree written for `resolving`.
+pub fn tree_tag(resolving: &str) -> String {
+    format!("{BUMP_IN_PROGRESS}:{resolving}")
+}
+
+/// Removes a tree this tool wrote: renamed aside first, so a kill mid-way leaves no half tree
+/// under the real name (the aside copy is removed by the next bump-pin).
+pub fn remove_tree(dir: &Path) -> Result<()> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    if let Ok(rd) = std::fs::read_dir(parent) {
+        let prefix = format!(".{name}.overlay-trash-");
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            if let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok())
+                && !fsx::pid_alive(pid)
+            {
+                fsx::remove_dir_all(&e.path())?;
+            }
+        }
+    }
+    if !dir.exists() {
+        return Ok(());
+    }
+    let trash = parent.join(format!(".{name}.overlay-trash-{}", std::process::id()));
+    fsx::rename(dir, &trash)?;
+    fsx::remove_dir_all(&trash)?;
+    Ok(())
+}
+
+/// The project files a bump must find unchanged when it writes: pins.toml, the series, every
+/// overlay.
+pub fn guard_paths(pins: &Path, series: &Series) -> Vec<PathBuf> {
+    let mut v = vec![
+        pins.to_path_buf(),
+        series.dir.join(crate::series::SERIES_FILE),
+    ];
+    v.extend(series.overlays.iter().map(|o| o.path.clone()));
+    v
+}
+
+/// Path -> blob id of each file now (empty for a missing one).
+pub fn guards(paths: &[PathBuf]) -> BTreeMap<String, String> {
+    paths
+        .iter()
+        .map(|p| {
+            let id = std::fs::read(p)
+                .ok()
+                .map(|b| crate::tree::blob_id(&b).to_string())
+                .unwrap_or_default();
+            (p.to_string_lossy().to_string(), id)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state keeps the on-disk shape of earlier builds (`done` as `[name, text]` pairs), so a
+    /// bump stopped by one continues with the next.
+    #[test]
+    fn state_reads_and_writes_the_earlier_shape() {
+        let old = r#"{"upstream":"up","from":"a","to":"b","drop_upstreamed":false,
+            "done":[["0001-x.patch","text"],["0002-y.patch",null]],"resolving":"0003-z.patch","guards":{"p":"1"}}"#;
+        let s: SessionState = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            s.carried,
+            vec![
+                Carried {
+                    name: "0001-x.patch".into(),
+                    text: Some("text".into())
+                },
+                Carried {
+                    name: "0002-y.patch".into(),
+                    text: None
+                },
+            ]
+        );
+        let again: serde_json::Value = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            again["done"],
+            serde_json::json!([["0001-x.patch", "text"], ["0002-y.patch", null]])
+        );
+        assert_eq!(s.done_pairs()[1], ("0002-y.patch".to_string(), None));
+    }
+}
