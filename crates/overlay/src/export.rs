@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::bump::{canonical_files, merge3};
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, Result};
 use crate::patch::{Overlay, OverlayKind};
 use crate::render::render_patch_body;
 use crate::series::Series;
@@ -63,7 +63,7 @@ pub fn select(series: &Series, names: &[String]) -> Result<Vec<usize>> {
             ));
         };
         if series.overlays[i].trailers.kind == OverlayKind::LocalOnly {
-            return Err(Error::input(&series.overlays[i].path, None, format!("{n} is local-only: it never leaves the fork"))
+            return Err(Error::refused(&series.overlays[i].path, None, Refusal::LocalOnly { overlay: n.clone() })
                 .with_help("export only upstreamable overlays; change its Overlay-Kind trailer if it really belongs upstream"));
         }
         out.push(i);
@@ -214,14 +214,11 @@ pub fn export(
             .collect();
         let files = canonical_files(&new_chain, &merged, &paths, src)?;
         if files.is_empty() {
-            return Err(Error::input(
-                &ov.path,
-                None,
-                "upstream already contains this overlay at the target commit; nothing to export",
-            )
-            .with_help(
-                "leave it out with --overlay, or retire it with `bump-pin --drop-upstreamed`",
-            ));
+            return Err(
+                Error::refused(&ov.path, None, Refusal::AlreadyUpstream).with_help(
+                    "leave it out with --overlay, or retire it with `bump-pin --drop-upstreamed`",
+                ),
+            );
         }
         let n = out.len() + 1;
         let subject = if total > 1 {

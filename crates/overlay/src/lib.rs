@@ -24,4 +24,4 @@ pub mod tree;
 pub mod txn;
 pub mod upstream;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, InputKind, Refusal, Result};

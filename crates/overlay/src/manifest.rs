@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, InputKind, IoContext, Result};
 
 pub const PINS_FILE: &str = "pins.toml";
 
@@ -172,14 +172,14 @@ fn parse_source(
     let line = line_of(text, table.span().start);
     let raw = table.into_inner();
     let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
-        Error::input(
+        pins_error(
             path,
             Some(line_of(text, span.start)),
             format!("upstream.{up}.sources.{dep}.{key}: {msg}"),
         )
     };
     if !is_plain_name(&dep) {
-        return Err(Error::input(
+        return Err(pins_error(
             path,
             Some(line),
             format!(
@@ -255,7 +255,7 @@ fn check_submodules(path: &Path, up: &str, sources: &[Source]) -> Result<()> {
                     .filter(|o| o.name != s.name)
                     .map(|o| o.name.as_str())
                     .collect();
-                return Err(Error::input(
+                return Err(pins_error(
                     path,
                     Some(s.line),
                     format!(
@@ -292,7 +292,7 @@ impl Pins {
     pub fn parse(path: &Path, text: &str) -> Result<Pins> {
         let raw: RawPins = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| line_of(text, s.start));
-            Error::input(path, line, e.message().trim().to_string())
+            pins_error(path, line, e.message().trim().to_string())
         })?;
         let mut tables: Vec<(String, Spanned<RawUpstream>)> = raw.upstream.into_iter().collect();
         // BTreeMap loses file order; spans give it back (the first table is the default upstream).
@@ -302,14 +302,14 @@ impl Pins {
             let line = line_of(text, table.span().start);
             let raw = table.into_inner();
             let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
-                Error::input(
+                pins_error(
                     path,
                     Some(line_of(text, span.start)),
                     format!("upstream.{name}.{key}: {msg}"),
                 )
             };
             if !is_plain_name(&name) {
-                return Err(Error::input(
+                return Err(pins_error(
                     path,
                     Some(line),
                     format!("upstream name {name:?}: expected letters, digits, '-' or '_'"),
@@ -371,7 +371,7 @@ impl Pins {
             });
         }
         if upstreams.is_empty() {
-            return Err(Error::input(path, None, "no [upstream.<name>] table").with_help(
+            return Err(pins_error(path, None, "no [upstream.<name>] table").with_help(
                 "add one: [upstream.mlx] url = \"https://github.com/ml-explore/mlx\" rev = \"<40-hex commit>\" overlays = \"overlays/mlx\"",
             ));
         }
@@ -387,11 +387,16 @@ impl Pins {
             None => Ok(&self.upstreams[0]),
             Some(n) => self.upstreams.iter().find(|u| u.name == n).ok_or_else(|| {
                 let known: Vec<&str> = self.upstreams.iter().map(|u| u.name.as_str()).collect();
-                Error::input(&self.path, None, format!("no upstream named {n:?}"))
+                pins_error(&self.path, None, format!("no upstream named {n:?}"))
                     .with_help(format!("known upstreams: {}", known.join(", ")))
             }),
         }
     }
+}
+
+/// An input error about the manifest (tagged [`InputKind::Manifest`]).
+fn pins_error(path: impl AsRef<Path>, line: Option<usize>, message: impl Into<String>) -> Error {
+    Error::input(path, line, message).of(InputKind::Manifest)
 }
 
 #[cfg(test)]
@@ -433,7 +438,13 @@ json = "/opt/json"
 
     #[track_caller]
     fn err(text: &str) -> String {
-        parse(text).unwrap_err().to_string()
+        let e = parse(text).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            crate::ErrorKind::Input(InputKind::Manifest),
+            "{e}"
+        );
+        e.to_string()
     }
 
     #[test]

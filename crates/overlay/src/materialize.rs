@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Refusal, Result};
 use crate::fsx;
 use crate::junk::Ignores;
 use crate::tree::{BlobSource, MODE_EXEC, MODE_LINK, Tree, blob_id};
@@ -215,12 +215,7 @@ fn edits_error(dir: &Path, e: &Edits) -> Error {
             .iter()
             .map(|p| format!("mode:     {p} (executable bit changed)")),
     );
-    let n = list.len();
-    if list.len() > 20 {
-        list.truncate(20);
-        list.push("...".into());
-    }
-    Error::input(dir, None, format!("{n} edit(s) not accounted for by the overlays:\n    {}", list.join("\n    ")))
+    Error::refused(dir, None, Refusal::UnrecordedEdits { list })
         .with_help(format!(
             "keep them: `cargo xtask refresh --dir {0}` (turns them into overlays); discard them: `cargo xtask apply --dir {0} --force`",
             dir.display()
@@ -330,12 +325,10 @@ pub fn write_tree(
         exec: Some(exec_paths(tree)),
     };
     if let Some(p) = tree.entries.keys().find(|p| reserved(p)) {
-        return Err(Error::input(
-            dir,
-            None,
-            format!("the tree to write has `{p}`, a name this tool reserves for its own files"),
-        )
-        .with_help("rename it upstream or in an overlay; nothing was written"));
+        return Err(
+            Error::refused(dir, None, Refusal::ReservedName { path: p.clone() })
+                .with_help("rename it upstream or in an overlay; nothing was written"),
+        );
     }
     let mut report = WriteReport {
         dir: dir.to_path_buf(),
@@ -386,12 +379,7 @@ pub fn write_tree(
         return Ok(report);
     }
     let Some(state) = State::load(dir)? else {
-        return Err(Error::input(
-            dir,
-            None,
-            format!("not empty and not written by apply (no {STATE_FILE})"),
-        )
-        .with_help(
+        return Err(Error::refused(dir, None, Refusal::NotOurs).with_help(
             "choose a new or empty directory; apply never overwrites files it did not write",
         ));
     };
@@ -526,7 +514,10 @@ mod tests {
         std::os::unix::fs::symlink(&outside, dir.join("sub")).unwrap();
         let t2 = tree(&[("sub/c.txt", "c2\n")]);
         let e = write_tree(&dir, &t2, &NoBlobs, ORIGIN, false).unwrap_err();
-        assert!(e.to_string().contains("added:    sub"), "{e}");
+        assert!(
+            matches!(e.refusal(), Some(crate::Refusal::UnrecordedEdits { list }) if list.contains(&"added:    sub".to_string())),
+            "{e}"
+        );
         let r = write_tree(&dir, &t2, &NoBlobs, ORIGIN, true).unwrap();
         assert!(r.discarded.contains(&"sub".to_string()), "{r:?}");
         assert_eq!(

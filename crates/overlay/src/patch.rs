@@ -238,7 +238,7 @@ impl<'a> Cursor<'a> {
         self.pos + 1
     }
     fn err(&self, line: usize, msg: impl Into<String>) -> Error {
-        Error::input(self.path, Some(line), msg)
+        Error::input(self.path, Some(line), msg).of(crate::error::InputKind::Patch)
     }
 }
 
@@ -1301,7 +1301,13 @@ mod tests {
 
     #[track_caller]
     fn refused(text: &str) -> String {
-        parse(text).unwrap_err().to_string()
+        let e = parse(text).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            crate::ErrorKind::Input(crate::InputKind::Patch),
+            "{e}"
+        );
+        e.to_string()
     }
 
     #[test]

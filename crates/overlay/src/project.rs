@@ -80,16 +80,17 @@ impl Project {
         }
         UpstreamRepo::open(cache_root, &up.name, &up.url, &up.rev, progress).map_err(|e| match e {
             // The cache names pins.toml without knowing where it is: give the file and the line.
-            Error::Input { at, message, help } if at.path == Path::new("pins.toml") => {
-                Error::Input {
-                    at: crate::error::Location::new(
-                        &self.pins.path,
-                        key_line(&text, up.line, "rev"),
-                    ),
-                    message: format!("upstream.{}.rev: {message}", up.name),
-                    help,
-                }
-            }
+            Error::Input {
+                at,
+                message,
+                help,
+                kind,
+            } if at.path == Path::new("pins.toml") => Error::Input {
+                at: crate::error::Location::new(&self.pins.path, key_line(&text, up.line, "rev")),
+                message: format!("upstream.{}.rev: {message}", up.name),
+                help,
+                kind,
+            },
             other => other,
         })
     }

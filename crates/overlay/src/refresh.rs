@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::apply::{Text, apply_hunks};
 use crate::diff;
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, Result};
 use crate::materialize::{State, edits};
 use crate::patch::{FilePatch, LineKind, Overlay, parse_overlay};
 use crate::render::render_patch_body;
@@ -127,10 +127,10 @@ pub fn plan(
 ) -> Result<Plan> {
     if state.pending.is_some() {
         // Half old, half new files: attributing them would turn the unfinished apply into overlays.
-        return Err(Error::input(
+        return Err(Error::refused(
             dir.join(crate::materialize::STATE_FILE),
             None,
-            "the last apply into this tree was interrupted",
+            Refusal::ApplyInterrupted,
         )
         .with_help(format!(
             "finish it first: `cargo xtask apply --dir {}`; if it lists edits you made since, copy them aside, add --force, and redo them",
@@ -138,7 +138,7 @@ pub fn plan(
         )));
     }
     if state.series_hash != series.content_hash() {
-        return Err(Error::input(dir, None, "this tree was materialized from a different series (the overlays changed since)")
+        return Err(Error::refused(dir, None, Refusal::OtherSeries)
             .with_help("save your edits elsewhere, run `cargo xtask apply` again, then redo them; refresh cannot attribute edits across two versions of the series"));
     }
     let n = series.overlays.len();
@@ -156,14 +156,12 @@ pub fn plan(
     let e = edits(dir, state)?;
     if let Some(p) = e.mode.first() {
         // Overlays carry lines; a changed executable bit would be dropped without a word.
-        return Err(Error::input(
+        return Err(Error::refused(
             dir.join(p),
             None,
-            format!(
-                "the executable bit of {} file(s) changed ({}); refresh carries lines, not modes",
-                e.mode.len(),
-                e.mode.join(", ")
-            ),
+            Refusal::ModeChanged {
+                files: e.mode.clone(),
+            },
         )
         .with_help("undo it (`chmod -x`/`chmod +x`) and refresh again; to carry a mode change, write its overlay with git (`git format-patch` records modes)"));
     }
@@ -194,13 +192,12 @@ pub fn plan(
                     && (fp.old_path.as_deref() == Some(f) || fp.new_path.as_deref() == Some(f))
             })
         }) {
-            return Err(Error::input(
+            return Err(Error::refused(
                 dir.join(f),
                 None,
-                format!(
-                    "refresh cannot re-split edits to a file that {} renames",
-                    ov.name
-                ),
+                Refusal::Renamed {
+                    overlay: ov.name.clone(),
+                },
             )
             .with_help(
                 "edit that overlay by hand, or make the rename a deletion plus a new file",
@@ -272,21 +269,19 @@ pub fn plan(
         let sn = stages[n].clone();
         if let Some(link) = symlink_on_the_way(dir, f) {
             // Reading through it would copy whatever it points at (outside the tree, say) into an overlay.
-            return Err(Error::input(
+            return Err(Error::refused(
                 &link,
                 None,
-                format!("{f}: a symbolic link where the tree had none (or a re-pointed one); refresh turns text edits into overlays, never links"),
+                Refusal::Symlink { file: f.clone() },
             )
             .with_help("restore it (`cargo xtask apply --force` discards it), or change the link upstream"));
         }
         let disk = match std::fs::read(dir.join(f)) {
-            Ok(b) => Some(Text::parse(&String::from_utf8(b).map_err(|_| {
-                Error::input(
-                    dir.join(f),
-                    None,
-                    "not UTF-8 text; refresh turns text edits into overlays only",
-                )
-            })?)),
+            Ok(b) => {
+                Some(Text::parse(&String::from_utf8(b).map_err(|_| {
+                    Error::refused(dir.join(f), None, Refusal::NotText)
+                })?))
+            }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
             Err(err) => return Err(Error::io(dir.join(f), err)),
         };
@@ -374,15 +369,14 @@ pub fn plan(
                         at_end,
                     } => {
                         let s = sn.as_ref().expect("lines change has a file");
-                        let cur = seq.as_mut().ok_or_else(|| Error::input(dir.join(f), None, "cannot attribute this edit: the file does not exist at that overlay's stage").with_help("use --into with a later overlay"))?;
+                        let cur = seq.as_mut().ok_or_else(|| {
+                            Error::refused(dir.join(f), None, Refusal::MissingAtStage)
+                                .with_help("use --into with a later overlay")
+                        })?;
                         let new_lines = new.iter().map(|l| ((usize::MAX, 0), l.clone()));
                         let lost = || {
-                            Error::input(
-                                dir.join(f),
-                                Some(start + 1),
-                                "cannot attribute this edit consistently across the series",
-                            )
-                            .with_help("split the edit, or use --into with the last overlay")
+                            Error::refused(dir.join(f), Some(start + 1), Refusal::Unattributable)
+                                .with_help("split the edit, or use --into with the last overlay")
                         };
                         let (p0, p1) = if *len > 0 {
                             (
@@ -409,7 +403,7 @@ pub fn plan(
         new_stages.insert(f.clone(), per_stage);
     }
     if !unowned.is_empty() {
-        return Err(Error::input(dir, None, format!("{} edit(s) touch only upstream lines, so no overlay owns them: {}", unowned.len(), unowned.join(", ")))
+        return Err(Error::refused(dir, None, Refusal::Unowned { files: unowned })
             .with_help("name the overlay that should carry them with `--into <overlay>`, or start a new one with `cargo xtask new-overlay <name> --dir <dir>`"));
     }
 
@@ -502,25 +496,21 @@ pub fn plan(
                 .iter()
                 .map(|a| a.overlay.as_str())
                 .collect();
-            return Err(Error::input(
+            return Err(Error::refused(
                 series.dir.join(&name),
                 None,
-                format!(
-                    "no edit is left for this new overlay: every edit touches lines of {}",
-                    owners.into_iter().collect::<Vec<_>>().join(", ")
-                ),
+                Refusal::NothingForNew {
+                    owners: owners.into_iter().map(String::from).collect(),
+                },
             )
             .with_help("`cargo xtask refresh` folds them into those overlays; to move a change into a new overlay, edit the overlay files by hand"));
         }
         if files.is_empty() {
-            return Err(Error::input(
-                series.dir.join(&name),
-                None,
-                "this overlay would become empty: the edits undo all of its changes",
-            )
-            .with_help(
-                "remove it from the series yourself if that is what you want, then apply again",
-            ));
+            return Err(
+                Error::refused(series.dir.join(&name), None, Refusal::WouldBeEmpty).with_help(
+                    "remove it from the series yourself if that is what you want, then apply again",
+                ),
+            );
         }
         let ov = if same {
             plan.unchanged.push(name.clone());
@@ -639,19 +629,12 @@ pub fn plan(
 /// the series and the tree's state become new together or not at all. Refuses if any of those files
 /// changed on disk since they were read (never overwrite a user's edit).
 pub fn commit(plan: &Plan, dir: &Path, root: &Path) -> Result<()> {
-    for (path, _, expected) in &plan.writes {
-        let now = std::fs::read_to_string(path).ok();
-        if now != *expected {
-            return Err(Error::input(
-                path,
-                None,
-                "changed on disk while refresh was running; nothing was written",
-            )
-            .with_help("run refresh again"));
-        }
-    }
     let mut txn = crate::txn::Txn::new(root, "refresh");
-    for (path, text, _) in &plan.writes {
+    for (path, text, expected) in &plan.writes {
+        let read = expected
+            .as_ref()
+            .map(|t| crate::tree::blob_id(t.as_bytes()));
+        txn.expect_unchanged(path, read);
         txn.write(path, text.as_bytes());
     }
     if let Some(state) = &plan.new_state {

@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Refusal, Result};
 use crate::tree::{BlobSource, Content, Entry, Tree};
 
 /// The cache root: `$OVERLAY_CACHE_DIR`, else `$XDG_CACHE_HOME/overlay`, else the platform's user
@@ -359,10 +359,13 @@ pub fn tree_of_commit(repo: &git2::Repository, commit: git2::Oid) -> Result<Tree
         None => Err(Error::git("walking the tree", e)),
     })?;
     if let Some(path) = bad {
-        return Err(Error::input(
+        return Err(Error::refused(
             repo.path(),
             None,
-            format!("commit {commit}: the tree entry {path:?} is not a safe file name (empty, `.`, `..`, `.git` or not UTF-8); refused, as git checkout refuses it"),
+            Refusal::UnsafePath {
+                commit: commit.to_string(),
+                path: path.to_string(),
+            },
         )
         .with_help("this commit was crafted or is corrupt: pin another commit, or ask the upstream to fix it"));
     }
