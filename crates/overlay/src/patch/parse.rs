@@ -403,6 +403,9 @@ fn parse_mode(c: &Cursor, n: usize, v: &str) -> Result<u32> {
     u32::from_str_radix(v.trim(), 8).map_err(|_| c.err(n, format!("bad file mode {v:?}")))
 }
 
+/// One `diff --git` section: header line, extended headers, hunks. Every check is here or in the
+/// helpers it calls, in this order: paths of the `diff --git` line, extended headers, modes, the
+/// names agreed, hunks.
 fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
     let patch_line = c.line_no();
     let header = c.next().expect("peeked");
@@ -414,8 +417,31 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
         hunks: Vec::new(),
         patch_line,
     };
-    // Paths from "diff --git a/X b/Y" only when they are unambiguous; ---/+++ and rename lines win.
-    let rest = &header["diff --git ".len()..];
+    let (git_old, git_new) = git_line_paths(&header["diff --git ".len()..]);
+    if git_old.is_none() || git_new.is_none() {
+        return Err(c.err(patch_line, format!("cannot read paths from {header:?}")));
+    }
+    let h = parse_ext_headers(c, &mut fp)?;
+    check_mode_change(c, &fp, &h, patch_line)?;
+    resolve_paths(c, header, &mut fp, &h, (git_old, git_new))?;
+    parse_hunks(c, &mut fp)?;
+    if fp.hunks.is_empty() && h.minus.is_some() {
+        return Err(c.err(patch_line, "a file diff with ---/+++ lines but no hunk"));
+    }
+    if fp.hunks.is_empty()
+        && !h.is_new
+        && !h.is_delete
+        && !fp.is_rename()
+        && fp.old_mode == fp.new_mode
+    {
+        return Err(c.err(patch_line, "a file diff that changes nothing"));
+    }
+    Ok(fp)
+}
+
+/// Paths from "diff --git a/X b/Y" (given without "diff --git "), only when they are unambiguous;
+/// ---/+++ and rename lines win later.
+fn git_line_paths(rest: &str) -> (Option<String>, Option<String>) {
     let (mut git_old, mut git_new) = (None, None);
     if let Some(quoted) = rest.strip_prefix('"') {
         // The closing quote is the first unescaped one: a name may hold `\" ` (found by fuzzing).
@@ -449,13 +475,25 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
             git_new = Some(a[i + 3..].to_string());
         }
     }
-    if git_old.is_none() || git_new.is_none() {
-        return Err(c.err(patch_line, format!("cannot read paths from {header:?}")));
-    }
-    let (mut is_new, mut is_delete) = (false, false);
-    let (mut minus, mut plus): (Option<Option<String>>, Option<Option<String>>) = (None, None);
-    let (mut rename_from, mut rename_to) = (None, None);
-    // Extended headers.
+    (git_old, git_new)
+}
+
+/// What a file diff's extended headers and ---/+++ lines said (modes go straight into the patch).
+#[derive(Default)]
+struct Headers {
+    is_new: bool,
+    is_delete: bool,
+    /// `--- ` seen: `Some(None)` for /dev/null.
+    minus: Option<Option<String>>,
+    /// `+++ ` seen: `Some(None)` for /dev/null.
+    plus: Option<Option<String>>,
+    rename_from: Option<String>,
+    rename_to: Option<String>,
+}
+
+/// The extended headers up to the `+++` line (or the first hunk, or the next file).
+fn parse_ext_headers(c: &mut Cursor, fp: &mut FilePatch) -> Result<Headers> {
+    let mut h = Headers::default();
     while let Some(l) = c.peek() {
         let n = c.line_no();
         if l.starts_with("diff --git ") || l.starts_with("@@ ") || l == "-- " {
@@ -468,14 +506,14 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
             fp.new_mode = Some(parse_mode(c, n, v)?);
         } else if let Some(v) = l.strip_prefix("new file mode ") {
             fp.new_mode = Some(parse_mode(c, n, v)?);
-            is_new = true;
+            h.is_new = true;
         } else if let Some(v) = l.strip_prefix("deleted file mode ") {
             fp.old_mode = Some(parse_mode(c, n, v)?);
-            is_delete = true;
+            h.is_delete = true;
         } else if let Some(v) = l.strip_prefix("rename from ") {
-            rename_from = Some(unquote(v).unwrap_or_else(|| v.to_string()));
+            h.rename_from = Some(unquote(v).unwrap_or_else(|| v.to_string()));
         } else if let Some(v) = l.strip_prefix("rename to ") {
-            rename_to = Some(unquote(v).unwrap_or_else(|| v.to_string()));
+            h.rename_to = Some(unquote(v).unwrap_or_else(|| v.to_string()));
         } else if l.starts_with("copy from ") || l.starts_with("copy to ") {
             return Err(c
                 .err(n, "copy patches are not supported")
@@ -491,9 +529,9 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
                 .err(n, "binary patches are not supported")
                 .with_help("overlays carry text changes only; keep binary files out of overlays"));
         } else if let Some(v) = l.strip_prefix("--- ") {
-            minus = Some(side_path(c, n, v, "a/")?);
+            h.minus = Some(side_path(c, n, v, "a/")?);
         } else if let Some(v) = l.strip_prefix("+++ ") {
-            plus = Some(side_path(c, n, v, "b/")?);
+            h.plus = Some(side_path(c, n, v, "b/")?);
             break;
         } else {
             return Err(c.err(
@@ -502,29 +540,44 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
             ));
         }
     }
-    // git writes a mode change as both lines with different modes. Half of one, or a "change" to
-    // the same mode, would be lost when the overlay is rendered again (found by fuzzing).
-    if !is_new && !is_delete {
-        match (fp.old_mode, fp.new_mode) {
-            (Some(_), None) | (None, Some(_)) => {
-                return Err(c.err(
-                    patch_line,
-                    "a mode change needs both an \"old mode\" and a \"new mode\" line",
-                ));
-            }
-            (Some(o), Some(n)) if o == n => {
-                return Err(c.err(
-                    patch_line,
-                    format!("\"old mode\" and \"new mode\" are both {o:o}: not a change"),
-                ));
-            }
-            _ => {}
-        }
+    Ok(h)
+}
+
+/// git writes a mode change as both lines with different modes. Half of one, or a "change" to
+/// the same mode, would be lost when the overlay is rendered again (found by fuzzing).
+fn check_mode_change(c: &Cursor, fp: &FilePatch, h: &Headers, patch_line: usize) -> Result<()> {
+    if h.is_new || h.is_delete {
+        return Ok(());
     }
+    match (fp.old_mode, fp.new_mode) {
+        (Some(_), None) | (None, Some(_)) => Err(c.err(
+            patch_line,
+            "a mode change needs both an \"old mode\" and a \"new mode\" line",
+        )),
+        (Some(o), Some(n)) if o == n => Err(c.err(
+            patch_line,
+            format!("\"old mode\" and \"new mode\" are both {o:o}: not a change"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Settles the file's old and new paths from the `diff --git` line (`git`), the ---/+++ lines and
+/// the rename lines, refusing names that disagree or leave the tree.
+fn resolve_paths(
+    c: &Cursor,
+    header: &str,
+    fp: &mut FilePatch,
+    h: &Headers,
+    git: (Option<String>, Option<String>),
+) -> Result<()> {
+    let patch_line = fp.patch_line;
+    let (mut git_old, mut git_new) = git;
+    let (minus, plus) = (h.minus.clone().flatten(), h.plus.clone().flatten());
     // An unquoted name may itself hold " b/", so the diff --git line splits in several places; the
     // ---/+++ or rename names pick the split when they spell the line exactly (found by fuzzing).
-    let side_old = rename_from.clone().or(minus.clone().flatten());
-    let side_new = rename_to.clone().or(plus.clone().flatten());
+    let side_old = h.rename_from.clone().or(minus.clone());
+    let side_new = h.rename_to.clone().or(plus.clone());
     if let Some(o) = side_old.clone().or(side_new.clone())
         && let Some(n) = side_new.or(side_old)
         && header
@@ -542,34 +595,31 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
         check_rel_path(p).map_err(|m| bad_path(c, patch_line, m))?;
     }
     // Like git apply: the ---/+++ names must agree with the diff --git line.
-    for (side, name, git) in [
-        ("old", minus.clone().flatten(), &git_old),
-        ("new", plus.clone().flatten(), &git_new),
-    ] {
+    for (side, name, git) in [("old", &minus, &git_old), ("new", &plus, &git_new)] {
         if let Some(name) = name
-            && Some(&name) != git.as_ref()
+            && Some(name) != git.as_ref()
         {
             return Err(c.err(patch_line, format!("inconsistent {side} file name: {name:?} in the ---/+++ lines, {:?} in the diff --git line", git.as_deref().unwrap_or(""))));
         }
     }
-    fp.old_path = if is_new {
+    fp.old_path = if h.is_new {
         None
     } else {
-        rename_from.or(minus.clone().flatten()).or(git_old)
+        h.rename_from.clone().or(minus).or(git_old)
     };
-    fp.new_path = if is_delete {
+    fp.new_path = if h.is_delete {
         None
     } else {
-        rename_to.or(plus.clone().flatten()).or(git_new)
+        h.rename_to.clone().or(plus).or(git_new)
     };
-    if minus.is_some() != plus.is_some() {
+    if h.minus.is_some() != h.plus.is_some() {
         return Err(c.err(
             patch_line,
             "a file diff has a \"---\" line without \"+++\" (or the reverse)",
         ));
     }
-    if (is_new && minus.as_ref().is_some_and(Option::is_some))
-        || (is_delete && plus.as_ref().is_some_and(Option::is_some))
+    if (h.is_new && h.minus.as_ref().is_some_and(Option::is_some))
+        || (h.is_delete && h.plus.as_ref().is_some_and(Option::is_some))
     {
         return Err(c.err(
             patch_line,
@@ -579,13 +629,17 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
     for p in [&fp.old_path, &fp.new_path].into_iter().flatten() {
         check_rel_path(p).map_err(|m| bad_path(c, patch_line, m))?;
     }
-    if is_new && is_delete {
+    if h.is_new && h.is_delete {
         return Err(c.err(
             patch_line,
             "a file diff cannot both create and delete a file",
         ));
     }
-    // Hunks.
+    Ok(())
+}
+
+/// The hunks of one file diff; a body line right after the last one means its header undercounts.
+fn parse_hunks(c: &mut Cursor, fp: &mut FilePatch) -> Result<()> {
     while let Some(l) = c.peek() {
         if !l.starts_with("@@ ") {
             break;
@@ -600,14 +654,7 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
             .err(h.patch_line, format!("hunk header says -{},{} +{},{} but line {} continues the hunk", h.old_start, h.old_len, h.new_start, h.new_len, c.line_no()))
             .with_help("the patch was edited by hand; regenerate it with `cargo xtask refresh` or `git format-patch`"));
     }
-    if fp.hunks.is_empty() && minus.is_some() {
-        return Err(c.err(patch_line, "a file diff with ---/+++ lines but no hunk"));
-    }
-    if fp.hunks.is_empty() && !is_new && !is_delete && !fp.is_rename() && fp.old_mode == fp.new_mode
-    {
-        return Err(c.err(patch_line, "a file diff that changes nothing"));
-    }
-    Ok(fp)
+    Ok(())
 }
 
 fn side_path(c: &Cursor, n: usize, v: &str, prefix: &str) -> Result<Option<String>> {
