@@ -145,7 +145,21 @@ pub(super) fn quote_path(prefix: &str, p: &str) -> String {
 
 /// git's diffstat for `files` (format-patch uses a 72-column budget).
 pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
-    let entries: Vec<(String, usize, usize)> = files
+    let entries = stat_entries(files);
+    let w = StatWidths::of(&entries);
+    let (mut tadd, mut tdel) = (0, 0);
+    for (name, add, del) in &entries {
+        tadd += add;
+        tdel += del;
+        stat_line(out, &w, name, *add, *del);
+    }
+    stat_totals(out, entries.len(), tadd, tdel);
+    summary_lines(out, files);
+}
+
+/// Per file: the name as the stat shows it, lines added, lines removed.
+fn stat_entries(files: &[&FilePatch]) -> Vec<(String, usize, usize)> {
+    files
         .iter()
         .map(|f| {
             let (add, del) =
@@ -165,82 +179,104 @@ pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
             // (e.g. a false "diff --git" before the first real one; found by fuzzing).
             (quote_path("", &name), add, del)
         })
-        .collect();
-    // git's diff.c show_stats with format-patch's 72-column budget.
-    let max_change = entries.iter().map(|e| e.1 + e.2).max().unwrap_or(0);
-    let max_len = entries
-        .iter()
-        .map(|e| e.0.chars().count())
-        .max()
-        .unwrap_or(0);
-    let number_width = max_change.to_string().len();
-    let width = 72usize.max(16 + 6 + number_width);
-    let mut graph_width = max_change;
-    let mut name_width = max_len;
-    if name_width + number_width + 6 + graph_width > width {
-        let cap = (width * 3 / 8).saturating_sub(number_width + 6);
-        if graph_width > cap {
-            graph_width = cap.max(6);
+        .collect()
+}
+
+/// The column budget of a diffstat: git's diff.c show_stats with format-patch's 72 columns.
+struct StatWidths {
+    name: usize,
+    graph: usize,
+    number: usize,
+    max_change: usize,
+}
+
+impl StatWidths {
+    fn of(entries: &[(String, usize, usize)]) -> StatWidths {
+        let max_change = entries.iter().map(|e| e.1 + e.2).max().unwrap_or(0);
+        let max_len = entries
+            .iter()
+            .map(|e| e.0.chars().count())
+            .max()
+            .unwrap_or(0);
+        let number_width = max_change.to_string().len();
+        let width = 72usize.max(16 + 6 + number_width);
+        let mut graph_width = max_change;
+        let mut name_width = max_len;
+        if name_width + number_width + 6 + graph_width > width {
+            let cap = (width * 3 / 8).saturating_sub(number_width + 6);
+            if graph_width > cap {
+                graph_width = cap.max(6);
+            }
+            if name_width > width - number_width - 6 - graph_width {
+                name_width = width - number_width - 6 - graph_width;
+            } else {
+                graph_width = width - number_width - 6 - name_width;
+            }
         }
-        if name_width > width - number_width - 6 - graph_width {
-            name_width = width - number_width - 6 - graph_width;
-        } else {
-            graph_width = width - number_width - 6 - name_width;
+        StatWidths {
+            name: name_width,
+            graph: graph_width,
+            number: number_width,
+            max_change,
         }
     }
-    // At least one mark for any change: scale as if one column shorter, then add one.
-    let scale = |n: usize| {
+
+    /// At least one mark for any change: scale as if one column shorter, then add one.
+    fn scale(&self, n: usize) -> usize {
         if n == 0 {
             0
         } else {
-            1 + n * (graph_width - 1) / max_change
+            1 + n * (self.graph - 1) / self.max_change
         }
-    };
-    let (mut tadd, mut tdel) = (0, 0);
-    for (name, add, del) in &entries {
-        tadd += add;
-        tdel += del;
-        let len = name.chars().count();
-        let shown = if name_width < len {
-            let keep = name_width.saturating_sub(3);
-            let tail: String = name.chars().skip(len - keep).collect();
-            // git restarts the shown name at a directory boundary when it can.
-            let tail = match tail.find('/') {
-                Some(i) => tail[i..].to_string(),
-                None => tail,
-            };
-            format!("...{tail}")
-        } else {
-            name.clone()
-        };
-        let pad = name_width.saturating_sub(shown.chars().count());
-        let (mut a, mut d) = (*add, *del);
-        if graph_width <= max_change {
-            let mut total = scale(a + d);
-            if total < 2 && a > 0 && d > 0 {
-                total = 2;
-            }
-            if a < d {
-                a = scale(a);
-                d = total - a;
-            } else {
-                d = scale(d);
-                a = total - d;
-            }
-        }
-        let graph = if add + del > 0 {
-            format!(" {}{}", "+".repeat(a), "-".repeat(d))
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            out,
-            " {shown}{} | {:>number_width$}{graph}",
-            " ".repeat(pad),
-            add + del
-        );
     }
-    let files_n = entries.len();
+}
+
+/// One ` name | N +++--` line.
+fn stat_line(out: &mut String, w: &StatWidths, name: &str, add: usize, del: usize) {
+    let len = name.chars().count();
+    let shown = if w.name < len {
+        let keep = w.name.saturating_sub(3);
+        let tail: String = name.chars().skip(len - keep).collect();
+        // git restarts the shown name at a directory boundary when it can.
+        let tail = match tail.find('/') {
+            Some(i) => tail[i..].to_string(),
+            None => tail,
+        };
+        format!("...{tail}")
+    } else {
+        name.to_string()
+    };
+    let pad = w.name.saturating_sub(shown.chars().count());
+    let (mut a, mut d) = (add, del);
+    if w.graph <= w.max_change {
+        let mut total = w.scale(a + d);
+        if total < 2 && a > 0 && d > 0 {
+            total = 2;
+        }
+        if a < d {
+            a = w.scale(a);
+            d = total - a;
+        } else {
+            d = w.scale(d);
+            a = total - d;
+        }
+    }
+    let graph = if add + del > 0 {
+        format!(" {}{}", "+".repeat(a), "-".repeat(d))
+    } else {
+        String::new()
+    };
+    let number_width = w.number;
+    let _ = writeln!(
+        out,
+        " {shown}{} | {:>number_width$}{graph}",
+        " ".repeat(pad),
+        add + del
+    );
+}
+
+/// ` N files changed, N insertions(+), N deletions(-)`.
+fn stat_totals(out: &mut String, files_n: usize, tadd: usize, tdel: usize) {
     let _ = write!(
         out,
         " {files_n} file{} changed",
@@ -261,7 +297,10 @@ pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
         );
     }
     out.push('\n');
-    // git's --summary lines, which format-patch prints after the stat.
+}
+
+/// git's --summary lines, which format-patch prints after the stat.
+fn summary_lines(out: &mut String, files: &[&FilePatch]) {
     for f in files {
         if f.is_new() {
             let _ = writeln!(
