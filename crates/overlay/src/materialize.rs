@@ -165,7 +165,7 @@ pub fn edits(dir: &Path, state: &State) -> Result<Edits> {
 }
 
 /// Edits in an already scanned directory.
-fn edits_in(disk: &BTreeMap<String, (git2::Oid, bool)>, state: &State) -> Edits {
+pub(crate) fn edits_in(disk: &BTreeMap<String, (git2::Oid, bool)>, state: &State) -> Edits {
     let mut e = Edits::default();
     // Modes are compared only when recorded and no write is half done.
     let exec = state.exec.as_ref().filter(|_| state.pending.is_none());
