@@ -300,9 +300,10 @@ fn unlink_symlinked_parents(dir: &Path, p: &str) -> Result<()> {
     Ok(())
 }
 
-// Over a screen long: staging, journaling and the final rename are one ordered sequence that the
-// SIGKILL-at-every-write sweep checks as a whole; splitting it is part of issue 16.
 /// Writes `tree` into `dir`. Refuses (nothing changed) when `dir` holds edits, unless `force`.
+/// The order of writes is what the SIGKILL-at-every-write sweep checks: a fresh tree is staged
+/// beside `dir` and renamed into place ([`write_fresh`]); an existing one gets the state file's
+/// journal first, then removals ([`remove_stale`]), then writes, then the new state.
 pub fn write_tree(
     dir: &Path,
     tree: &Tree,
@@ -340,42 +341,7 @@ pub fn write_tree(
         Err(e) => return Err(Error::io(dir, e)),
     };
     if empty {
-        // Fresh tree: stage everything beside it, then one rename makes it appear whole.
-        let parent = dir
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        fsx::create_dir_all(parent)?;
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        remove_dead_stages(parent, &name)?;
-        let stage = stage_dir(parent, &name, std::process::id());
-        if stage.exists() {
-            fsx::remove_dir_all(&stage)?;
-        }
-        let res = (|| {
-            // Made even for an empty tree: the state file goes into it.
-            fsx::create_dir_all(&stage)?;
-            for (p, e) in &tree.entries {
-                write_file(
-                    &stage.join(p),
-                    &tree.bytes(p, src)?.unwrap_or_default(),
-                    e.mode,
-                )?;
-                report.written.push(p.clone());
-            }
-            write_state(&stage, &new_state)?;
-            if dir.exists() {
-                fsx::remove_dir(dir)?;
-            }
-            fsx::rename(&stage, dir)
-        })();
-        if res.is_err() {
-            let _ = std::fs::remove_dir_all(&stage);
-        }
-        res?;
+        write_fresh(dir, tree, src, &new_state, &mut report)?;
         return Ok(report);
     }
     let Some(state) = State::load(dir)? else {
@@ -418,7 +384,72 @@ pub fn write_tree(
     write_state(dir, &journal)?;
     // Removals first: a path the user turned from a link into a directory must be emptied before
     // the link is written back, or the removal would go through the new link.
-    for p in &to_remove {
+    remove_stale(dir, &to_remove, &mut report)?;
+    for p in &to_write {
+        unlink_symlinked_parents(dir, p)?;
+        let path = dir.join(p);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            fsx::remove_dir_all(&path)?;
+        }
+        write_file(
+            &path,
+            &tree.bytes(p, src)?.unwrap_or_default(),
+            tree.entries[p].mode,
+        )?;
+        report.written.push(p.clone());
+    }
+    write_state(dir, &new_state)?;
+    Ok(report)
+}
+
+/// A fresh tree: stage everything beside `dir`, then one rename makes it appear whole.
+fn write_fresh(
+    dir: &Path,
+    tree: &Tree,
+    src: &dyn BlobSource,
+    new_state: &State,
+    report: &mut WriteReport,
+) -> Result<()> {
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fsx::create_dir_all(parent)?;
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    remove_dead_stages(parent, &name)?;
+    let stage = stage_dir(parent, &name, std::process::id());
+    if stage.exists() {
+        fsx::remove_dir_all(&stage)?;
+    }
+    let res = (|| {
+        // Made even for an empty tree: the state file goes into it.
+        fsx::create_dir_all(&stage)?;
+        for (p, e) in &tree.entries {
+            write_file(
+                &stage.join(p),
+                &tree.bytes(p, src)?.unwrap_or_default(),
+                e.mode,
+            )?;
+            report.written.push(p.clone());
+        }
+        write_state(&stage, new_state)?;
+        if dir.exists() {
+            fsx::remove_dir(dir)?;
+        }
+        fsx::rename(&stage, dir)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_dir_all(&stage);
+    }
+    res
+}
+
+/// Removes the files `to_remove` (and the folders they leave empty), never through a link.
+fn remove_stale(dir: &Path, to_remove: &[String], report: &mut WriteReport) -> Result<()> {
+    for p in to_remove {
         unlink_symlinked_parents(dir, p)?;
         let path = dir.join(p);
         match std::fs::symlink_metadata(&path) {
@@ -438,21 +469,7 @@ pub fn write_tree(
         }
         report.removed.push(p.clone());
     }
-    for p in &to_write {
-        unlink_symlinked_parents(dir, p)?;
-        let path = dir.join(p);
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-            fsx::remove_dir_all(&path)?;
-        }
-        write_file(
-            &path,
-            &tree.bytes(p, src)?.unwrap_or_default(),
-            tree.entries[p].mode,
-        )?;
-        report.written.push(p.clone());
-    }
-    write_state(dir, &new_state)?;
-    Ok(report)
+    Ok(())
 }
 
 /// Paths in `a` or `b` whose ids differ.
