@@ -84,6 +84,11 @@ impl Ignores {
         self.stack.pop();
     }
 
+    /// How many folders are entered (the root counts).
+    pub fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
     /// Whether `rel` (relative to the root, `/`-separated) is ignored junk: matched by the rules and
     /// neither written by apply nor (for a folder) holding something apply wrote.
     pub fn ignored(&self, rel: &str, is_dir: bool) -> bool {

@@ -103,50 +103,73 @@ pub fn scan_dir<'a>(
     dir: &Path,
     tracked: impl IntoIterator<Item = &'a String>,
 ) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
-    fn walk(
-        root: &Path,
-        dir: &Path,
-        ign: &mut Ignores,
-        out: &mut BTreeMap<String, (git2::Oid, bool)>,
-    ) -> Result<()> {
-        ign.enter(dir);
-        for e in std::fs::read_dir(dir).at(dir)? {
-            let e = e.at(dir)?;
-            let p = e.path();
-            let rel = p
-                .strip_prefix(root)
-                .expect("under root")
-                .to_string_lossy()
-                .replace('\\', "/");
-            // `.overlay-*` at the top is the tool's own (this state, a bump's state), never tree content.
-            if rel == ".git" || (rel.starts_with(".overlay-") && !rel.contains('/')) {
-                continue;
-            }
-            if is_temp(&e.file_name().to_string_lossy()) {
-                // A killed write's leftover; the next write replaces it.
-                continue;
-            }
-            let ft = e.file_type().at(&p)?;
-            if ign.ignored(&rel, ft.is_dir()) {
-                continue;
-            }
-            if ft.is_dir() {
-                walk(root, &p, ign, out)?;
-            } else if ft.is_symlink() {
-                let target = std::fs::read_link(&p).at(&p)?;
-                out.insert(rel, (blob_id(target.to_string_lossy().as_bytes()), false));
-            } else {
-                let bytes = std::fs::read(&p).at(&p)?;
-                out.insert(rel, (blob_id(&bytes), is_exec(&e.metadata().at(&p)?)));
-            }
-        }
-        ign.leave();
-        Ok(())
-    }
     let mut out = BTreeMap::new();
     let mut ign = Ignores::new(dir, tracked);
-    walk(dir, dir, &mut ign, &mut out)?;
+    // Depth-first, a folder's entries right after it: the ignore rules' stack holds the folders
+    // from the root down to the current entry's parent (depth 0, the root, is entered first).
+    let walk = walkdir::WalkDir::new(dir).into_iter().filter_entry(|e| {
+        while ign.depth() > e.depth() {
+            ign.leave();
+        }
+        if e.depth() == 0 {
+            ign.enter(e.path());
+            return true;
+        }
+        let rel = e
+            .path()
+            .strip_prefix(dir)
+            .expect("under root")
+            .to_string_lossy()
+            .replace('\\', "/");
+        // `.overlay-*` at the top is the tool's own (this state, a bump's state), never tree content.
+        if rel == ".git" || (rel.starts_with(".overlay-") && !rel.contains('/')) {
+            return false;
+        }
+        if is_temp(&e.file_name().to_string_lossy()) {
+            // A killed write's leftover; the next write replaces it.
+            return false;
+        }
+        let is_dir = e.file_type().is_dir();
+        if ign.ignored(&rel, is_dir) {
+            return false;
+        }
+        if is_dir {
+            ign.enter(e.path());
+        }
+        true
+    });
+    for e in walk {
+        let e = e.map_err(walk_error)?;
+        let (p, ft) = (e.path(), e.file_type());
+        if ft.is_dir() {
+            continue;
+        }
+        let rel = p
+            .strip_prefix(dir)
+            .expect("under root")
+            .to_string_lossy()
+            .replace('\\', "/");
+        if ft.is_symlink() {
+            let target = std::fs::read_link(p).at(p)?;
+            out.insert(rel, (blob_id(target.to_string_lossy().as_bytes()), false));
+        } else {
+            let bytes = std::fs::read(p).at(p)?;
+            out.insert(
+                rel,
+                (blob_id(&bytes), is_exec(&e.metadata().map_err(walk_error)?)),
+            );
+        }
+    }
     Ok(out)
+}
+
+/// A walk's error as the engine's I/O error on the path it names.
+fn walk_error(e: walkdir::Error) -> Error {
+    let path = e.path().map(Path::to_path_buf).unwrap_or_default();
+    match e.into_io_error() {
+        Some(io) => Error::io(path, io),
+        None => Error::io(path, std::io::Error::other("filesystem loop")),
+    }
 }
 
 #[cfg(unix)]

@@ -17,14 +17,12 @@ pub fn default_cache_root() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(d).join("overlay");
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    if cfg!(target_os = "macos") {
-        home.join("Library").join("Caches").join("overlay")
-    } else {
-        home.join(".cache").join("overlay")
-    }
+    // The platform's convention (etcetera's native strategy: Apple's on macOS, XDG elsewhere).
+    use etcetera::BaseStrategy as _;
+    etcetera::base_strategy::choose_native_strategy()
+        .map(|s| s.cache_dir())
+        .unwrap_or_else(|_| std::env::temp_dir())
+        .join("overlay")
 }
 
 /// Applies git's `url.<base>.insteadOf` rules (longest match wins, as in git).
