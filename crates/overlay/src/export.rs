@@ -15,19 +15,23 @@ use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
 const FORK_TRAILERS: [&str; 3] = ["overlay-kind", "upstream-status", "depends-on"];
 
 #[derive(Debug, Clone, serde::Serialize)]
+/// One overlay rewritten for upstream.
 pub struct Exported {
     /// The overlay it comes from.
     pub overlay: String,
     /// File name in the exported series (`0001-<slug>.patch`).
     pub file_name: String,
     #[serde(skip)]
+    /// The `git format-patch` text to write.
     pub raw: String,
 }
 
 /// Why an overlay could not be exported.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Blocked {
+    /// The overlay that could not be exported.
     pub overlay: String,
+    /// The file whose merge conflicts.
     pub file: String,
     /// 1-based hunk of the overlay in that file, when the conflict maps to one.
     pub hunk: Option<usize>,
@@ -36,8 +40,11 @@ pub struct Blocked {
 }
 
 #[derive(Debug)]
+/// What [`export`] produced.
 pub enum Outcome {
+    /// Every selected overlay, in series order.
     Exported(Vec<Exported>),
+    /// The first overlay that could not be re-based, and why.
     Blocked(Blocked),
 }
 

@@ -38,6 +38,7 @@ pub struct Ignores {
 }
 
 impl Ignores {
+    /// The rules of the tree at `root`; `tracked` are the paths apply wrote there.
     pub fn new<'a>(root: &Path, tracked: impl IntoIterator<Item = &'a String>) -> Ignores {
         let tracked: BTreeSet<String> = tracked.into_iter().cloned().collect();
         let mut tracked_dirs = BTreeSet::new();

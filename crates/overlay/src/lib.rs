@@ -2,10 +2,16 @@
 //!
 //! It knows nothing of any particular upstream. See `docs/ARCHITECTURE.md` for the map and invariants.
 
+#![deny(missing_docs)]
+
 pub mod apply;
+// bump and drift are being changed by other work this round (issue 18); their public items get
+// their docs once those changes land, so that the two do not conflict.
+#[allow(missing_docs)]
 pub mod bump;
 pub mod check;
 pub mod diff;
+#[allow(missing_docs)]
 pub mod drift;
 pub mod error;
 pub mod export;

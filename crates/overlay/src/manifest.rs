@@ -8,11 +8,13 @@ use toml::Spanned;
 
 use crate::error::{Error, InputKind, IoContext, Result};
 
+/// The manifest's file name, at the project root.
 pub const PINS_FILE: &str = "pins.toml";
 
 /// One `[upstream.<name>]` table, validated.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Upstream {
+    /// The `<name>` of the table.
     pub name: String,
     /// As written in pins.toml: any git URL or a local path. URL rewriting happens at fetch time.
     pub url: String,
@@ -20,6 +22,7 @@ pub struct Upstream {
     pub rev: String,
     /// Overlay folder, relative to the root that holds pins.toml.
     pub overlays: PathBuf,
+    /// The upstream branch whose head `drift` and the canary compare against (fetched by the CLI).
     pub branch: Option<String>,
     /// FetchContent redirections for the build (name -> dir or URL); opaque to the engine.
     pub fetchcontent: BTreeMap<String, String>,
@@ -37,6 +40,7 @@ pub struct Upstream {
 pub struct Source {
     /// The FetchContent name the upstream's CMake declares (e.g. `cutlass`).
     pub name: String,
+    /// Any git URL or a local path.
     pub url: String,
     /// Full 40-hex commit, lowercase.
     pub rev: String,
@@ -64,7 +68,9 @@ pub struct Source {
 pub const SOURCE_LAYOUTS: &[&str] = &["cccl-release"];
 
 #[derive(Debug, Clone)]
+/// The parsed `pins.toml`.
 pub struct Pins {
+    /// Where it was read from.
     pub path: PathBuf,
     /// In file order; the first is the default upstream.
     pub upstreams: Vec<Upstream>,
@@ -289,6 +295,7 @@ impl Pins {
         Pins::parse(&path, &text)
     }
 
+    /// Parses and validates `text`, read from `path` (named in errors).
     pub fn parse(path: &Path, text: &str) -> Result<Pins> {
         let raw: RawPins = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| line_of(text, s.start));

@@ -13,13 +13,19 @@ use crate::fsx;
 use crate::junk::Ignores;
 use crate::tree::{BlobSource, MODE_EXEC, MODE_LINK, Tree, blob_id};
 
+/// The state file apply writes at the top of a materialized tree.
 pub const STATE_FILE: &str = ".overlay-state.json";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// What apply wrote into a tree (the state file's content).
 pub struct State {
+    /// Format version (1).
     pub version: u32,
+    /// The upstream's name.
     pub upstream: String,
+    /// The commit the tree was built on.
     pub rev: String,
+    /// [`crate::series::Series::content_hash`] of the series applied.
     pub series_hash: String,
     /// path -> blob id of what we wrote.
     pub files: BTreeMap<String, String>,
@@ -33,6 +39,7 @@ pub struct State {
 }
 
 impl State {
+    /// Reads the state file of `dir`; `None` when there is none.
     pub fn load(dir: &Path) -> Result<Option<State>> {
         let p = dir.join(STATE_FILE);
         match std::fs::read_to_string(&p) {
@@ -64,8 +71,11 @@ impl State {
 /// What differs between a directory and what apply last wrote there.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Edits {
+    /// Files whose content differs from what apply wrote.
     pub modified: Vec<String>,
+    /// Files apply did not write.
     pub added: Vec<String>,
+    /// Files apply wrote that are gone.
     pub deleted: Vec<String>,
     /// Same content, executable bit changed (`chmod +x`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -73,12 +83,14 @@ pub struct Edits {
 }
 
 impl Edits {
+    /// Whether the tree holds no edit.
     pub fn is_empty(&self) -> bool {
         self.modified.is_empty()
             && self.added.is_empty()
             && self.deleted.is_empty()
             && self.mode.is_empty()
     }
+    /// Every edited path, of every kind.
     pub fn all(&self) -> impl Iterator<Item = &String> {
         self.modified
             .iter()
@@ -212,10 +224,15 @@ pub(crate) fn edits_in(disk: &BTreeMap<String, (git2::Oid, bool)>, state: &State
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
+/// What [`write_tree`] did.
 pub struct WriteReport {
+    /// The tree written.
     pub dir: PathBuf,
+    /// Paths written (new or changed).
     pub written: Vec<String>,
+    /// Paths removed.
     pub removed: Vec<String>,
+    /// How many files were already right and left alone.
     pub unchanged: usize,
     /// Edits that `force` discarded.
     pub discarded: Vec<String>,
@@ -223,8 +240,11 @@ pub struct WriteReport {
 
 /// Identity of what is being written, recorded in the state file.
 pub struct Origin<'a> {
+    /// The upstream's name.
     pub upstream: &'a str,
+    /// The pinned commit.
     pub rev: &'a str,
+    /// The series' content hash.
     pub series_hash: &'a str,
 }
 
@@ -325,8 +345,8 @@ fn unlink_symlinked_parents(dir: &Path, p: &str) -> Result<()> {
 
 /// Writes `tree` into `dir`. Refuses (nothing changed) when `dir` holds edits, unless `force`.
 /// The order of writes is what the SIGKILL-at-every-write sweep checks: a fresh tree is staged
-/// beside `dir` and renamed into place ([`write_fresh`]); an existing one gets the state file's
-/// journal first, then removals ([`remove_stale`]), then writes, then the new state.
+/// beside `dir` and renamed into place (`write_fresh`); an existing one gets the state file's
+/// journal first, then removals (`remove_stale`), then writes, then the new state.
 pub fn write_tree(
     dir: &Path,
     tree: &Tree,

@@ -21,10 +21,15 @@ use crate::tree::{BlobSource, MODE_EXEC, MODE_FILE, Tree};
 
 /// Where edits that touch only upstream lines go.
 pub enum Target {
+    /// An overlay of the series, by name (see [`find_overlay`]).
     Existing(String),
+    /// A new overlay appended to the series.
     New {
+        /// Its file name.
         file_name: String,
+        /// Its mail header and message, up to `---`.
         prelude: String,
+        /// Its signature line.
         signature: String,
     },
 }
@@ -68,18 +73,26 @@ struct Region {
 /// Who got what.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Assignment {
+    /// The edited file.
     pub file: String,
     /// 1-based line in the edited file (0 for whole-file changes).
     pub line: usize,
+    /// The overlay that carries the edit.
     pub overlay: String,
+    /// Why that one.
     pub why: &'static str,
 }
 
 #[derive(Debug, Default, serde::Serialize)]
+/// What a refresh will do; [`commit`] writes it.
 pub struct Plan {
+    /// Who got each edit.
     pub assignments: Vec<Assignment>,
+    /// Overlays rewritten.
     pub rewritten: Vec<String>,
+    /// Overlays kept byte for byte.
     pub unchanged: Vec<String>,
+    /// The new overlay, when one was created.
     pub created: Option<String>,
     #[serde(skip)]
     writes: Vec<(PathBuf, String, Option<String>)>,
@@ -114,9 +127,9 @@ fn symlink_on_the_way(dir: &Path, f: &str) -> Option<std::path::PathBuf> {
 }
 
 /// Computes the refresh; nothing is written until [`commit`]. The phases, each a function below:
-/// read the tree once ([`Snapshot`]); per edited file, its lines' [`lineage`] through the series,
-/// [`attribute`] each edit to an owner, [`restage`] the file at every stage; then [`rebuild`] the
-/// overlays stage by stage and [`verify`] that the new series reproduces the snapshot.
+/// read the tree once (`Snapshot`); per edited file, its lines' `lineage` through the series,
+/// `attribute` each edit to an owner, `restage` the file at every stage; then `rebuild` the
+/// overlays stage by stage and `verify` that the new series reproduces the snapshot.
 pub fn plan(
     base: &Tree,
     series: &Series,

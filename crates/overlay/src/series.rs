@@ -5,14 +5,17 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, InputKind, IoContext, Result};
 use crate::patch::{Overlay, parse_overlay};
 
+/// The series file's name, in the overlay folder.
 pub const SERIES_FILE: &str = "series";
 
 #[derive(Debug, Clone)]
+/// An overlay folder: its series file and the overlays it lists.
 pub struct Series {
     /// The overlay folder.
     pub dir: PathBuf,
     /// Raw text of the series file (kept so an unchanged series keeps every byte).
     pub raw: String,
+    /// The overlays, in series order.
     pub overlays: Vec<Overlay>,
 }
 

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Refusal, Result};
 use crate::fsx;
 
+/// The journal's file name, in the project folder.
 pub const JOURNAL: &str = ".overlay-txn.json";
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -52,16 +53,22 @@ pub struct Txn {
 /// What [`recover`] found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recovery {
+    /// No journal: nothing to do.
     Nothing,
     /// A write interrupted before its commit point: the listed temporaries were deleted.
     RolledBack {
+        /// The command that was interrupted.
         command: String,
+        /// Its process id.
         pid: u32,
     },
     /// A write interrupted after its commit point: the listed files now hold their new content.
     RolledForward {
+        /// The command that was interrupted.
         command: String,
+        /// Its process id.
         pid: u32,
+        /// The files that were finished.
         files: Vec<PathBuf>,
     },
 }
@@ -88,7 +95,7 @@ impl Txn {
     }
 
     /// The wording of the "changed on disk" refusal: since when (`"since the bump started"`) and
-    /// what to do. Defaults to "while <command> was running" / "run <command> again".
+    /// what to do. Defaults to `"while <command> was running"` / `"run <command> again"`.
     pub fn when_changed(&mut self, since: impl Into<String>, help: impl Into<String>) {
         self.since = since.into();
         self.help = help.into();

@@ -51,15 +51,20 @@ pub fn rewrite_url(url: &str) -> Result<String> {
 /// Progress of a fetch, for a progress bar.
 #[derive(Debug, Clone, Copy)]
 pub struct FetchProgress {
+    /// Objects received so far.
     pub received_objects: usize,
+    /// Objects to receive.
     pub total_objects: usize,
+    /// Bytes received so far.
     pub received_bytes: usize,
 }
 
+/// The bare cache clone of one upstream.
 pub struct UpstreamRepo {
     repo: git2::Repository,
     /// The URL after rewriting: what is actually fetched.
     pub effective_url: String,
+    /// Where the clone is.
     pub cache_path: PathBuf,
 }
 
@@ -95,6 +100,7 @@ fn url_key(url: &str) -> String {
 /// Holds an exclusive lock on a cache entry while alive.
 pub struct CacheLock(#[allow(dead_code)] File);
 
+/// Takes the exclusive lock on the cache entry at `path`, calling `on_wait` once if it must wait.
 pub fn lock_exclusive(path: &Path, on_wait: &mut dyn FnMut()) -> Result<CacheLock> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).at(parent)?;
@@ -180,6 +186,7 @@ impl UpstreamRepo {
         Ok(me)
     }
 
+    /// Whether the clone has commit `rev` (40 hex).
     pub fn has_commit(&self, rev: &str) -> bool {
         git2::Oid::from_str(rev)
             .ok()
@@ -253,6 +260,7 @@ impl UpstreamRepo {
         Ok(())
     }
 
+    /// The libgit2 repository.
     pub fn repo(&self) -> &git2::Repository {
         &self.repo
     }

@@ -15,12 +15,16 @@ pub use render::{RenderFile, render_diff, render_diffstat, render_hunk};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
+/// The `Overlay-Kind:` trailer.
 pub enum OverlayKind {
+    /// Meant to go upstream one day.
     Upstreamable,
+    /// Stays in the fork.
     LocalOnly,
 }
 
 impl OverlayKind {
+    /// The trailer's spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             OverlayKind::Upstreamable => "upstreamable",
@@ -31,10 +35,20 @@ impl OverlayKind {
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
+/// The `Upstream-Status:` trailer.
 pub enum UpstreamStatus {
+    /// Not sent upstream yet.
     NotSubmitted,
-    Submitted { url: String },
-    Merged { sha: String },
+    /// Sent upstream, under review.
+    Submitted {
+        /// The pull request or mailing-list thread.
+        url: String,
+    },
+    /// Merged upstream.
+    Merged {
+        /// The upstream commit that carries it.
+        sha: String,
+    },
 }
 
 impl std::fmt::Display for UpstreamStatus {
@@ -50,66 +64,89 @@ impl std::fmt::Display for UpstreamStatus {
 /// `Depends-On: <path>::<symbol>`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Dependency {
+    /// Upstream path of the file.
     pub path: String,
+    /// The definition's name in it.
     pub symbol: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// The fork's trailers of an overlay.
 pub struct Trailers {
+    /// `Overlay-Kind:`.
     pub kind: OverlayKind,
+    /// `Upstream-Status:`, when present.
     pub status: Option<UpstreamStatus>,
+    /// `Depends-On:` lines, in order.
     pub depends_on: Vec<Dependency>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The kind of one hunk line.
 pub enum LineKind {
+    /// ` ` in both sides.
     Context,
+    /// `-`: only in the old side.
     Remove,
+    /// `+`: only in the new side.
     Add,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// One line of a hunk.
 pub struct Line {
+    /// Its kind.
     pub kind: LineKind,
     /// Without the newline; a CRLF file keeps its `\r`.
     pub text: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// One `@@` hunk.
 pub struct Hunk {
+    /// 1-based first line of the old side (0 for an empty side).
     pub old_start: usize,
+    /// Lines of the old side.
     pub old_len: usize,
+    /// 1-based first line of the new side (0 for an empty side).
     pub new_start: usize,
+    /// Lines of the new side.
     pub new_len: usize,
     /// Text after the second `@@` (git's function-name heading), informational only.
     pub heading: String,
+    /// The body lines.
     pub lines: Vec<Line>,
     /// `\ No newline at end of file` after the last old-side / new-side line.
     pub old_missing_newline: bool,
+    /// `\ No newline at end of file` after the new side.
     pub new_missing_newline: bool,
     /// 1-based line of the `@@` header in the patch file.
     pub patch_line: usize,
 }
 
 impl Hunk {
+    /// The old side's lines (context and removed).
     pub fn preimage(&self) -> impl Iterator<Item = &str> {
         self.lines
             .iter()
             .filter(|l| l.kind != LineKind::Add)
             .map(|l| l.text.as_str())
     }
+    /// The new side's lines (context and added).
     pub fn postimage(&self) -> impl Iterator<Item = &str> {
         self.lines
             .iter()
             .filter(|l| l.kind != LineKind::Remove)
             .map(|l| l.text.as_str())
     }
+    /// Context lines before the first change.
     pub fn leading_context(&self) -> usize {
         self.lines
             .iter()
             .take_while(|l| l.kind == LineKind::Context)
             .count()
     }
+    /// Context lines after the last change.
     pub fn trailing_context(&self) -> usize {
         self.lines
             .iter()
@@ -146,20 +183,26 @@ pub struct FilePatch {
     pub old_path: Option<String>,
     /// Path after the change; `None` for a deleted file.
     pub new_path: Option<String>,
+    /// Mode before (`old mode`/`deleted file mode`), when the patch says.
     pub old_mode: Option<u32>,
+    /// Mode after (`new mode`/`new file mode`), when the patch says.
     pub new_mode: Option<u32>,
+    /// The hunks, in file order.
     pub hunks: Vec<Hunk>,
     /// 1-based line of `diff --git` in the patch file.
     pub patch_line: usize,
 }
 
 impl FilePatch {
+    /// Whether the diff creates the file.
     pub fn is_new(&self) -> bool {
         self.old_path.is_none()
     }
+    /// Whether the diff deletes the file.
     pub fn is_delete(&self) -> bool {
         self.new_path.is_none()
     }
+    /// Whether the diff renames the file.
     pub fn is_rename(&self) -> bool {
         matches!((&self.old_path, &self.new_path), (Some(a), Some(b)) if a != b)
     }
@@ -179,15 +222,21 @@ pub struct Overlay {
     pub name: String,
     /// Where it was read from (for messages).
     pub path: PathBuf,
+    /// The file's text, byte for byte.
     pub raw: String,
     /// Everything up to and including the `---` line: mbox header, message, trailers.
     pub prelude: String,
+    /// `From:` of the mail header.
     pub author: String,
+    /// `Date:` of the mail header.
     pub date: String,
+    /// `Subject:` without the `[PATCH n/m]` prefix.
     pub subject: String,
     /// Message body (after the subject), trailers included.
     pub body: String,
+    /// The fork's trailers.
     pub trailers: Trailers,
+    /// The `diff --git` sections, in order.
     pub files: Vec<FilePatch>,
     /// What follows `-- ` at the end (git's version), if present.
     pub signature: Option<String>,

@@ -73,9 +73,13 @@ pub fn render_diff(out: &mut String, files: &[RenderFile<'_>]) {
 
 /// What `render_diff` needs beyond the patch: abbreviated blob ids and rename similarity.
 pub struct RenderFile<'a> {
+    /// The file diff.
     pub patch: &'a FilePatch,
+    /// Old blob id, abbreviated as the `index` line shows it.
     pub old_id: String,
+    /// New blob id, abbreviated likewise.
     pub new_id: String,
+    /// Rename similarity in percent, for a rename.
     pub similarity: Option<u32>,
     /// The file's mode, for the `index` line of a modification that keeps it.
     pub mode: u32,
@@ -89,6 +93,7 @@ fn range(start: usize, len: usize) -> String {
     }
 }
 
+/// One hunk: its `@@` line and body, as git writes them.
 pub fn render_hunk(out: &mut String, h: &Hunk) {
     let _ = write!(
         out,
