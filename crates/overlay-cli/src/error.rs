@@ -20,6 +20,8 @@ pub enum Kind {
     Io,
     /// git or libgit2 failed.
     Git,
+    /// A documented refusal of the engine (`overlay::Refusal`, docs/refusals.md): nothing was written.
+    Refused,
     /// Anything else (with its context chain).
     Other,
 }
@@ -32,8 +34,20 @@ impl Kind {
             Kind::Build => "build",
             Kind::Io => "io",
             Kind::Git => "git",
+            Kind::Refused => "refused",
             Kind::Other => "other",
         }
+    }
+}
+
+/// The engine's own classification (`overlay::Error::kind`), mapped onto the CLI's kinds.
+fn engine_kind(err: &overlay::Error) -> Kind {
+    match err.kind() {
+        overlay::error::ErrorKind::Input(_) => Kind::Input,
+        overlay::error::ErrorKind::Refused => Kind::Refused,
+        overlay::error::ErrorKind::Apply => Kind::Apply,
+        overlay::error::ErrorKind::Io => Kind::Io,
+        overlay::error::ErrorKind::Git => Kind::Git,
     }
 }
 
@@ -83,14 +97,7 @@ impl CliError {
 fn kind_of(e: &anyhow::Error) -> Kind {
     for cause in e.chain() {
         if let Some(err) = cause.downcast_ref::<overlay::Error>() {
-            return match err {
-                overlay::Error::Input { .. } => Kind::Input,
-                overlay::Error::Apply { .. } => Kind::Apply,
-                overlay::Error::Io { .. } => Kind::Io,
-                overlay::Error::Git { .. } => Kind::Git,
-                #[allow(unreachable_patterns)]
-                _ => Kind::Other,
-            };
+            return engine_kind(err);
         }
         if let Some(err) = cause.downcast_ref::<mlx_build::Error>() {
             return match err {
@@ -136,6 +143,16 @@ mod tests {
             upstream: None,
             json: true,
         }
+    }
+
+    #[test]
+    fn engine_refusals_are_their_own_kind() {
+        let e = overlay::Error::refused("tree", None, overlay::Refusal::NotRecovered);
+        let c = CliError::from_anyhow(&global(), &anyhow::Error::new(e));
+        assert_eq!(
+            (c.kind, c.json()["kind"].as_str()),
+            (Kind::Refused, Some("refused"))
+        );
     }
 
     #[test]

@@ -7,12 +7,14 @@ use crate::patch::{FilePatch, Hunk};
 /// A text file split into lines (without '\n'; a CRLF file keeps its '\r').
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Text {
+    /// The lines, without their line terminator.
     pub lines: Vec<String>,
     /// False when the last line has no newline (an empty file counts as terminated).
     pub final_newline: bool,
 }
 
 impl Text {
+    /// Splits `s` into lines; an empty string is an empty, terminated file.
     pub fn parse(s: &str) -> Text {
         if s.is_empty() {
             return Text {
@@ -28,6 +30,7 @@ impl Text {
         }
     }
 
+    /// The text again, byte for byte what [`Text::parse`] read.
     pub fn render(&self) -> String {
         let mut s = self.lines.join("\n");
         if self.final_newline && !self.lines.is_empty() {
@@ -49,20 +52,26 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// How far the hunk moved: actual minus recorded line.
     pub fn offset(&self) -> isize {
         self.actual as isize - self.recorded as isize
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a hunk does not apply.
 pub enum Failure {
     /// The pre-image matches nowhere. `first_difference`: at the recorded place, the first line that
     /// differs (1-based file line, expected, found).
     NoMatch {
+        /// (1-based file line, expected line, found line) where the first difference is.
         first_difference: Option<(usize, String, Option<String>)>,
     },
-    /// Not at the recorded line, and at several other lines (1-based).
-    Ambiguous { candidates: Vec<usize> },
+    /// Not at the recorded line, and at several other lines.
+    Ambiguous {
+        /// The 1-based lines it matches at.
+        candidates: Vec<usize>,
+    },
 }
 
 impl std::fmt::Display for Failure {

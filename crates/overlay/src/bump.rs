@@ -830,21 +830,14 @@ pub fn write_all(
     guards: &BTreeMap<String, String>,
     also_remove: &[PathBuf],
 ) -> Result<()> {
-    for (path, want) in guards {
-        let now = std::fs::read(path)
-            .ok()
-            .map(|b| crate::tree::blob_id(&b).to_string())
-            .unwrap_or_default();
-        if &now != want {
-            return Err(Error::input(
-                path,
-                None,
-                "changed on disk since the bump started; nothing was written",
-            )
-            .with_help("review the change, then run bump-pin again"));
-        }
-    }
     let mut txn = crate::txn::Txn::new(root, "bump-pin");
+    txn.when_changed(
+        "since the bump started",
+        "review the change, then run bump-pin again",
+    );
+    for (path, want) in guards {
+        txn.expect_unchanged(path, git2::Oid::from_str(want).ok());
+    }
     for (path, content) in files {
         match content {
             Some(c) => txn.write(path, c.as_bytes()),

@@ -13,6 +13,7 @@ use crate::tree::{BlobSource, Tree};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
+/// What a [`Finding`] is about.
 pub enum FindingKind {
     /// A hunk cannot be placed.
     DoesNotApply,
@@ -30,16 +31,23 @@ pub enum FindingKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// One problem `check` found in an overlay.
 pub struct Finding {
+    /// The overlay's file name.
     pub overlay: String,
+    /// What kind of problem.
     pub kind: FindingKind,
+    /// The file in the tree it concerns, when one.
     pub file: Option<String>,
+    /// The 1-based hunk within that file's diff, when one.
     pub hunk: Option<usize>,
     /// 1-based line in the overlay file.
     pub patch_line: Option<usize>,
+    /// The human-readable message.
     pub message: String,
 }
 
+/// The text of `path` in `tree` (empty when absent or `None`).
 pub fn text_of(tree: &Tree, path: Option<&str>, src: &dyn BlobSource) -> Result<Text> {
     let Some(path) = path else {
         return Ok(Text::parse(""));
@@ -231,14 +239,18 @@ fn unknown_dependencies(
 /// One overlay rewritten canonically by [`canonicalize`].
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Rewrite {
+    /// The overlay's file name.
     pub overlay: String,
     #[serde(skip)]
+    /// The overlay file.
     pub path: std::path::PathBuf,
     /// What was wrong: the findings `check` reports for it (OFFSET, NONCANON).
     pub findings: Vec<String>,
     #[serde(skip)]
+    /// Its text before the rewrite.
     pub old: String,
     #[serde(skip)]
+    /// Its text after the rewrite.
     pub new: String,
 }
 

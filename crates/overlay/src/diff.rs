@@ -7,6 +7,7 @@ use crate::apply::Text;
 use crate::error::{Error, Result};
 use crate::patch::{Hunk, parse_file_diffs};
 
+/// Context lines around each hunk, as `git diff` writes them by default.
 pub const CONTEXT: u32 = 3;
 
 /// Hunks turning `old` into `new` with `context` lines of context.

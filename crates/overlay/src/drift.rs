@@ -875,27 +875,7 @@ fn git_similar(a: &[u8], b: &[u8]) -> bool {
 
 /// A tree holding only `paths` of a commit (those that exist).
 pub fn subset_tree(repo: &git2::Repository, commit: git2::Oid, paths: &[String]) -> Result<Tree> {
-    let c = repo
-        .find_commit(commit)
-        .map_err(|e| Error::git(format!("reading commit {commit}"), e))?;
-    let tree = c
-        .tree()
-        .map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
-    let mut out = Tree::default();
-    for p in paths {
-        if let Ok(e) = tree.get_path(std::path::Path::new(p))
-            && e.kind() == Some(git2::ObjectType::Blob)
-        {
-            out.entries.insert(
-                p.clone(),
-                Entry {
-                    mode: e.filemode() as u32,
-                    content: Content::Blob(e.id()),
-                },
-            );
-        }
-    }
-    Ok(out)
+    crate::upstream::subset_of_commit(repo, commit, paths)
 }
 
 #[derive(Debug, Clone, serde::Serialize)]

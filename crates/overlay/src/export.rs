@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::bump::{canonical_files, merge3};
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, Result};
 use crate::patch::{Overlay, OverlayKind};
 use crate::render::render_patch_body;
 use crate::series::Series;
@@ -21,19 +21,23 @@ const FORK_TRAILERS: [&str; 5] = [
 ];
 
 #[derive(Debug, Clone, serde::Serialize)]
+/// One overlay rewritten for upstream.
 pub struct Exported {
     /// The overlay it comes from.
     pub overlay: String,
     /// File name in the exported series (`0001-<slug>.patch`).
     pub file_name: String,
     #[serde(skip)]
+    /// The `git format-patch` text to write.
     pub raw: String,
 }
 
 /// Why an overlay could not be exported.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Blocked {
+    /// The overlay that could not be exported.
     pub overlay: String,
+    /// The file whose merge conflicts.
     pub file: String,
     /// 1-based hunk of the overlay in that file, when the conflict maps to one.
     pub hunk: Option<usize>,
@@ -42,8 +46,11 @@ pub struct Blocked {
 }
 
 #[derive(Debug)]
+/// What [`export`] produced.
 pub enum Outcome {
+    /// Every selected overlay, in series order.
     Exported(Vec<Exported>),
+    /// The first overlay that could not be re-based, and why.
     Blocked(Blocked),
 }
 
@@ -69,7 +76,7 @@ pub fn select(series: &Series, names: &[String]) -> Result<Vec<usize>> {
             ));
         };
         if series.overlays[i].trailers.kind == OverlayKind::LocalOnly {
-            return Err(Error::input(&series.overlays[i].path, None, format!("{n} is local-only: it never leaves the fork"))
+            return Err(Error::refused(&series.overlays[i].path, None, Refusal::LocalOnly { overlay: n.clone() })
                 .with_help("export only upstreamable overlays; change its Overlay-Kind trailer if it really belongs upstream"));
         }
         out.push(i);
@@ -220,14 +227,11 @@ pub fn export(
             .collect();
         let files = canonical_files(&new_chain, &merged, &paths, src)?;
         if files.is_empty() {
-            return Err(Error::input(
-                &ov.path,
-                None,
-                "upstream already contains this overlay at the target commit; nothing to export",
-            )
-            .with_help(
-                "leave it out with --overlay, or retire it with `bump-pin --drop-upstreamed`",
-            ));
+            return Err(
+                Error::refused(&ov.path, None, Refusal::AlreadyUpstream).with_help(
+                    "leave it out with --overlay, or retire it with `bump-pin --drop-upstreamed`",
+                ),
+            );
         }
         let n = out.len() + 1;
         let subject = if total > 1 {

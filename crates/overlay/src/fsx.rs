@@ -110,21 +110,25 @@ pub fn rename(from: &Path, to: &Path) -> Result<()> {
     std::fs::rename(from, to).at(to)
 }
 
+/// Removes a file (or link); a fault-injection point.
 pub fn remove_file(path: &Path) -> Result<()> {
     before("remove", path);
     std::fs::remove_file(path).at(path)
 }
 
+/// Removes an empty folder.
 pub fn remove_dir(path: &Path) -> Result<()> {
     before("rmdir", path);
     std::fs::remove_dir(path).at(path)
 }
 
+/// Removes a folder and everything in it.
 pub fn remove_dir_all(path: &Path) -> Result<()> {
     before("rmtree", path);
     std::fs::remove_dir_all(path).at(path)
 }
 
+/// Creates a folder and its parents.
 pub fn create_dir_all(path: &Path) -> Result<()> {
     if path.is_dir() {
         return Ok(());
@@ -133,6 +137,7 @@ pub fn create_dir_all(path: &Path) -> Result<()> {
     std::fs::create_dir_all(path).at(path)
 }
 
+/// Sets the permission bits of `path` to `mode`'s low bits.
 #[cfg(unix)]
 pub fn set_mode(path: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
@@ -140,6 +145,7 @@ pub fn set_mode(path: &Path, mode: u32) -> Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).at(path)
 }
 
+/// Creates a symbolic link at `path` pointing at `target`.
 #[cfg(unix)]
 pub fn symlink(target: &str, path: &Path) -> Result<()> {
     before("symlink", path);

@@ -38,6 +38,7 @@ pub struct Ignores {
 }
 
 impl Ignores {
+    /// The rules of the tree at `root`; `tracked` are the paths apply wrote there.
     pub fn new<'a>(root: &Path, tracked: impl IntoIterator<Item = &'a String>) -> Ignores {
         let tracked: BTreeSet<String> = tracked.into_iter().cloned().collect();
         let mut tracked_dirs = BTreeSet::new();
@@ -82,6 +83,11 @@ impl Ignores {
     /// Leaving the folder last entered.
     pub fn leave(&mut self) {
         self.stack.pop();
+    }
+
+    /// How many folders are entered (the root counts).
+    pub fn depth(&self) -> usize {
+        self.stack.len()
     }
 
     /// Whether `rel` (relative to the root, `/`-separated) is ignored junk: matched by the rules and

@@ -2,16 +2,25 @@
 //!
 //! It knows nothing of any particular upstream. See `docs/ARCHITECTURE.md` for the map and invariants.
 
+#![deny(missing_docs)]
+
 pub mod apply;
+// bump and drift are being changed by other work this round (issue 18); their public items get
+// their docs once those changes land, so that the two do not conflict.
+#[allow(missing_docs)]
 pub mod bump;
+#[allow(missing_docs)] // merged from a parallel branch; documented next (issue 16)
 pub mod bump_session;
 pub mod check;
 pub mod diff;
+#[allow(missing_docs)]
 pub mod drift;
 pub mod error;
 pub mod export;
+#[allow(missing_docs)] // merged from a parallel branch; documented next (issue 16)
 pub mod export_verify;
 pub mod fsx;
+#[allow(missing_docs)] // merged from a parallel branch; documented next (issue 16)
 pub mod import;
 pub mod junk;
 pub mod lock;
@@ -21,6 +30,7 @@ pub mod patch;
 pub mod project;
 pub mod refresh;
 pub mod render;
+#[allow(missing_docs)] // merged from a parallel branch; documented next (issue 16)
 pub mod reverts;
 pub mod revs;
 pub mod series;
@@ -29,4 +39,4 @@ pub mod tree;
 pub mod txn;
 pub mod upstream;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, InputKind, Refusal, Result};

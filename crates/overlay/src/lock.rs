@@ -14,6 +14,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::txn::{self, Recovery};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a project lock is held.
 pub enum Mode {
     /// Readers (status, check, drift): many at once, none while a writer holds it.
     Shared,
@@ -25,6 +26,7 @@ pub enum Mode {
 #[derive(Debug)]
 pub struct ProjectLock {
     _file: File,
+    /// The locked folder.
     pub path: PathBuf,
     /// What the lock's acquisition recovered from a killed writer, if anything.
     pub recovery: Recovery,

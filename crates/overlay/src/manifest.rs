@@ -6,13 +6,15 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, InputKind, IoContext, Result};
 
+/// The manifest's file name, at the project root.
 pub const PINS_FILE: &str = "pins.toml";
 
 /// One `[upstream.<name>]` table, validated.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Upstream {
+    /// The `<name>` of the table.
     pub name: String,
     /// As written in pins.toml: any git URL or a local path. URL rewriting happens at fetch time.
     pub url: String,
@@ -20,6 +22,7 @@ pub struct Upstream {
     pub rev: String,
     /// Overlay folder, relative to the root that holds pins.toml.
     pub overlays: PathBuf,
+    /// The upstream branch whose head `drift` and the canary compare against (fetched by the CLI).
     pub branch: Option<String>,
     /// FetchContent redirections for the build (name -> dir or URL); opaque to the engine.
     pub fetchcontent: BTreeMap<String, String>,
@@ -37,6 +40,7 @@ pub struct Upstream {
 pub struct Source {
     /// The FetchContent name the upstream's CMake declares (e.g. `cutlass`).
     pub name: String,
+    /// Any git URL or a local path.
     pub url: String,
     /// Full 40-hex commit, lowercase.
     pub rev: String,
@@ -64,7 +68,9 @@ pub struct Source {
 pub const SOURCE_LAYOUTS: &[&str] = &["cccl-release"];
 
 #[derive(Debug, Clone)]
+/// The parsed `pins.toml`.
 pub struct Pins {
+    /// Where it was read from.
     pub path: PathBuf,
     /// In file order.
     pub upstreams: Vec<Upstream>,
@@ -176,14 +182,14 @@ fn parse_source(
     let line = line_of(text, table.span().start);
     let raw = table.into_inner();
     let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
-        Error::input(
+        pins_error(
             path,
             Some(line_of(text, span.start)),
             format!("upstream.{up}.sources.{dep}.{key}: {msg}"),
         )
     };
     if !is_plain_name(&dep) {
-        return Err(Error::input(
+        return Err(pins_error(
             path,
             Some(line),
             format!(
@@ -259,7 +265,7 @@ fn check_submodules(path: &Path, up: &str, sources: &[Source]) -> Result<()> {
                     .filter(|o| o.name != s.name)
                     .map(|o| o.name.as_str())
                     .collect();
-                return Err(Error::input(
+                return Err(pins_error(
                     path,
                     Some(s.line),
                     format!(
@@ -293,10 +299,11 @@ impl Pins {
         Pins::parse(&path, &text)
     }
 
+    /// Parses and validates `text`, read from `path` (named in errors).
     pub fn parse(path: &Path, text: &str) -> Result<Pins> {
         let raw: RawPins = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| line_of(text, s.start));
-            Error::input(path, line, e.message().trim().to_string())
+            pins_error(path, line, e.message().trim().to_string())
         })?;
         let mut tables: Vec<(String, Spanned<RawUpstream>)> = raw.upstream.into_iter().collect();
         // BTreeMap loses file order; spans give it back.
@@ -306,14 +313,14 @@ impl Pins {
             let line = line_of(text, table.span().start);
             let raw = table.into_inner();
             let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
-                Error::input(
+                pins_error(
                     path,
                     Some(line_of(text, span.start)),
                     format!("upstream.{name}.{key}: {msg}"),
                 )
             };
             if !is_plain_name(&name) {
-                return Err(Error::input(
+                return Err(pins_error(
                     path,
                     Some(line),
                     format!("upstream name {name:?}: expected letters, digits, '-' or '_'"),
@@ -375,7 +382,7 @@ impl Pins {
             });
         }
         if upstreams.is_empty() {
-            return Err(Error::input(path, None, "no [upstream.<name>] table").with_help(
+            return Err(pins_error(path, None, "no [upstream.<name>] table").with_help(
                 "add one: [upstream.mlx] url = \"https://github.com/ml-explore/mlx\" rev = \"<40-hex commit>\" overlays = \"overlays/mlx\"",
             ));
         }
@@ -408,7 +415,7 @@ impl Pins {
             names.join(", ")
         };
         let Some(n) = name.or(self.default.as_deref()) else {
-            return Err(Error::input(
+            return Err(pins_error(
                 &self.path,
                 None,
                 format!(
@@ -423,10 +430,15 @@ impl Pins {
             )));
         };
         self.upstreams.iter().find(|u| u.name == n).ok_or_else(|| {
-            Error::input(&self.path, None, format!("no upstream named {n:?}"))
+            pins_error(&self.path, None, format!("no upstream named {n:?}"))
                 .with_help(format!("known upstreams: {}", known()))
         })
     }
+}
+
+/// An input error about the manifest (tagged [`InputKind::Manifest`]).
+fn pins_error(path: impl AsRef<Path>, line: Option<usize>, message: impl Into<String>) -> Error {
+    Error::input(path, line, message).of(InputKind::Manifest)
 }
 
 #[cfg(test)]
@@ -488,7 +500,13 @@ json = "/opt/json"
 
     #[track_caller]
     fn err(text: &str) -> String {
-        parse(text).unwrap_err().to_string()
+        let e = parse(text).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            crate::ErrorKind::Input(InputKind::Manifest),
+            "{e}"
+        );
+        e.to_string()
     }
 
     #[test]

@@ -8,18 +8,24 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Refusal, Result};
 use crate::fsx;
 use crate::junk::Ignores;
 use crate::tree::{BlobSource, MODE_EXEC, MODE_LINK, Tree, blob_id};
 
+/// The state file apply writes at the top of a materialized tree.
 pub const STATE_FILE: &str = ".overlay-state.json";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// What apply wrote into a tree (the state file's content).
 pub struct State {
+    /// Format version (1).
     pub version: u32,
+    /// The upstream's name.
     pub upstream: String,
+    /// The commit the tree was built on.
     pub rev: String,
+    /// [`crate::series::Series::content_hash`] of the series applied.
     pub series_hash: String,
     /// path -> blob id of what we wrote.
     pub files: BTreeMap<String, String>,
@@ -33,6 +39,7 @@ pub struct State {
 }
 
 impl State {
+    /// Reads the state file of `dir`; `None` when there is none.
     pub fn load(dir: &Path) -> Result<Option<State>> {
         let p = dir.join(STATE_FILE);
         match std::fs::read_to_string(&p) {
@@ -64,8 +71,11 @@ impl State {
 /// What differs between a directory and what apply last wrote there.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Edits {
+    /// Files whose content differs from what apply wrote.
     pub modified: Vec<String>,
+    /// Files apply did not write.
     pub added: Vec<String>,
+    /// Files apply wrote that are gone.
     pub deleted: Vec<String>,
     /// Same content, executable bit changed (`chmod +x`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -73,12 +83,14 @@ pub struct Edits {
 }
 
 impl Edits {
+    /// Whether the tree holds no edit.
     pub fn is_empty(&self) -> bool {
         self.modified.is_empty()
             && self.added.is_empty()
             && self.deleted.is_empty()
             && self.mode.is_empty()
     }
+    /// Every edited path, of every kind.
     pub fn all(&self) -> impl Iterator<Item = &String> {
         self.modified
             .iter()
@@ -103,50 +115,73 @@ pub fn scan_dir<'a>(
     dir: &Path,
     tracked: impl IntoIterator<Item = &'a String>,
 ) -> Result<BTreeMap<String, (git2::Oid, bool)>> {
-    fn walk(
-        root: &Path,
-        dir: &Path,
-        ign: &mut Ignores,
-        out: &mut BTreeMap<String, (git2::Oid, bool)>,
-    ) -> Result<()> {
-        ign.enter(dir);
-        for e in std::fs::read_dir(dir).at(dir)? {
-            let e = e.at(dir)?;
-            let p = e.path();
-            let rel = p
-                .strip_prefix(root)
-                .expect("under root")
-                .to_string_lossy()
-                .replace('\\', "/");
-            // `.overlay-*` at the top is the tool's own (this state, a bump's state), never tree content.
-            if rel == ".git" || (rel.starts_with(".overlay-") && !rel.contains('/')) {
-                continue;
-            }
-            if is_temp(&e.file_name().to_string_lossy()) {
-                // A killed write's leftover; the next write replaces it.
-                continue;
-            }
-            let ft = e.file_type().at(&p)?;
-            if ign.ignored(&rel, ft.is_dir()) {
-                continue;
-            }
-            if ft.is_dir() {
-                walk(root, &p, ign, out)?;
-            } else if ft.is_symlink() {
-                let target = std::fs::read_link(&p).at(&p)?;
-                out.insert(rel, (blob_id(target.to_string_lossy().as_bytes()), false));
-            } else {
-                let bytes = std::fs::read(&p).at(&p)?;
-                out.insert(rel, (blob_id(&bytes), is_exec(&e.metadata().at(&p)?)));
-            }
-        }
-        ign.leave();
-        Ok(())
-    }
     let mut out = BTreeMap::new();
     let mut ign = Ignores::new(dir, tracked);
-    walk(dir, dir, &mut ign, &mut out)?;
+    // Depth-first, a folder's entries right after it: the ignore rules' stack holds the folders
+    // from the root down to the current entry's parent (depth 0, the root, is entered first).
+    let walk = walkdir::WalkDir::new(dir).into_iter().filter_entry(|e| {
+        while ign.depth() > e.depth() {
+            ign.leave();
+        }
+        if e.depth() == 0 {
+            ign.enter(e.path());
+            return true;
+        }
+        let rel = e
+            .path()
+            .strip_prefix(dir)
+            .expect("under root")
+            .to_string_lossy()
+            .replace('\\', "/");
+        // `.overlay-*` at the top is the tool's own (this state, a bump's state), never tree content.
+        if rel == ".git" || (rel.starts_with(".overlay-") && !rel.contains('/')) {
+            return false;
+        }
+        if is_temp(&e.file_name().to_string_lossy()) {
+            // A killed write's leftover; the next write replaces it.
+            return false;
+        }
+        let is_dir = e.file_type().is_dir();
+        if ign.ignored(&rel, is_dir) {
+            return false;
+        }
+        if is_dir {
+            ign.enter(e.path());
+        }
+        true
+    });
+    for e in walk {
+        let e = e.map_err(walk_error)?;
+        let (p, ft) = (e.path(), e.file_type());
+        if ft.is_dir() {
+            continue;
+        }
+        let rel = p
+            .strip_prefix(dir)
+            .expect("under root")
+            .to_string_lossy()
+            .replace('\\', "/");
+        if ft.is_symlink() {
+            let target = std::fs::read_link(p).at(p)?;
+            out.insert(rel, (blob_id(target.to_string_lossy().as_bytes()), false));
+        } else {
+            let bytes = std::fs::read(p).at(p)?;
+            out.insert(
+                rel,
+                (blob_id(&bytes), is_exec(&e.metadata().map_err(walk_error)?)),
+            );
+        }
+    }
     Ok(out)
+}
+
+/// A walk's error as the engine's I/O error on the path it names.
+fn walk_error(e: walkdir::Error) -> Error {
+    let path = e.path().map(Path::to_path_buf).unwrap_or_default();
+    match e.into_io_error() {
+        Some(io) => Error::io(path, io),
+        None => Error::io(path, std::io::Error::other("filesystem loop")),
+    }
 }
 
 #[cfg(unix)]
@@ -165,7 +200,7 @@ pub fn edits(dir: &Path, state: &State) -> Result<Edits> {
 }
 
 /// Edits in an already scanned directory.
-fn edits_in(disk: &BTreeMap<String, (git2::Oid, bool)>, state: &State) -> Edits {
+pub(crate) fn edits_in(disk: &BTreeMap<String, (git2::Oid, bool)>, state: &State) -> Edits {
     let mut e = Edits::default();
     // Modes are compared only when recorded and no write is half done.
     let exec = state.exec.as_ref().filter(|_| state.pending.is_none());
@@ -189,10 +224,15 @@ fn edits_in(disk: &BTreeMap<String, (git2::Oid, bool)>, state: &State) -> Edits 
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
+/// What [`write_tree`] did.
 pub struct WriteReport {
+    /// The tree written.
     pub dir: PathBuf,
+    /// Paths written (new or changed).
     pub written: Vec<String>,
+    /// Paths removed.
     pub removed: Vec<String>,
+    /// How many files were already right and left alone.
     pub unchanged: usize,
     /// Edits that `force` discarded.
     pub discarded: Vec<String>,
@@ -200,8 +240,11 @@ pub struct WriteReport {
 
 /// Identity of what is being written, recorded in the state file.
 pub struct Origin<'a> {
+    /// The upstream's name.
     pub upstream: &'a str,
+    /// The pinned commit.
     pub rev: &'a str,
+    /// The series' content hash.
     pub series_hash: &'a str,
 }
 
@@ -215,12 +258,7 @@ fn edits_error(dir: &Path, e: &Edits) -> Error {
             .iter()
             .map(|p| format!("mode:     {p} (executable bit changed)")),
     );
-    let n = list.len();
-    if list.len() > 20 {
-        list.truncate(20);
-        list.push("...".into());
-    }
-    Error::input(dir, None, format!("{n} edit(s) not accounted for by the overlays:\n    {}", list.join("\n    ")))
+    Error::refused(dir, None, Refusal::UnrecordedEdits { list })
         .with_help(format!(
             "keep them: `cargo xtask refresh --dir {0}` (turns them into overlays); discard them: `cargo xtask apply --dir {0} --force`",
             dir.display()
@@ -305,9 +343,10 @@ fn unlink_symlinked_parents(dir: &Path, p: &str) -> Result<()> {
     Ok(())
 }
 
-// Over a screen long: staging, journaling and the final rename are one ordered sequence that the
-// SIGKILL-at-every-write sweep checks as a whole; splitting it is part of issue 16.
 /// Writes `tree` into `dir`. Refuses (nothing changed) when `dir` holds edits, unless `force`.
+/// The order of writes is what the SIGKILL-at-every-write sweep checks: a fresh tree is staged
+/// beside `dir` and renamed into place (`write_fresh`); an existing one gets the state file's
+/// journal first, then removals (`remove_stale`), then writes, then the new state.
 pub fn write_tree(
     dir: &Path,
     tree: &Tree,
@@ -330,12 +369,10 @@ pub fn write_tree(
         exec: Some(exec_paths(tree)),
     };
     if let Some(p) = tree.entries.keys().find(|p| reserved(p)) {
-        return Err(Error::input(
-            dir,
-            None,
-            format!("the tree to write has `{p}`, a name this tool reserves for its own files"),
-        )
-        .with_help("rename it upstream or in an overlay; nothing was written"));
+        return Err(
+            Error::refused(dir, None, Refusal::ReservedName { path: p.clone() })
+                .with_help("rename it upstream or in an overlay; nothing was written"),
+        );
     }
     let mut report = WriteReport {
         dir: dir.to_path_buf(),
@@ -347,51 +384,11 @@ pub fn write_tree(
         Err(e) => return Err(Error::io(dir, e)),
     };
     if empty {
-        // Fresh tree: stage everything beside it, then one rename makes it appear whole.
-        let parent = dir
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        fsx::create_dir_all(parent)?;
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        remove_dead_stages(parent, &name)?;
-        let stage = stage_dir(parent, &name, std::process::id());
-        if stage.exists() {
-            fsx::remove_dir_all(&stage)?;
-        }
-        let res = (|| {
-            // Made even for an empty tree: the state file goes into it.
-            fsx::create_dir_all(&stage)?;
-            for (p, e) in &tree.entries {
-                write_file(
-                    &stage.join(p),
-                    &tree.bytes(p, src)?.unwrap_or_default(),
-                    e.mode,
-                )?;
-                report.written.push(p.clone());
-            }
-            write_state(&stage, &new_state)?;
-            if dir.exists() {
-                fsx::remove_dir(dir)?;
-            }
-            fsx::rename(&stage, dir)
-        })();
-        if res.is_err() {
-            let _ = std::fs::remove_dir_all(&stage);
-        }
-        res?;
+        write_fresh(dir, tree, src, &new_state, &mut report)?;
         return Ok(report);
     }
     let Some(state) = State::load(dir)? else {
-        return Err(Error::input(
-            dir,
-            None,
-            format!("not empty and not written by apply (no {STATE_FILE})"),
-        )
-        .with_help(
+        return Err(Error::refused(dir, None, Refusal::NotOurs).with_help(
             "choose a new or empty directory; apply never overwrites files it did not write",
         ));
     };
@@ -430,7 +427,72 @@ pub fn write_tree(
     write_state(dir, &journal)?;
     // Removals first: a path the user turned from a link into a directory must be emptied before
     // the link is written back, or the removal would go through the new link.
-    for p in &to_remove {
+    remove_stale(dir, &to_remove, &mut report)?;
+    for p in &to_write {
+        unlink_symlinked_parents(dir, p)?;
+        let path = dir.join(p);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            fsx::remove_dir_all(&path)?;
+        }
+        write_file(
+            &path,
+            &tree.bytes(p, src)?.unwrap_or_default(),
+            tree.entries[p].mode,
+        )?;
+        report.written.push(p.clone());
+    }
+    write_state(dir, &new_state)?;
+    Ok(report)
+}
+
+/// A fresh tree: stage everything beside `dir`, then one rename makes it appear whole.
+fn write_fresh(
+    dir: &Path,
+    tree: &Tree,
+    src: &dyn BlobSource,
+    new_state: &State,
+    report: &mut WriteReport,
+) -> Result<()> {
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fsx::create_dir_all(parent)?;
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    remove_dead_stages(parent, &name)?;
+    let stage = stage_dir(parent, &name, std::process::id());
+    if stage.exists() {
+        fsx::remove_dir_all(&stage)?;
+    }
+    let res = (|| {
+        // Made even for an empty tree: the state file goes into it.
+        fsx::create_dir_all(&stage)?;
+        for (p, e) in &tree.entries {
+            write_file(
+                &stage.join(p),
+                &tree.bytes(p, src)?.unwrap_or_default(),
+                e.mode,
+            )?;
+            report.written.push(p.clone());
+        }
+        write_state(&stage, new_state)?;
+        if dir.exists() {
+            fsx::remove_dir(dir)?;
+        }
+        fsx::rename(&stage, dir)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_dir_all(&stage);
+    }
+    res
+}
+
+/// Removes the files `to_remove` (and the folders they leave empty), never through a link.
+fn remove_stale(dir: &Path, to_remove: &[String], report: &mut WriteReport) -> Result<()> {
+    for p in to_remove {
         unlink_symlinked_parents(dir, p)?;
         let path = dir.join(p);
         match std::fs::symlink_metadata(&path) {
@@ -450,21 +512,7 @@ pub fn write_tree(
         }
         report.removed.push(p.clone());
     }
-    for p in &to_write {
-        unlink_symlinked_parents(dir, p)?;
-        let path = dir.join(p);
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-            fsx::remove_dir_all(&path)?;
-        }
-        write_file(
-            &path,
-            &tree.bytes(p, src)?.unwrap_or_default(),
-            tree.entries[p].mode,
-        )?;
-        report.written.push(p.clone());
-    }
-    write_state(dir, &new_state)?;
-    Ok(report)
+    Ok(())
 }
 
 /// Paths in `a` or `b` whose ids differ.
@@ -526,7 +574,10 @@ mod tests {
         std::os::unix::fs::symlink(&outside, dir.join("sub")).unwrap();
         let t2 = tree(&[("sub/c.txt", "c2\n")]);
         let e = write_tree(&dir, &t2, &NoBlobs, ORIGIN, false).unwrap_err();
-        assert!(e.to_string().contains("added:    sub"), "{e}");
+        assert!(
+            matches!(e.refusal(), Some(crate::Refusal::UnrecordedEdits { list }) if list.contains(&"added:    sub".to_string())),
+            "{e}"
+        );
         let r = write_tree(&dir, &t2, &NoBlobs, ORIGIN, true).unwrap();
         assert!(r.discarded.contains(&"sub".to_string()), "{r:?}");
         assert_eq!(

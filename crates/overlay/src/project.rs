@@ -9,19 +9,26 @@ use crate::series::Series;
 use crate::tree::{OverlayOutcome, Tree};
 use crate::upstream::{FetchProgress, UpstreamRepo};
 
+/// A project: the folder holding `pins.toml`, and the pins.
 pub struct Project {
+    /// The project folder.
     pub root: PathBuf,
+    /// Its `pins.toml`.
     pub pins: Pins,
 }
 
 /// The pinned upstream tree with the series applied.
 pub struct Applied {
+    /// The upstream tree at the pin.
     pub base: Tree,
+    /// That tree with every overlay applied.
     pub result: Tree,
+    /// What each overlay did, in series order.
     pub outcomes: Vec<OverlayOutcome>,
 }
 
 impl Project {
+    /// Loads the project at `root` (its `pins.toml`).
     pub fn load(root: &Path) -> Result<Project> {
         let pins = Pins::load(root)?;
         Ok(Project {
@@ -30,14 +37,17 @@ impl Project {
         })
     }
 
+    /// The upstream named `name`, or the default (first) one.
     pub fn upstream(&self, name: Option<&str>) -> Result<&Upstream> {
         self.pins.upstream(name)
     }
 
+    /// The overlay folder of `up`.
     pub fn overlay_dir(&self, up: &Upstream) -> PathBuf {
         self.root.join(&up.overlays)
     }
 
+    /// The series of `up`; refused when its overlay folder is missing.
     pub fn series(&self, up: &Upstream) -> Result<Series> {
         let dir = self.overlay_dir(up);
         if !dir.is_dir() {
@@ -55,6 +65,7 @@ impl Project {
         Series::load(&dir)
     }
 
+    /// Opens (fetching when needed) the cache clone of `up` under `cache_root`; errors name pins.toml's line.
     pub fn open_upstream(
         &self,
         up: &Upstream,
@@ -80,16 +91,17 @@ impl Project {
         }
         UpstreamRepo::open(cache_root, &up.name, &up.url, &up.rev, progress).map_err(|e| match e {
             // The cache names pins.toml without knowing where it is: give the file and the line.
-            Error::Input { at, message, help } if at.path == Path::new("pins.toml") => {
-                Error::Input {
-                    at: crate::error::Location::new(
-                        &self.pins.path,
-                        key_line(&text, up.line, "rev"),
-                    ),
-                    message: format!("upstream.{}.rev: {message}", up.name),
-                    help,
-                }
-            }
+            Error::Input {
+                at,
+                message,
+                help,
+                kind,
+            } if at.path == Path::new("pins.toml") => Error::Input {
+                at: crate::error::Location::new(&self.pins.path, key_line(&text, up.line, "rev")),
+                message: format!("upstream.{}.rev: {message}", up.name),
+                help,
+                kind,
+            },
             other => other,
         })
     }

@@ -2,17 +2,20 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, InputKind, IoContext, Result};
 use crate::patch::{Overlay, parse_overlay};
 
+/// The series file's name, in the overlay folder.
 pub const SERIES_FILE: &str = "series";
 
 #[derive(Debug, Clone)]
+/// An overlay folder: its series file and the overlays it lists.
 pub struct Series {
     /// The overlay folder.
     pub dir: PathBuf,
     /// Raw text of the series file (kept so an unchanged series keeps every byte).
     pub raw: String,
+    /// The overlays, in series order.
     pub overlays: Vec<Overlay>,
 }
 
@@ -46,11 +49,11 @@ pub fn parse_series_names(path: &Path, text: &str) -> Result<Vec<(String, usize)
             continue;
         }
         if entry.split_whitespace().count() > 1 {
-            return Err(Error::input(path, Some(n), format!("expected one file name, found {entry:?}"))
+            return Err(series_error(path, Some(n), format!("expected one file name, found {entry:?}"))
                 .with_help("options such as quilt's -p1 are not supported: overlays are always git's a/ b/ form"));
         }
         if let Some(why) = name_problem(entry) {
-            return Err(Error::input(
+            return Err(series_error(
                 path,
                 Some(n),
                 format!("{entry:?}: expected a file name in this folder, {why}"),
@@ -58,7 +61,7 @@ pub fn parse_series_names(path: &Path, text: &str) -> Result<Vec<(String, usize)
             .with_help("put the overlay file in this folder and list its plain name"));
         }
         if let Some((_, first)) = names.iter().find(|(e, _)| e == entry) {
-            return Err(Error::input(
+            return Err(series_error(
                 path,
                 Some(n),
                 format!("{entry} is listed twice (first on line {first})"),
@@ -85,7 +88,7 @@ fn missing_series(dir: &Path, path: &Path) -> Error {
     } else {
         format!(" ({} overlay files here would be left out)", patches.len())
     };
-    Error::input(path, None, format!("no series file{found}")).with_help(format!(
+    series_error(path, None, format!("no series file{found}")).with_help(format!(
         "restore it (`git checkout -- {}`), or create it listing the overlays in order, one file \
          name per line; an empty file means no overlays",
         path.display()
@@ -120,7 +123,7 @@ impl Series {
                     _ => false,
                 };
                 if !inside {
-                    return Err(Error::input(
+                    return Err(series_error(
                         &path,
                         Some(n),
                         format!(
@@ -136,10 +139,10 @@ impl Series {
             }
             let text = match std::fs::read(&p) {
                 Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
-                    Error::input(&p, None, "not UTF-8 text; overlays must be UTF-8")
+                    series_error(&p, None, "not UTF-8 text; overlays must be UTF-8")
                 })?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(Error::input(
+                    return Err(series_error(
                         &path,
                         Some(n),
                         format!("{name}: no such file in {}", dir.display()),
@@ -187,6 +190,11 @@ impl Series {
     }
 }
 
+/// An input error about the series (tagged [`InputKind::Series`]).
+fn series_error(path: impl AsRef<Path>, line: Option<usize>, message: impl Into<String>) -> Error {
+    Error::input(path, line, message).of(InputKind::Series)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,9 +207,9 @@ mod tests {
             names,
             vec![("a.patch".to_string(), 3), ("b.patch".to_string(), 4)]
         );
-        let e = parse_series_names(p, "a.patch\na.patch\n")
-            .unwrap_err()
-            .to_string();
+        let e = parse_series_names(p, "a.patch\na.patch\n").unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Input(InputKind::Series), "{e}");
+        let e = e.to_string();
         assert_eq!(
             e,
             "overlays/x/series:2: a.patch is listed twice (first on line 1)\n  help: an overlay applies once: remove one of the two lines"

@@ -8,48 +8,66 @@ use crate::apply::{Placement, Text, apply_hunks};
 use crate::error::{Error, Result};
 use crate::patch::{FilePatch, Overlay};
 
+/// A regular file.
 pub const MODE_FILE: u32 = 0o100644;
+/// An executable file.
 pub const MODE_EXEC: u32 = 0o100755;
+/// A symbolic link (its content is the target).
 pub const MODE_LINK: u32 = 0o120000;
 
 const LINK_HELP: &str = "patch the file at its real path inside the tree, or drop this file from the overlay; a symlink is never followed";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// A file's content: a blob in the upstream cache, or bytes an overlay produced.
 pub enum Content {
+    /// A blob read through a [`BlobSource`].
     Blob(git2::Oid),
+    /// Bytes in memory.
     Bytes(Arc<[u8]>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// One file of a [`Tree`].
 pub struct Entry {
+    /// git's file mode ([`MODE_FILE`], [`MODE_EXEC`], [`MODE_LINK`]).
     pub mode: u32,
+    /// Its content.
     pub content: Content,
 }
 
 /// Reads blob contents by id (the upstream cache repository).
 pub trait BlobSource {
+    /// The content of blob `id`.
     fn blob(&self, id: git2::Oid) -> Result<Vec<u8>>;
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A tree in memory: path (`/`-separated) to file.
 pub struct Tree {
+    /// Every file, by path.
     pub entries: BTreeMap<String, Entry>,
 }
 
 /// What applying one overlay did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OverlayOutcome {
+    /// The overlay's file name.
     pub overlay: String,
+    /// Per file it patched.
     pub files: Vec<FileOutcome>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+/// Where each hunk of one file landed.
 pub struct FileOutcome {
+    /// The file.
     pub path: String,
+    /// One per hunk.
     pub placements: Vec<Placement>,
 }
 
 impl OverlayOutcome {
+    /// The hunks that did not land at their recorded line, with their file.
     pub fn offsets(&self) -> impl Iterator<Item = (&str, &Placement)> {
         self.files
             .iter()
@@ -59,6 +77,7 @@ impl OverlayOutcome {
 }
 
 impl Tree {
+    /// The content of `path` (`None` when absent), read through `src` for upstream blobs.
     pub fn bytes(&self, path: &str, src: &dyn BlobSource) -> Result<Option<Vec<u8>>> {
         match self.entries.get(path) {
             None => Ok(None),
@@ -221,6 +240,7 @@ impl Tree {
     }
 }
 
+/// git's blob id of `bytes` (what `git hash-object` prints).
 pub fn blob_id(bytes: &[u8]) -> git2::Oid {
     git2::Oid::hash_object(git2::ObjectType::Blob, bytes).expect("hashing in memory cannot fail")
 }

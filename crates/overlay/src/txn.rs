@@ -15,9 +15,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, Result};
 use crate::fsx;
 
+/// The journal's file name, in the project folder.
 pub const JOURNAL: &str = ".overlay-txn.json";
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -42,58 +43,102 @@ pub struct Txn {
     root: PathBuf,
     command: String,
     changes: Vec<(PathBuf, Option<Vec<u8>>)>,
+    /// Files that must still hold what the command read (blob id; `None`: must not exist).
+    expect: Vec<(PathBuf, Option<git2::Oid>)>,
+    /// The refusal's wording when one does not: since when, and what to do.
+    since: String,
+    help: String,
 }
 
 /// What [`recover`] found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recovery {
+    /// No journal: nothing to do.
     Nothing,
     /// A write interrupted before its commit point: the listed temporaries were deleted.
     RolledBack {
+        /// The command that was interrupted.
         command: String,
+        /// Its process id.
         pid: u32,
     },
     /// A write interrupted after its commit point: the listed files now hold their new content.
     RolledForward {
+        /// The command that was interrupted.
         command: String,
+        /// Its process id.
         pid: u32,
+        /// The files that were finished.
         files: Vec<PathBuf>,
     },
 }
 
 impl Txn {
+    /// A transaction whose journal lives in `root` (the project folder); `command` names the writer
+    /// in the recovery message.
     pub fn new(root: &Path, command: &str) -> Txn {
         Txn {
             root: root.to_path_buf(),
             command: command.to_string(),
             changes: Vec::new(),
+            expect: Vec::new(),
+            since: format!("while {command} was running"),
+            help: format!("run {command} again"),
         }
     }
 
+    /// Precondition of the commit: `path` still holds the blob `read` (its git blob id when the
+    /// command read it; `None`: it did not exist). Otherwise [`Txn::commit`] writes nothing and
+    /// returns [`Refusal::ChangedOnDisk`] (never overwrite a user's edit).
+    pub fn expect_unchanged(&mut self, path: impl Into<PathBuf>, read: Option<git2::Oid>) {
+        self.expect.push((path.into(), read));
+    }
+
+    /// The wording of the "changed on disk" refusal: since when (`"since the bump started"`) and
+    /// what to do. Defaults to `"while <command> was running"` / `"run <command> again"`.
+    pub fn when_changed(&mut self, since: impl Into<String>, help: impl Into<String>) {
+        self.since = since.into();
+        self.help = help.into();
+    }
+
+    /// Stages `bytes` as the new content of `path`.
     pub fn write(&mut self, path: impl Into<PathBuf>, bytes: impl Into<Vec<u8>>) {
         self.changes.push((path.into(), Some(bytes.into())));
     }
 
+    /// Stages the removal of `path`.
     pub fn remove(&mut self, path: impl Into<PathBuf>) {
         self.changes.push((path.into(), None));
     }
 
+    /// Whether nothing is staged.
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty()
     }
 
+    /// Checks every [`Txn::expect_unchanged`] precondition, then makes every staged change or none
+    /// (see the module documentation).
     pub fn commit(self) -> Result<()> {
+        for (path, read) in &self.expect {
+            let now = std::fs::read(path).ok().map(|b| crate::tree::blob_id(&b));
+            if now != *read {
+                return Err(Error::refused(
+                    path,
+                    None,
+                    Refusal::ChangedOnDisk {
+                        since: self.since.clone(),
+                    },
+                )
+                .with_help(self.help.clone()));
+            }
+        }
         if self.changes.is_empty() {
             return Ok(());
         }
         let journal_path = self.root.join(JOURNAL);
         if journal_path.exists() {
-            return Err(Error::input(
-                &journal_path,
-                None,
-                "an interrupted write was not recovered",
-            )
-            .with_help("run any command of this tool again: it recovers before reading"));
+            return Err(Error::refused(&journal_path, None, Refusal::NotRecovered)
+                .with_help("run any command of this tool again: it recovers before reading"));
         }
         let ops: Vec<Op> = self
             .changes
@@ -305,8 +350,44 @@ mod tests {
         journal(d.path(), true, vec![]);
         let mut t = Txn::new(d.path(), "test");
         t.write(d.path().join("a"), "x");
-        let e = t.commit().unwrap_err().to_string();
-        assert!(e.contains("interrupted write"), "{e}");
+        let e = t.commit().unwrap_err();
+        assert_eq!(e.refusal(), Some(&Refusal::NotRecovered), "{e}");
+        assert!(e.to_string().contains("interrupted write"), "{e}");
         assert!(!d.path().join("a").exists());
+    }
+
+    #[test]
+    fn a_file_changed_since_it_was_read_refuses_the_whole_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::fs::write(&a, "read").unwrap();
+        let read = Some(crate::tree::blob_id(b"read"));
+        let commit = |expect_b: Option<git2::Oid>| {
+            let mut t = Txn::new(d.path(), "refresh");
+            t.expect_unchanged(&a, read);
+            t.expect_unchanged(&b, expect_b);
+            t.write(&a, "new a");
+            t.write(&b, "new b");
+            t.commit()
+        };
+        // b appeared since it was read as missing: nothing is written.
+        std::fs::write(&b, "user's").unwrap();
+        let e = commit(None).unwrap_err();
+        assert!(
+            matches!(e.refusal(), Some(Refusal::ChangedOnDisk { .. })),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: changed on disk while refresh was running; nothing was written\n  help: run refresh again",
+                b.display()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "read");
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "user's");
+        // Both as read: the commit goes through.
+        commit(Some(crate::tree::blob_id(b"user's"))).unwrap();
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "new b");
     }
 }

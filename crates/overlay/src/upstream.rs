@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Refusal, Result};
 use crate::tree::{BlobSource, Content, Entry, Tree};
 
 /// The cache root: `$OVERLAY_CACHE_DIR`, else `$XDG_CACHE_HOME/overlay`, else the platform's user
@@ -17,14 +17,12 @@ pub fn default_cache_root() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(d).join("overlay");
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    if cfg!(target_os = "macos") {
-        home.join("Library").join("Caches").join("overlay")
-    } else {
-        home.join(".cache").join("overlay")
-    }
+    // The platform's convention (etcetera's native strategy: Apple's on macOS, XDG elsewhere).
+    use etcetera::BaseStrategy as _;
+    etcetera::base_strategy::choose_native_strategy()
+        .map(|s| s.cache_dir())
+        .unwrap_or_else(|_| std::env::temp_dir())
+        .join("overlay")
 }
 
 /// Applies git's `url.<base>.insteadOf` rules (longest match wins, as in git).
@@ -53,15 +51,20 @@ pub fn rewrite_url(url: &str) -> Result<String> {
 /// Progress of a fetch, for a progress bar.
 #[derive(Debug, Clone, Copy)]
 pub struct FetchProgress {
+    /// Objects received so far.
     pub received_objects: usize,
+    /// Objects to receive.
     pub total_objects: usize,
+    /// Bytes received so far.
     pub received_bytes: usize,
 }
 
+/// The bare cache clone of one upstream.
 pub struct UpstreamRepo {
     repo: git2::Repository,
     /// The URL after rewriting: what is actually fetched.
     pub effective_url: String,
+    /// Where the clone is.
     pub cache_path: PathBuf,
 }
 
@@ -97,6 +100,7 @@ fn url_key(url: &str) -> String {
 /// Holds an exclusive lock on a cache entry while alive.
 pub struct CacheLock(#[allow(dead_code)] File);
 
+/// Takes the exclusive lock on the cache entry at `path`, calling `on_wait` once if it must wait.
 pub fn lock_exclusive(path: &Path, on_wait: &mut dyn FnMut()) -> Result<CacheLock> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).at(parent)?;
@@ -182,6 +186,7 @@ impl UpstreamRepo {
         Ok(me)
     }
 
+    /// Whether the clone has commit `rev` (40 hex).
     pub fn has_commit(&self, rev: &str) -> bool {
         git2::Oid::from_str(rev)
             .ok()
@@ -255,6 +260,7 @@ impl UpstreamRepo {
         Ok(())
     }
 
+    /// The libgit2 repository.
     pub fn repo(&self) -> &git2::Repository {
         &self.repo
     }
@@ -320,25 +326,74 @@ impl UpstreamRepo {
     }
 }
 
-/// The whole tree of `commit` in any repository, as blob references.
-pub fn tree_of_commit(repo: &git2::Repository, commit: git2::Oid) -> Result<Tree> {
+/// The tree object of `commit`.
+fn commit_tree(repo: &git2::Repository, commit: git2::Oid) -> Result<git2::Tree<'_>> {
     let c = repo
         .find_commit(commit)
         .map_err(|e| Error::git(format!("reading commit {commit}"), e))?;
-    let tree = c
-        .tree()
-        .map_err(|e| Error::git(format!("reading the tree of {commit}"), e))?;
+    c.tree()
+        .map_err(|e| Error::git(format!("reading the tree of {commit}"), e))
+}
+
+/// Whether git checkout would write a tree entry of this name. A crafted tree (git mktree accepts
+/// anything) may name `..` or `.git`: writing it would leave the materialized directory or plant
+/// hooks. git checkout refuses these; so do we.
+fn safe_name(name: &str) -> bool {
+    !(matches!(name, "" | "." | "..")
+        || name.contains(['/', '\0'])
+        || crate::patch::is_dot_git(name))
+}
+
+fn unsafe_path(repo: &git2::Repository, commit: git2::Oid, path: String) -> Error {
+    Error::refused(
+        repo.path(),
+        None,
+        Refusal::UnsafePath {
+            commit: commit.to_string(),
+            path,
+        },
+    )
+    .with_help(
+        "this commit was crafted or is corrupt: pin another commit, or ask the upstream to fix it",
+    )
+}
+
+/// A tree holding only `paths` of a commit (those that exist), as blob references. A path with an
+/// unsafe component is refused as [`tree_of_commit`] refuses it.
+pub fn subset_of_commit(
+    repo: &git2::Repository,
+    commit: git2::Oid,
+    paths: &[String],
+) -> Result<Tree> {
+    let tree = commit_tree(repo, commit)?;
+    let mut out = Tree::default();
+    for p in paths {
+        if !p.split('/').all(safe_name) {
+            return Err(unsafe_path(repo, commit, p.clone()));
+        }
+        if let Ok(e) = tree.get_path(Path::new(p))
+            && e.kind() == Some(git2::ObjectType::Blob)
+        {
+            out.entries.insert(
+                p.clone(),
+                Entry {
+                    mode: e.filemode() as u32,
+                    content: Content::Blob(e.id()),
+                },
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// The whole tree of `commit` in any repository, as blob references.
+pub fn tree_of_commit(repo: &git2::Repository, commit: git2::Oid) -> Result<Tree> {
+    let tree = commit_tree(repo, commit)?;
     let mut out = Tree::default();
     let mut bad = None;
     tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
-        // A crafted tree (git mktree accepts anything) may name `..` or `.git`: writing it would
-        // leave the materialized directory or plant hooks. git checkout refuses these; so do we.
         let name = e.name().unwrap_or("");
-        if e.name().is_err()
-            || matches!(name, "" | "." | "..")
-            || name.contains(['/', '\0'])
-            || crate::patch::is_dot_git(name)
-        {
+        if e.name().is_err() || !safe_name(name) {
             bad = Some(format!("{dir}{}", String::from_utf8_lossy(e.name_bytes())));
             return git2::TreeWalkResult::Abort;
         }
@@ -359,12 +414,7 @@ pub fn tree_of_commit(repo: &git2::Repository, commit: git2::Oid) -> Result<Tree
         None => Err(Error::git("walking the tree", e)),
     })?;
     if let Some(path) = bad {
-        return Err(Error::input(
-            repo.path(),
-            None,
-            format!("commit {commit}: the tree entry {path:?} is not a safe file name (empty, `.`, `..`, `.git` or not UTF-8); refused, as git checkout refuses it"),
-        )
-        .with_help("this commit was crafted or is corrupt: pin another commit, or ask the upstream to fix it"));
+        return Err(unsafe_path(repo, commit, path));
     }
     Ok(out)
 }
@@ -375,5 +425,46 @@ impl BlobSource for git2::Repository {
             .find_blob(id)
             .map_err(|e| Error::git(format!("reading blob {id}"), e))?;
         Ok(blob.content().to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository with one commit holding `a` and `d/b`.
+    fn repo_with_commit(dir: &Path) -> (git2::Repository, git2::Oid) {
+        let repo = git2::Repository::init(dir).unwrap();
+        let c = commit_one(&repo);
+        (repo, c)
+    }
+
+    fn commit_one(repo: &git2::Repository) -> git2::Oid {
+        let blob = repo.blob(b"x\n").unwrap();
+        let mut sub = repo.treebuilder(None).unwrap();
+        sub.insert("b", blob, 0o100644).unwrap();
+        let sub = sub.write().unwrap();
+        let mut top = repo.treebuilder(None).unwrap();
+        top.insert("a", blob, 0o100644).unwrap();
+        top.insert("d", sub, 0o040000).unwrap();
+        let tree = repo.find_tree(top.write().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        repo.commit(None, &sig, &sig, "c", &tree, &[]).unwrap()
+    }
+
+    #[test]
+    fn a_subset_refuses_unsafe_paths_as_the_whole_tree_does() {
+        let d = tempfile::tempdir().unwrap();
+        let (repo, c) = repo_with_commit(d.path());
+        let t = subset_of_commit(&repo, c, &["d/b".into(), "gone".into()]).unwrap();
+        assert_eq!(t.entries.keys().collect::<Vec<_>>(), ["d/b"]);
+        assert_eq!(tree_of_commit(&repo, c).unwrap().entries.len(), 2);
+        for bad in ["d/../a", ".git/config", "d/.GIT/x", "./a"] {
+            let e = subset_of_commit(&repo, c, &[bad.into()]).unwrap_err();
+            assert!(
+                matches!(e.refusal(), Some(Refusal::UnsafePath { path, .. }) if path == bad),
+                "{bad}: {e}"
+            );
+        }
     }
 }

@@ -28,6 +28,11 @@ fn half_a_mode_change_is_refused() {
         "diff --git a/m.sh b/m.sh\nold mode 100644\nnew mode 100644\n",
     ] {
         let e = parse_overlay("x.patch", p, &overlay_with(half)).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            overlay::ErrorKind::Input(overlay::InputKind::Patch),
+            "{e}"
+        );
         assert!(e.to_string().contains("mode"), "{e}");
     }
     let whole = "diff --git a/m.sh b/m.sh\nold mode 100644\nnew mode 100755\n";

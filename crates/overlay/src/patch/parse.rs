@@ -1,193 +1,10 @@
-//! The patch model: one overlay is one `git format-patch` file (mbox header, message with trailers,
-//! `---`, diffstat, unified diffs with git's extended headers, signature).
-//!
-//! Parsing is strict: hunk line counts must match the body, paths must stay inside the tree, binary
-//! patches are refused. The raw text is kept so an overlay that does not change keeps every byte.
+//! The strict parser: one `git format-patch` file into an [`Overlay`].
 
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::render::quote_path;
+use super::*;
 use crate::error::{Error, Result};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OverlayKind {
-    Upstreamable,
-    LocalOnly,
-}
-
-impl OverlayKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OverlayKind::Upstreamable => "upstreamable",
-            OverlayKind::LocalOnly => "local-only",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "state", rename_all = "kebab-case")]
-pub enum UpstreamStatus {
-    NotSubmitted,
-    Submitted { url: String },
-    Merged { sha: String },
-}
-
-impl std::fmt::Display for UpstreamStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            UpstreamStatus::NotSubmitted => f.write_str("not-submitted"),
-            UpstreamStatus::Submitted { url } => write!(f, "submitted {url}"),
-            UpstreamStatus::Merged { sha } => write!(f, "merged {sha}"),
-        }
-    }
-}
-
-/// `Depends-On: <path>::<symbol>`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Dependency {
-    pub path: String,
-    pub symbol: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Trailers {
-    pub kind: OverlayKind,
-    pub status: Option<UpstreamStatus>,
-    pub depends_on: Vec<Dependency>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineKind {
-    Context,
-    Remove,
-    Add,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Line {
-    pub kind: LineKind,
-    /// Without the newline; a CRLF file keeps its `\r`.
-    pub text: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hunk {
-    pub old_start: usize,
-    pub old_len: usize,
-    pub new_start: usize,
-    pub new_len: usize,
-    /// Text after the second `@@` (git's function-name heading), informational only.
-    pub heading: String,
-    pub lines: Vec<Line>,
-    /// `\ No newline at end of file` after the last old-side / new-side line.
-    pub old_missing_newline: bool,
-    pub new_missing_newline: bool,
-    /// 1-based line of the `@@` header in the patch file.
-    pub patch_line: usize,
-}
-
-impl Hunk {
-    pub fn preimage(&self) -> impl Iterator<Item = &str> {
-        self.lines
-            .iter()
-            .filter(|l| l.kind != LineKind::Add)
-            .map(|l| l.text.as_str())
-    }
-    pub fn postimage(&self) -> impl Iterator<Item = &str> {
-        self.lines
-            .iter()
-            .filter(|l| l.kind != LineKind::Remove)
-            .map(|l| l.text.as_str())
-    }
-    pub fn leading_context(&self) -> usize {
-        self.lines
-            .iter()
-            .take_while(|l| l.kind == LineKind::Context)
-            .count()
-    }
-    pub fn trailing_context(&self) -> usize {
-        self.lines
-            .iter()
-            .rev()
-            .take_while(|l| l.kind == LineKind::Context)
-            .count()
-    }
-    /// Same change at the same place: everything but the heading and the patch position.
-    pub fn same_as(&self, other: &Hunk) -> bool {
-        (
-            self.old_start,
-            self.old_len,
-            self.new_start,
-            self.new_len,
-            &self.lines,
-            self.old_missing_newline,
-            self.new_missing_newline,
-        ) == (
-            other.old_start,
-            other.old_len,
-            other.new_start,
-            other.new_len,
-            &other.lines,
-            other.old_missing_newline,
-            other.new_missing_newline,
-        )
-    }
-}
-
-/// One `diff --git` section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FilePatch {
-    /// Path before the change; `None` for a new file.
-    pub old_path: Option<String>,
-    /// Path after the change; `None` for a deleted file.
-    pub new_path: Option<String>,
-    pub old_mode: Option<u32>,
-    pub new_mode: Option<u32>,
-    pub hunks: Vec<Hunk>,
-    /// 1-based line of `diff --git` in the patch file.
-    pub patch_line: usize,
-}
-
-impl FilePatch {
-    pub fn is_new(&self) -> bool {
-        self.old_path.is_none()
-    }
-    pub fn is_delete(&self) -> bool {
-        self.new_path.is_none()
-    }
-    pub fn is_rename(&self) -> bool {
-        matches!((&self.old_path, &self.new_path), (Some(a), Some(b)) if a != b)
-    }
-    /// The path this section is about (the new one, or the old one for a deletion).
-    pub fn path(&self) -> &str {
-        self.new_path
-            .as_deref()
-            .or(self.old_path.as_deref())
-            .unwrap_or("")
-    }
-}
-
-/// A parsed overlay file.
-#[derive(Debug, Clone)]
-pub struct Overlay {
-    /// File name as listed in the series.
-    pub name: String,
-    /// Where it was read from (for messages).
-    pub path: PathBuf,
-    pub raw: String,
-    /// Everything up to and including the `---` line: mbox header, message, trailers.
-    pub prelude: String,
-    pub author: String,
-    pub date: String,
-    pub subject: String,
-    /// Message body (after the subject), trailers included.
-    pub body: String,
-    pub trailers: Trailers,
-    pub files: Vec<FilePatch>,
-    /// What follows `-- ` at the end (git's version), if present.
-    pub signature: Option<String>,
-}
 
 struct Cursor<'a> {
     path: &'a Path,
@@ -238,7 +55,7 @@ impl<'a> Cursor<'a> {
         self.pos + 1
     }
     fn err(&self, line: usize, msg: impl Into<String>) -> Error {
-        Error::input(self.path, Some(line), msg)
+        Error::input(self.path, Some(line), msg).of(crate::error::InputKind::Patch)
     }
 }
 
@@ -586,6 +403,9 @@ fn parse_mode(c: &Cursor, n: usize, v: &str) -> Result<u32> {
     u32::from_str_radix(v.trim(), 8).map_err(|_| c.err(n, format!("bad file mode {v:?}")))
 }
 
+/// One `diff --git` section: header line, extended headers, hunks. Every check is here or in the
+/// helpers it calls, in this order: paths of the `diff --git` line, extended headers, modes, the
+/// names agreed, hunks.
 fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
     let patch_line = c.line_no();
     let header = c.next().expect("peeked");
@@ -597,8 +417,31 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
         hunks: Vec::new(),
         patch_line,
     };
-    // Paths from "diff --git a/X b/Y" only when they are unambiguous; ---/+++ and rename lines win.
-    let rest = &header["diff --git ".len()..];
+    let (git_old, git_new) = git_line_paths(&header["diff --git ".len()..]);
+    if git_old.is_none() || git_new.is_none() {
+        return Err(c.err(patch_line, format!("cannot read paths from {header:?}")));
+    }
+    let h = parse_ext_headers(c, &mut fp)?;
+    check_mode_change(c, &fp, &h, patch_line)?;
+    resolve_paths(c, header, &mut fp, &h, (git_old, git_new))?;
+    parse_hunks(c, &mut fp)?;
+    if fp.hunks.is_empty() && h.minus.is_some() {
+        return Err(c.err(patch_line, "a file diff with ---/+++ lines but no hunk"));
+    }
+    if fp.hunks.is_empty()
+        && !h.is_new
+        && !h.is_delete
+        && !fp.is_rename()
+        && fp.old_mode == fp.new_mode
+    {
+        return Err(c.err(patch_line, "a file diff that changes nothing"));
+    }
+    Ok(fp)
+}
+
+/// Paths from "diff --git a/X b/Y" (given without "diff --git "), only when they are unambiguous;
+/// ---/+++ and rename lines win later.
+fn git_line_paths(rest: &str) -> (Option<String>, Option<String>) {
     let (mut git_old, mut git_new) = (None, None);
     if let Some(quoted) = rest.strip_prefix('"') {
         // The closing quote is the first unescaped one: a name may hold `\" ` (found by fuzzing).
@@ -632,13 +475,25 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
             git_new = Some(a[i + 3..].to_string());
         }
     }
-    if git_old.is_none() || git_new.is_none() {
-        return Err(c.err(patch_line, format!("cannot read paths from {header:?}")));
-    }
-    let (mut is_new, mut is_delete) = (false, false);
-    let (mut minus, mut plus): (Option<Option<String>>, Option<Option<String>>) = (None, None);
-    let (mut rename_from, mut rename_to) = (None, None);
-    // Extended headers.
+    (git_old, git_new)
+}
+
+/// What a file diff's extended headers and ---/+++ lines said (modes go straight into the patch).
+#[derive(Default)]
+struct Headers {
+    is_new: bool,
+    is_delete: bool,
+    /// `--- ` seen: `Some(None)` for /dev/null.
+    minus: Option<Option<String>>,
+    /// `+++ ` seen: `Some(None)` for /dev/null.
+    plus: Option<Option<String>>,
+    rename_from: Option<String>,
+    rename_to: Option<String>,
+}
+
+/// The extended headers up to the `+++` line (or the first hunk, or the next file).
+fn parse_ext_headers(c: &mut Cursor, fp: &mut FilePatch) -> Result<Headers> {
+    let mut h = Headers::default();
     while let Some(l) = c.peek() {
         let n = c.line_no();
         if l.starts_with("diff --git ") || l.starts_with("@@ ") || l == "-- " {
@@ -651,14 +506,14 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
             fp.new_mode = Some(parse_mode(c, n, v)?);
         } else if let Some(v) = l.strip_prefix("new file mode ") {
             fp.new_mode = Some(parse_mode(c, n, v)?);
-            is_new = true;
+            h.is_new = true;
         } else if let Some(v) = l.strip_prefix("deleted file mode ") {
             fp.old_mode = Some(parse_mode(c, n, v)?);
-            is_delete = true;
+            h.is_delete = true;
         } else if let Some(v) = l.strip_prefix("rename from ") {
-            rename_from = Some(unquote(v).unwrap_or_else(|| v.to_string()));
+            h.rename_from = Some(unquote(v).unwrap_or_else(|| v.to_string()));
         } else if let Some(v) = l.strip_prefix("rename to ") {
-            rename_to = Some(unquote(v).unwrap_or_else(|| v.to_string()));
+            h.rename_to = Some(unquote(v).unwrap_or_else(|| v.to_string()));
         } else if l.starts_with("copy from ") || l.starts_with("copy to ") {
             return Err(c
                 .err(n, "copy patches are not supported")
@@ -674,9 +529,9 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
                 .err(n, "binary patches are not supported")
                 .with_help("overlays carry text changes only; keep binary files out of overlays"));
         } else if let Some(v) = l.strip_prefix("--- ") {
-            minus = Some(side_path(c, n, v, "a/")?);
+            h.minus = Some(side_path(c, n, v, "a/")?);
         } else if let Some(v) = l.strip_prefix("+++ ") {
-            plus = Some(side_path(c, n, v, "b/")?);
+            h.plus = Some(side_path(c, n, v, "b/")?);
             break;
         } else {
             return Err(c.err(
@@ -685,29 +540,44 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
             ));
         }
     }
-    // git writes a mode change as both lines with different modes. Half of one, or a "change" to
-    // the same mode, would be lost when the overlay is rendered again (found by fuzzing).
-    if !is_new && !is_delete {
-        match (fp.old_mode, fp.new_mode) {
-            (Some(_), None) | (None, Some(_)) => {
-                return Err(c.err(
-                    patch_line,
-                    "a mode change needs both an \"old mode\" and a \"new mode\" line",
-                ));
-            }
-            (Some(o), Some(n)) if o == n => {
-                return Err(c.err(
-                    patch_line,
-                    format!("\"old mode\" and \"new mode\" are both {o:o}: not a change"),
-                ));
-            }
-            _ => {}
-        }
+    Ok(h)
+}
+
+/// git writes a mode change as both lines with different modes. Half of one, or a "change" to
+/// the same mode, would be lost when the overlay is rendered again (found by fuzzing).
+fn check_mode_change(c: &Cursor, fp: &FilePatch, h: &Headers, patch_line: usize) -> Result<()> {
+    if h.is_new || h.is_delete {
+        return Ok(());
     }
+    match (fp.old_mode, fp.new_mode) {
+        (Some(_), None) | (None, Some(_)) => Err(c.err(
+            patch_line,
+            "a mode change needs both an \"old mode\" and a \"new mode\" line",
+        )),
+        (Some(o), Some(n)) if o == n => Err(c.err(
+            patch_line,
+            format!("\"old mode\" and \"new mode\" are both {o:o}: not a change"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Settles the file's old and new paths from the `diff --git` line (`git`), the ---/+++ lines and
+/// the rename lines, refusing names that disagree or leave the tree.
+fn resolve_paths(
+    c: &Cursor,
+    header: &str,
+    fp: &mut FilePatch,
+    h: &Headers,
+    git: (Option<String>, Option<String>),
+) -> Result<()> {
+    let patch_line = fp.patch_line;
+    let (mut git_old, mut git_new) = git;
+    let (minus, plus) = (h.minus.clone().flatten(), h.plus.clone().flatten());
     // An unquoted name may itself hold " b/", so the diff --git line splits in several places; the
     // ---/+++ or rename names pick the split when they spell the line exactly (found by fuzzing).
-    let side_old = rename_from.clone().or(minus.clone().flatten());
-    let side_new = rename_to.clone().or(plus.clone().flatten());
+    let side_old = h.rename_from.clone().or(minus.clone());
+    let side_new = h.rename_to.clone().or(plus.clone());
     if let Some(o) = side_old.clone().or(side_new.clone())
         && let Some(n) = side_new.or(side_old)
         && header
@@ -725,34 +595,31 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
         check_rel_path(p).map_err(|m| bad_path(c, patch_line, m))?;
     }
     // Like git apply: the ---/+++ names must agree with the diff --git line.
-    for (side, name, git) in [
-        ("old", minus.clone().flatten(), &git_old),
-        ("new", plus.clone().flatten(), &git_new),
-    ] {
+    for (side, name, git) in [("old", &minus, &git_old), ("new", &plus, &git_new)] {
         if let Some(name) = name
-            && Some(&name) != git.as_ref()
+            && Some(name) != git.as_ref()
         {
             return Err(c.err(patch_line, format!("inconsistent {side} file name: {name:?} in the ---/+++ lines, {:?} in the diff --git line", git.as_deref().unwrap_or(""))));
         }
     }
-    fp.old_path = if is_new {
+    fp.old_path = if h.is_new {
         None
     } else {
-        rename_from.or(minus.clone().flatten()).or(git_old)
+        h.rename_from.clone().or(minus).or(git_old)
     };
-    fp.new_path = if is_delete {
+    fp.new_path = if h.is_delete {
         None
     } else {
-        rename_to.or(plus.clone().flatten()).or(git_new)
+        h.rename_to.clone().or(plus).or(git_new)
     };
-    if minus.is_some() != plus.is_some() {
+    if h.minus.is_some() != h.plus.is_some() {
         return Err(c.err(
             patch_line,
             "a file diff has a \"---\" line without \"+++\" (or the reverse)",
         ));
     }
-    if (is_new && minus.as_ref().is_some_and(Option::is_some))
-        || (is_delete && plus.as_ref().is_some_and(Option::is_some))
+    if (h.is_new && h.minus.as_ref().is_some_and(Option::is_some))
+        || (h.is_delete && h.plus.as_ref().is_some_and(Option::is_some))
     {
         return Err(c.err(
             patch_line,
@@ -762,13 +629,17 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
     for p in [&fp.old_path, &fp.new_path].into_iter().flatten() {
         check_rel_path(p).map_err(|m| bad_path(c, patch_line, m))?;
     }
-    if is_new && is_delete {
+    if h.is_new && h.is_delete {
         return Err(c.err(
             patch_line,
             "a file diff cannot both create and delete a file",
         ));
     }
-    // Hunks.
+    Ok(())
+}
+
+/// The hunks of one file diff; a body line right after the last one means its header undercounts.
+fn parse_hunks(c: &mut Cursor, fp: &mut FilePatch) -> Result<()> {
     while let Some(l) = c.peek() {
         if !l.starts_with("@@ ") {
             break;
@@ -783,14 +654,7 @@ fn parse_file(c: &mut Cursor) -> Result<FilePatch> {
             .err(h.patch_line, format!("hunk header says -{},{} +{},{} but line {} continues the hunk", h.old_start, h.old_len, h.new_start, h.new_len, c.line_no()))
             .with_help("the patch was edited by hand; regenerate it with `cargo xtask refresh` or `git format-patch`"));
     }
-    if fp.hunks.is_empty() && minus.is_some() {
-        return Err(c.err(patch_line, "a file diff with ---/+++ lines but no hunk"));
-    }
-    if fp.hunks.is_empty() && !is_new && !is_delete && !fp.is_rename() && fp.old_mode == fp.new_mode
-    {
-        return Err(c.err(patch_line, "a file diff that changes nothing"));
-    }
-    Ok(fp)
+    Ok(())
 }
 
 fn side_path(c: &Cursor, n: usize, v: &str, prefix: &str) -> Result<Option<String>> {
@@ -943,336 +807,6 @@ fn mark_no_newline(h: &mut Hunk, c: &Cursor, n: usize) -> Result<()> {
     Ok(())
 }
 
-// ---------------------------------------------------------------------------------------------
-// Rendering, in the exact shape `git format-patch` writes.
-
-/// The `diff --git` sections of `files`, as git writes them (index lines from blob ids).
-pub fn render_diff(out: &mut String, files: &[RenderFile<'_>]) {
-    for f in files {
-        let fp = f.patch;
-        let (a, b) = (
-            fp.old_path.as_deref().unwrap_or(fp.path()),
-            fp.new_path.as_deref().unwrap_or(fp.path()),
-        );
-        let _ = writeln!(
-            out,
-            "diff --git {} {}",
-            quote_path("a/", a),
-            quote_path("b/", b)
-        );
-        let mode_suffix = match (fp.old_mode, fp.new_mode) {
-            _ if fp.is_new() => {
-                let _ = writeln!(out, "new file mode {:o}", fp.new_mode.unwrap_or(0o100644));
-                String::new()
-            }
-            _ if fp.is_delete() => {
-                let _ = writeln!(
-                    out,
-                    "deleted file mode {:o}",
-                    fp.old_mode.unwrap_or(0o100644)
-                );
-                String::new()
-            }
-            (Some(o), Some(n)) if o != n => {
-                let _ = writeln!(out, "old mode {o:o}\nnew mode {n:o}");
-                String::new()
-            }
-            (_, Some(n)) | (Some(n), None) => format!(" {n:o}"),
-            (None, None) => format!(" {:o}", f.mode),
-        };
-        if fp.is_rename() {
-            let _ = writeln!(out, "similarity index {}%", f.similarity.unwrap_or(0));
-            // Quoted like git: a name may hold a newline (found by fuzzing).
-            let _ = writeln!(
-                out,
-                "rename from {}\nrename to {}",
-                quote_path("", a),
-                quote_path("", b)
-            );
-        }
-        if !fp.hunks.is_empty() || fp.is_new() || fp.is_delete() {
-            let _ = writeln!(out, "index {}..{}{}", f.old_id, f.new_id, mode_suffix);
-        }
-        if !fp.hunks.is_empty() {
-            let _ = writeln!(
-                out,
-                "--- {}\n+++ {}",
-                fp.old_path
-                    .as_deref()
-                    .map_or("/dev/null".to_string(), |p| quote_path("a/", p)),
-                fp.new_path
-                    .as_deref()
-                    .map_or("/dev/null".to_string(), |p| quote_path("b/", p)),
-            );
-        }
-        for h in &fp.hunks {
-            render_hunk(out, h);
-        }
-    }
-}
-
-/// What `render_diff` needs beyond the patch: abbreviated blob ids and rename similarity.
-pub struct RenderFile<'a> {
-    pub patch: &'a FilePatch,
-    pub old_id: String,
-    pub new_id: String,
-    pub similarity: Option<u32>,
-    /// The file's mode, for the `index` line of a modification that keeps it.
-    pub mode: u32,
-}
-
-fn range(start: usize, len: usize) -> String {
-    if len == 1 {
-        start.to_string()
-    } else {
-        format!("{start},{len}")
-    }
-}
-
-pub fn render_hunk(out: &mut String, h: &Hunk) {
-    let _ = write!(
-        out,
-        "@@ -{} +{} @@",
-        range(h.old_start, h.old_len),
-        range(h.new_start, h.new_len)
-    );
-    if !h.heading.is_empty() {
-        let _ = write!(out, " {}", h.heading);
-    }
-    out.push('\n');
-    let last_old = h.lines.iter().rposition(|l| l.kind != LineKind::Add);
-    let last_new = h.lines.iter().rposition(|l| l.kind != LineKind::Remove);
-    for (i, l) in h.lines.iter().enumerate() {
-        out.push(match l.kind {
-            LineKind::Context => ' ',
-            LineKind::Remove => '-',
-            LineKind::Add => '+',
-        });
-        out.push_str(&l.text);
-        out.push('\n');
-        let eof_old = h.old_missing_newline && Some(i) == last_old;
-        let eof_new = h.new_missing_newline && Some(i) == last_new;
-        if eof_old || eof_new {
-            out.push_str("\\ No newline at end of file\n");
-        }
-    }
-}
-
-fn quote_path(prefix: &str, p: &str) -> String {
-    let needs = p
-        .bytes()
-        .any(|b| b < 0x20 || b == b'"' || b == b'\\' || b >= 0x80);
-    if !needs {
-        return format!("{prefix}{p}");
-    }
-    let mut s = String::from("\"");
-    s.push_str(prefix);
-    for b in p.bytes() {
-        match b {
-            b'\n' => s.push_str("\\n"),
-            b'\t' => s.push_str("\\t"),
-            b'"' => s.push_str("\\\""),
-            b'\\' => s.push_str("\\\\"),
-            b if !(0x20..0x80).contains(&b) => {
-                let _ = write!(s, "\\{b:03o}");
-            }
-            b => s.push(b as char),
-        }
-    }
-    s.push('"');
-    s
-}
-
-/// git's diffstat for `files` (format-patch uses a 72-column budget).
-pub fn render_diffstat(out: &mut String, files: &[&FilePatch]) {
-    let entries: Vec<(String, usize, usize)> = files
-        .iter()
-        .map(|f| {
-            let (add, del) =
-                f.hunks
-                    .iter()
-                    .flat_map(|h| &h.lines)
-                    .fold((0, 0), |(a, d), l| match l.kind {
-                        LineKind::Add => (a + 1, d),
-                        LineKind::Remove => (a, d + 1),
-                        LineKind::Context => (a, d),
-                    });
-            let name = match (&f.old_path, &f.new_path) {
-                (Some(a), Some(b)) if a != b => rename_name(a, b),
-                _ => f.path().to_string(),
-            };
-            // Quoted like git's, so a name holding a newline cannot start a line of its own
-            // (e.g. a false "diff --git" before the first real one; found by fuzzing).
-            (quote_path("", &name), add, del)
-        })
-        .collect();
-    // git's diff.c show_stats with format-patch's 72-column budget.
-    let max_change = entries.iter().map(|e| e.1 + e.2).max().unwrap_or(0);
-    let max_len = entries
-        .iter()
-        .map(|e| e.0.chars().count())
-        .max()
-        .unwrap_or(0);
-    let number_width = max_change.to_string().len();
-    let width = 72usize.max(16 + 6 + number_width);
-    let mut graph_width = max_change;
-    let mut name_width = max_len;
-    if name_width + number_width + 6 + graph_width > width {
-        let cap = (width * 3 / 8).saturating_sub(number_width + 6);
-        if graph_width > cap {
-            graph_width = cap.max(6);
-        }
-        if name_width > width - number_width - 6 - graph_width {
-            name_width = width - number_width - 6 - graph_width;
-        } else {
-            graph_width = width - number_width - 6 - name_width;
-        }
-    }
-    // At least one mark for any change: scale as if one column shorter, then add one.
-    let scale = |n: usize| {
-        if n == 0 {
-            0
-        } else {
-            1 + n * (graph_width - 1) / max_change
-        }
-    };
-    let (mut tadd, mut tdel) = (0, 0);
-    for (name, add, del) in &entries {
-        tadd += add;
-        tdel += del;
-        let len = name.chars().count();
-        let shown = if name_width < len {
-            let keep = name_width.saturating_sub(3);
-            let tail: String = name.chars().skip(len - keep).collect();
-            // git restarts the shown name at a directory boundary when it can.
-            let tail = match tail.find('/') {
-                Some(i) => tail[i..].to_string(),
-                None => tail,
-            };
-            format!("...{tail}")
-        } else {
-            name.clone()
-        };
-        let pad = name_width.saturating_sub(shown.chars().count());
-        let (mut a, mut d) = (*add, *del);
-        if graph_width <= max_change {
-            let mut total = scale(a + d);
-            if total < 2 && a > 0 && d > 0 {
-                total = 2;
-            }
-            if a < d {
-                a = scale(a);
-                d = total - a;
-            } else {
-                d = scale(d);
-                a = total - d;
-            }
-        }
-        let graph = if add + del > 0 {
-            format!(" {}{}", "+".repeat(a), "-".repeat(d))
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            out,
-            " {shown}{} | {:>number_width$}{graph}",
-            " ".repeat(pad),
-            add + del
-        );
-    }
-    let files_n = entries.len();
-    let _ = write!(
-        out,
-        " {files_n} file{} changed",
-        if files_n == 1 { "" } else { "s" }
-    );
-    if tadd > 0 || tdel == 0 {
-        let _ = write!(
-            out,
-            ", {tadd} insertion{}(+)",
-            if tadd == 1 { "" } else { "s" }
-        );
-    }
-    if tdel > 0 || tadd == 0 {
-        let _ = write!(
-            out,
-            ", {tdel} deletion{}(-)",
-            if tdel == 1 { "" } else { "s" }
-        );
-    }
-    out.push('\n');
-    // git's --summary lines, which format-patch prints after the stat.
-    for f in files {
-        if f.is_new() {
-            let _ = writeln!(
-                out,
-                " create mode {:o} {}",
-                f.new_mode.unwrap_or(0o100644),
-                quote_path("", f.path())
-            );
-        } else if f.is_delete() {
-            let _ = writeln!(
-                out,
-                " delete mode {:o} {}",
-                f.old_mode.unwrap_or(0o100644),
-                quote_path("", f.path())
-            );
-        } else if f.is_rename() {
-            let _ = writeln!(
-                out,
-                " rename {} (100%)",
-                quote_path(
-                    "",
-                    &rename_name(f.old_path.as_deref().unwrap_or(""), f.path())
-                )
-            );
-        }
-        if let (Some(o), Some(n)) = (f.old_mode, f.new_mode)
-            && o != n
-            && !f.is_new()
-            && !f.is_delete()
-        {
-            let _ = writeln!(
-                out,
-                " mode change {o:o} => {n:o} {}",
-                quote_path("", f.path())
-            );
-        }
-    }
-}
-
-fn rename_name(a: &str, b: &str) -> String {
-    // git: common prefix/suffix folded into "{old => new}".
-    let pre = a
-        .char_indices()
-        .zip(b.chars())
-        .take_while(|((_, x), y)| x == y)
-        .filter(|((_, x), _)| *x == '/')
-        .map(|((i, _), _)| i + 1)
-        .last()
-        .unwrap_or(0);
-    let (ra, rb) = (&a[pre..], &b[pre..]);
-    let suf = ra
-        .char_indices()
-        .rev()
-        .zip(rb.chars().rev())
-        .take_while(|((_, x), y)| x == y)
-        .filter(|((_, x), _)| *x == '/')
-        .map(|((i, _), _)| ra.len() - i)
-        .last()
-        .unwrap_or(0);
-    if pre == 0 && suf == 0 {
-        return format!("{a} => {b}");
-    }
-    format!(
-        "{}{{{} => {}}}{}",
-        &a[..pre],
-        &ra[..ra.len() - suf],
-        &rb[..rb.len() - suf],
-        &ra[ra.len() - suf..]
-    )
-}
-
 /// Parses bare `diff --git` sections (no mail header), e.g. what libgit2 prints for a diff.
 pub(crate) fn parse_file_diffs(path: &Path, text: &str) -> Result<Vec<FilePatch>> {
     let mut c = Cursor::new(path, text);
@@ -1285,76 +819,4 @@ pub(crate) fn parse_file_diffs(path: &Path, text: &str) -> Result<Vec<FilePatch>
         }
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const HEAD: &str = "From 0 Mon Sep 17 00:00:00 2001\nFrom: A <a@b>\nDate: x\nSubject: [PATCH 2/3] Fix it\n\nWhy.\n\nOverlay-Kind: upstreamable\nDepends-On: src/a.c::f\n---\n";
-    const DIFF: &str =
-        "diff --git a/f b/f\nindex 1..2 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
-
-    fn parse(text: &str) -> Result<Overlay> {
-        parse_overlay("t.patch", Path::new("t.patch"), text)
-    }
-
-    #[track_caller]
-    fn refused(text: &str) -> String {
-        parse(text).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn parses_header_trailers_and_strips_the_patch_prefix() {
-        let o = parse(&format!("{HEAD}{DIFF}-- \n2.47.3\n\n")).unwrap();
-        assert_eq!(o.subject, "Fix it");
-        assert_eq!(o.trailers.kind, OverlayKind::Upstreamable);
-        assert_eq!(
-            o.trailers.depends_on,
-            vec![Dependency {
-                path: "src/a.c".into(),
-                symbol: "f".into()
-            }]
-        );
-        assert_eq!(o.signature.as_deref(), Some("2.47.3"));
-        assert_eq!(o.prelude, HEAD);
-    }
-
-    #[test]
-    fn refusals_name_the_line() {
-        assert!(
-            refused(&format!("Subject: x\n{DIFF}"))
-                .starts_with("t.patch:1: not a git format-patch file")
-        );
-        assert!(
-            refused(&HEAD.replace("Date: x\n", "Date: x\nContent-Transfer-Encoding: base64\n"))
-                .contains("transfer encoding \"base64\"")
-        );
-        assert!(refused(HEAD).contains("the patch contains no diff"));
-        assert!(refused(&format!("{HEAD}{DIFF}{DIFF}")).contains("f is patched twice"));
-        let copy = "diff --git a/f b/g\nsimilarity index 90%\ncopy from f\ncopy to g\n";
-        assert!(
-            refused(&format!("{HEAD}{copy}"))
-                .starts_with("t.patch:13: copy patches are not supported")
-        );
-        let renamed_names = DIFF.replace("+++ b/f", "+++ b/other");
-        assert!(refused(&format!("{HEAD}{renamed_names}")).contains("inconsistent new file name"));
-        let lone = DIFF.replace("+b\n", "+b\n\\ No newline at end of file\n+c\n");
-        assert!(
-            refused(&format!("{HEAD}{lone}")).starts_with(
-                "t.patch:15: hunk header says -1,1 +1,1 but line 19 continues the hunk"
-            )
-        );
-    }
-
-    #[test]
-    fn render_round_trips_hunks() {
-        let o = parse(&format!("{HEAD}diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@ fn x\n a\n-b\n\\ No newline at end of file\n+c\n")).unwrap();
-        let mut s = String::new();
-        render_hunk(&mut s, &o.files[0].hunks[0]);
-        assert_eq!(
-            s,
-            "@@ -1,2 +1,2 @@ fn x\n a\n-b\n\\ No newline at end of file\n+c\n"
-        );
-    }
 }
