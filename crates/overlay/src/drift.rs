@@ -273,7 +273,7 @@ pub fn classify(
 }
 
 /// The paths an overlay reads or writes.
-fn overlay_paths(ov: &Overlay) -> Vec<String> {
+pub(crate) fn overlay_paths(ov: &Overlay) -> Vec<String> {
     ov.files
         .iter()
         .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])

@@ -9,6 +9,7 @@ pub mod diff;
 pub mod drift;
 pub mod error;
 pub mod export;
+pub mod forecast;
 pub mod fsx;
 pub mod junk;
 pub mod lock;

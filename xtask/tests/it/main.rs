@@ -11,6 +11,7 @@ mod diffgit;
 mod drift;
 mod export;
 mod fixture;
+mod forecast;
 mod hostile;
 mod interrupt;
 mod messages;
