@@ -571,6 +571,9 @@ pub struct NewOverlayArgs {
     /// Subject line; repeat for body paragraphs (the first -m is the subject, as with git commit)
     #[arg(short = 'm', long = "message", required = true)]
     pub message: Vec<String>,
+    /// Print every edit and the overlay it went to (default: one line per overlay written)
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 fn identity() -> Result<String> {
@@ -618,7 +621,13 @@ fn author_date() -> Result<String> {
     Ok(overlay::render::rfc2822(secs, 0))
 }
 
-fn run_refresh(ctx: &Ctx, dir: &Path, into: Option<overlay::refresh::Target>) -> Result<ExitCode> {
+/// `detail`: one line per edit (refresh, `new-overlay --verbose`), else one per overlay written.
+fn run_refresh(
+    ctx: &Ctx,
+    dir: &Path,
+    into: Option<overlay::refresh::Target>,
+    detail: bool,
+) -> Result<ExitCode> {
     let up = ctx.upstream();
     let series = ctx.series()?;
     let state = State::load(dir)?.with_context(|| {
@@ -642,6 +651,27 @@ fn run_refresh(ctx: &Ctx, dir: &Path, into: Option<overlay::refresh::Target>) ->
     let plan = overlay::refresh::plan(&base, &series, &repo, dir, &state, into)?;
     overlay::refresh::commit(&plan, dir, &ctx.project.root)?;
     let mut h = String::new();
+    if !detail {
+        for w in plan.written() {
+            let what = if w.created {
+                format!("created {} (appended to the series)", w.overlay)
+            } else {
+                format!("rewrote {}", w.overlay)
+            };
+            let _ = writeln!(
+                h,
+                "{what}: {} edit(s) in {} file(s) of {}",
+                w.edits,
+                w.files,
+                dir.display()
+            );
+        }
+        if h.is_empty() {
+            let _ = writeln!(h, "nothing to refresh: the tree matches the overlays");
+        }
+        emit(ctx.json, serde_json::to_value(&plan)?, h);
+        return Ok(ExitCode::SUCCESS);
+    }
     let _ = writeln!(h, "refresh: {}", dir.display());
     for a in &plan.assignments {
         let at = if a.line == 0 {
@@ -671,6 +701,7 @@ pub fn refresh(g: &Global, a: &RefreshArgs) -> Result<ExitCode> {
         &ctx,
         &dir,
         a.into.clone().map(overlay::refresh::Target::Existing),
+        true,
     )
 }
 
@@ -723,6 +754,7 @@ pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
             prelude,
             signature,
         }),
+        a.verbose,
     )
 }
 
@@ -861,6 +893,10 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
                 "      {what} upstream: {}::{} ({})",
                 c.path, c.symbol, c.watched_because
             );
+            if let Some(outer) = &c.diff_under {
+                let _ = writeln!(h, "        (its diff is shown under {outer})");
+                continue;
+            }
             for l in c.diff.lines() {
                 // No whitespace-only lines: they do not survive copy and paste (or rustfmt).
                 match l.trim_end() {
@@ -942,7 +978,12 @@ pub fn markdown_drift(r: &overlay::drift::Report) -> String {
     }
     m.push('\n');
     for o in &r.overlays {
-        for c in &o.drift.symbol_changes {
+        for c in o
+            .drift
+            .symbol_changes
+            .iter()
+            .filter(|c| c.diff_under.is_none())
+        {
             let _ = writeln!(
                 m,
                 "<details><summary>{}: upstream changed <code>{}</code> ({})</summary>\n\n```diff\n{}```\n</details>\n",

@@ -83,6 +83,10 @@ pub struct SymbolChange {
     pub removed: bool,
     /// Upstream's change to the symbol, as unified diff hunks.
     pub diff: String,
+    /// The outermost changed definition around this one (`FloorDivide` for
+    /// `FloorDivide::operator()`): its diff holds this one's, so reports print the diff there once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff_under: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -742,9 +746,55 @@ fn watch_symbols(
             watched_because: why,
             removed: b.is_none(),
             diff: d,
+            diff_under: None,
         });
     }
+    fold_nested(&mut symbol_changes, (from_up, to_up), renames, src, caches)?;
     Ok(symbol_changes)
+}
+
+/// Marks each changed definition that sits inside another changed one of the same file, at both
+/// commits, with the outermost such one (`diff_under`): that one's diff already shows it.
+fn fold_nested(
+    changes: &mut [SymbolChange],
+    (from_up, to_up): (&Tree, &Tree),
+    renames: &BTreeMap<String, String>,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<()> {
+    for i in 0..changes.len() {
+        let path = changes[i].path.clone();
+        let to_path = renames.get(&path).unwrap_or(&path).clone();
+        let indexes = [
+            caches.symbols(from_up, &path, src)?,
+            caches.symbols(to_up, &to_path, src)?,
+        ];
+        // Inside at every commit that has both; the outer's size (at the first) ranks the outers.
+        let inside = |outer: &str, inner: &str| -> Option<usize> {
+            let mut size = None;
+            for ix in indexes.iter().flatten() {
+                let (o, n) = (ix.find(outer), ix.find(inner));
+                if o.is_empty() || n.is_empty() {
+                    continue;
+                }
+                let holds = |o: &&crate::symbols::Symbol, n: &&crate::symbols::Symbol| {
+                    o.span != n.span && o.span.start <= n.span.start && n.span.end <= o.span.end
+                };
+                if !n.iter().all(|n| o.iter().any(|o| holds(o, n))) {
+                    return None;
+                }
+                size.get_or_insert(o.iter().map(|o| o.span.len()).max().unwrap_or(0));
+            }
+            size
+        };
+        let outer = changes
+            .iter()
+            .filter(|c| c.path == path && c.symbol != changes[i].symbol)
+            .filter_map(|c| inside(&c.symbol, &changes[i].symbol).map(|w| (w, c.symbol.clone())))
+            .max();
+        changes[i].diff_under = outer.map(|(_, s)| s);
+    }
+    Ok(())
 }
 
 /// The 1-based line of the overlay file holding `Depends-On: path::sym`, if found.

@@ -194,3 +194,125 @@ fn a_file_deleted_upstream_is_forecast_on_the_overlays_side() {
     );
     assert_agree(&drift, &bump);
 }
+
+/// `new-overlay` prints one line per overlay it writes, however many edits went in; `--verbose`
+/// keeps one line per edit.
+#[test]
+fn new_overlay_prints_one_line_per_overlay_written() {
+    let f = Fixture::new(&[
+        ("a.txt", &file("a", &[])),
+        ("b.txt", &file("b", &[])),
+        ("c.txt", &file("c", &[])),
+    ]);
+    let dir = f.t().join("tree");
+    let d = dir.to_str().unwrap();
+    f.xtask(&["apply", "--dir", d]).ok();
+    let edit = |name: &str, changes: &[(usize, &str)]| {
+        std::fs::write(dir.join(format!("{name}.txt")), file(name, changes)).unwrap();
+    };
+    edit("a", &[(3, "A3"), (15, "A15"), (28, "A28")]);
+    edit("b", &[(4, "B4"), (20, "B20")]);
+    edit("c", &[(10, "C10")]);
+    let args = |name: &'static str| {
+        vec![
+            "new-overlay",
+            name,
+            "--dir",
+            d,
+            "--kind",
+            "local-only",
+            "-m",
+            "Many edits",
+        ]
+    };
+    let out = f.xtask(&args("0001-many")).ok();
+    assert_eq!(
+        out.stdout,
+        "created 0001-many.patch (appended to the series): 6 edit(s) in 3 file(s) of $TMP/tree\n"
+    );
+    f.xtask(&["check"]).ok();
+
+    edit("a", &[(3, "A3"), (15, "A15"), (28, "A28"), (8, "A8")]);
+    edit("c", &[(10, "C10"), (1, "C1")]);
+    let mut verbose = args("0002-more");
+    verbose.push("--verbose");
+    let out = f.xtask(&verbose).ok();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines.len() == 4
+            && lines[1].starts_with("  a.txt:8 -> 0002-more.patch")
+            && lines[2].starts_with("  c.txt:1 -> 0002-more.patch")
+            && lines[3] == "created 0002-more.patch (appended to the series)",
+        "{}",
+        out.stdout
+    );
+}
+
+/// A C++ file: a functor whose call operator the overlay edits.
+fn functor(op_first: &str, op_last: &str) -> String {
+    let pad: String = (1..=8).map(|i| format!("    int p{i} = {i};\n")).collect();
+    format!(
+        "struct FloorDivide {{\n  int operator()(int a, int b) {{\n{op_first}{pad}{op_last}  }}\n}};\n"
+    )
+}
+
+/// Upstream changes a line of `FloorDivide::operator()`, which sits inside `FloorDivide`: both are
+/// watched (the hunk is in both), both changed, and the diff is printed once, under the outer.
+#[test]
+fn a_nested_definition_s_diff_is_printed_once() {
+    let first = "    int q = a / b;\n";
+    let last = "    return q;\n";
+    let f = Fixture::new(&[("ops.h", &functor(first, last))]);
+    f.add_overlay(
+        "Floor it",
+        &[(
+            "ops.h",
+            Some(&functor(
+                first,
+                "    return q - (a % b != 0 && (a < 0) != (b < 0));\n",
+            )),
+        )],
+        "Overlay-Kind: upstreamable",
+    );
+    f.commit_upstream(
+        &[(
+            "ops.h",
+            &functor("    int q = (a) / b;\n", last),
+        )],
+        "upstream edits the operator",
+    );
+    let out = f.xtask(&["drift", "--json"]).code(1);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let changes = v["overlays"][0]["symbol_changes"].as_array().unwrap();
+    let names: Vec<(&str, &serde_json::Value)> = changes
+        .iter()
+        .map(|c| (c["symbol"].as_str().unwrap(), &c["diff_under"]))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("FloorDivide", &serde_json::Value::Null),
+            ("FloorDivide::operator()", &serde_json::json!("FloorDivide")),
+        ],
+        "{v}"
+    );
+    // Both diffs stay in the JSON; the human report prints the diff once.
+    assert!(changes.iter().all(|c| {
+        c["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+    int q = (a) / b;")
+    }));
+    let out = f.xtask(&["drift"]).code(1);
+    assert_eq!(
+        out.stdout.matches("int q = (a) / b;").count(),
+        1,
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("changed upstream: ops.h::FloorDivide::operator() (encloses hunk #1 of ops.h)\n        (its diff is shown under FloorDivide)"),
+        "{}",
+        out.stdout
+    );
+}
