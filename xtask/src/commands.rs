@@ -910,7 +910,8 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
         for hk in &d.hunks {
             use overlay::drift::HunkStatus as H;
             let line = match (hk.status, hk.actual) {
-                (H::Exact, _) => continue,
+                (H::Exact, _) if hk.blame.is_empty() => continue,
+                (H::Exact, _) => "exact".to_string(),
                 (H::Moved, Some(a)) => format!(
                     "moved {} -> {a} ({:+})",
                     hk.recorded,
@@ -922,6 +923,9 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
                 (H::Moved, None) => "moved".to_string(),
             };
             let _ = writeln!(h, "      {} hunk #{}: {line}", hk.file, hk.hunk);
+            for b in &hk.blame {
+                let _ = writeln!(h, "        {}", hunk_blame_text(b));
+            }
         }
     }
     let mut counts = std::collections::BTreeMap::new();
@@ -937,6 +941,40 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
         summary.join(", ")
     );
     h
+}
+
+/// One commit of a hunk's blame: what it did to the hunk, the status after it, and whether it
+/// gave the hunk its final status ("broke it", for a conflict).
+fn hunk_blame_text(b: &overlay::blame::HunkBlame) -> String {
+    let what: Vec<String> = b
+        .changes
+        .iter()
+        .map(|c| match c.as_str() {
+            "context" => "changed its context".to_string(),
+            "moved" => "moved it".to_string(),
+            "file deleted" => "deleted its file".to_string(),
+            other => other
+                .strip_prefix("symbol ")
+                .map_or(other.to_string(), |s| format!("changed {s}")),
+        })
+        .collect();
+    let what = if what.is_empty() {
+        "changed its status".to_string()
+    } else {
+        what.join(", ")
+    };
+    let status = b.status.map_or("blocked".to_string(), |s| {
+        serde_json::to_value(s)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    });
+    let mark = match (b.decisive, b.status) {
+        (true, Some(overlay::drift::HunkStatus::Conflict)) => " (broke it)",
+        (true, _) => " (its status since)",
+        _ => "",
+    };
+    format!("{} {what} -> {status}{mark}: {}", short(&b.sha), b.subject)
 }
 
 /// The drift report as a Markdown table (GitHub step summaries append to one file).

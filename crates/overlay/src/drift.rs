@@ -72,6 +72,9 @@ pub struct HunkDrift {
     /// The definition the hunk was written in (at the old pin), if any.
     pub symbol: Option<String>,
     pub reason: Option<String>,
+    /// With `--per-commit`: every commit that changed the hunk, in order (`crate::blame`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blame: Vec<crate::blame::HunkBlame>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -117,7 +120,12 @@ pub struct Caches {
 }
 
 impl Caches {
-    fn text(&mut self, tree: &Tree, path: &str, src: &dyn BlobSource) -> Result<Option<Arc<Text>>> {
+    pub(crate) fn text(
+        &mut self,
+        tree: &Tree,
+        path: &str,
+        src: &dyn BlobSource,
+    ) -> Result<Option<Arc<Text>>> {
         let Some(id) = tree.blob_id(path) else {
             return Ok(None);
         };
@@ -131,7 +139,7 @@ impl Caches {
         Ok(Some(t))
     }
 
-    fn symbols(
+    pub(crate) fn symbols(
         &mut self,
         tree: &Tree,
         path: &str,
@@ -503,6 +511,7 @@ fn place_file(
             actual,
             symbol,
             reason,
+            blame: Vec::new(),
         });
     };
     // The old pin: which definition each hunk is in.
@@ -991,7 +1000,7 @@ pub fn drift(
     let mut caches = Caches::default();
     let from_tree = subset_tree(repo, from, &paths)?;
     let to_tree = subset_tree(repo, to, &paths)?;
-    let final_drift = classify(&from_tree, &to_tree, series, src, &mut caches, &renames)?;
+    let mut final_drift = classify(&from_tree, &to_tree, series, src, &mut caches, &renames)?;
     let mut blames: Vec<Option<Blame>> = vec![None; final_drift.len()];
     let (mut commits_n, mut evaluated) = (None, None);
     if per_commit && from != to {
@@ -1021,12 +1030,15 @@ pub fn drift(
             |t: &Tree| -> Vec<Option<git2::Oid>> { paths.iter().map(|p| t.blob_id(p)).collect() };
         let mut prev_key = key(&from_tree);
         let none = BTreeMap::new();
-        let mut prev: Vec<Status> =
-            classify(&from_tree, &from_tree, series, src, &mut caches, &none)?
-                .iter()
-                .map(|d| d.status)
-                .collect();
-        let mut history: Vec<(git2::Oid, Vec<Status>)> = Vec::new();
+        let mut prev: crate::blame::Evaluation = Arc::new(classify(
+            &from_tree,
+            &from_tree,
+            series,
+            src,
+            &mut caches,
+            &none,
+        )?);
+        let mut history: Vec<(git2::Oid, crate::blame::Evaluation)> = Vec::new();
         let mut n_eval = 0;
         for c in &commits {
             let t = subset_tree(repo, *c, &paths)?;
@@ -1034,10 +1046,14 @@ pub fn drift(
             if k != prev_key {
                 n_eval += 1;
                 let renames = upstream_renames(repo, from, *c, &paths)?;
-                prev = classify(&from_tree, &t, series, src, &mut caches, &renames)?
-                    .iter()
-                    .map(|d| d.status)
-                    .collect();
+                prev = Arc::new(classify(
+                    &from_tree,
+                    &t,
+                    series,
+                    src,
+                    &mut caches,
+                    &renames,
+                )?);
                 prev_key = k;
             }
             history.push((*c, prev.clone()));
@@ -1047,9 +1063,9 @@ pub fn drift(
             let mut at = None;
             let mut before = Status::Clean;
             for (c, st) in &history {
-                if st[i] != before {
+                if st[i].status != before {
                     at = Some(*c);
-                    before = st[i];
+                    before = st[i].status;
                 }
             }
             if let Some(c) = at.filter(|_| before == d.status) {
@@ -1060,6 +1076,22 @@ pub fn drift(
                     sha: c.to_string(),
                     subject: commit.summary().ok().flatten().unwrap_or("").to_string(),
                 });
+            }
+        }
+        let per_hunk = crate::blame::hunk_blames(
+            repo,
+            src,
+            &mut caches,
+            &from_tree,
+            &paths,
+            &renames,
+            series,
+            &final_drift,
+            &history,
+        )?;
+        for (d, hunks) in final_drift.iter_mut().zip(per_hunk) {
+            for (h, b) in d.hunks.iter_mut().zip(hunks) {
+                h.blame = b;
             }
         }
         commits_n = Some(commits.len());

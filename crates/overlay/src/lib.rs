@@ -3,6 +3,7 @@
 //! It knows nothing of any particular upstream. See `docs/ARCHITECTURE.md` for the map and invariants.
 
 pub mod apply;
+pub mod blame;
 pub mod bump;
 pub mod check;
 pub mod diff;

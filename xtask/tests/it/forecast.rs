@@ -275,10 +275,7 @@ fn a_nested_definition_s_diff_is_printed_once() {
         "Overlay-Kind: upstreamable",
     );
     f.commit_upstream(
-        &[(
-            "ops.h",
-            &functor("    int q = (a) / b;\n", last),
-        )],
+        &[("ops.h", &functor("    int q = (a) / b;\n", last))],
         "upstream edits the operator",
     );
     let out = f.xtask(&["drift", "--json"]).code(1);
@@ -312,6 +309,114 @@ fn a_nested_definition_s_diff_is_printed_once() {
     );
     assert!(
         out.stdout.contains("changed upstream: ops.h::FloorDivide::operator() (encloses hunk #1 of ops.h)\n        (its diff is shown under FloorDivide)"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// A hunk moved by one commit and turned into a conflict by a later one: its blame names both,
+/// in order, the second as the one that broke it; commits elsewhere are not named.
+#[test]
+fn per_hunk_blame_names_every_commit_that_changed_the_hunk() {
+    let f = Fixture::new(&[("a.txt", &file("a", &[])), ("b.txt", "b\n")]);
+    f.add_overlay(
+        "A fifteen",
+        &[("a.txt", Some(&file("a", &[(15, "FIFTEEN")])))],
+        "Overlay-Kind: upstreamable",
+    );
+    let top = |changes: &[(usize, &str)]| format!("new1\nnew2\n{}", file("a", changes));
+    let a = f.commit_upstream(&[("a.txt", &top(&[]))], "A: two lines on top");
+    f.commit_upstream(&[("b.txt", "B\n")], "elsewhere: another file");
+    f.commit_upstream(
+        &[("a.txt", &top(&[(29, "far below")]))],
+        "elsewhere: far below",
+    );
+    let b = f.commit_upstream(
+        &[(
+            "a.txt",
+            &top(&[(29, "far below"), (14, "fourteen upstream")]),
+        )],
+        "B: the line above",
+    );
+    let out = f.xtask(&["drift", "--per-commit", "--json"]).code(1);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let hunk = &v["overlays"][0]["hunks"][0];
+    assert_eq!(hunk["status"], "conflict", "{v}");
+    let blame: Vec<(&str, &serde_json::Value, &str, bool)> = hunk["blame"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["sha"].as_str().unwrap(),
+                &b["changes"],
+                b["status"].as_str().unwrap(),
+                b["decisive"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        blame,
+        [
+            (a.as_str(), &serde_json::json!(["moved"]), "moved", false),
+            (
+                b.as_str(),
+                &serde_json::json!(["context"]),
+                "conflict",
+                true
+            ),
+        ],
+        "{v}"
+    );
+    // The overlay's own blame still names the commit of its final status.
+    assert_eq!(v["overlays"][0]["blame"]["sha"], b.as_str(), "{v}");
+    let out = f.xtask(&["drift", "--per-commit"]).code(1);
+    let want = format!(
+        "      a.txt hunk #1: conflict: {}\n        {} moved it -> moved: A: two lines on top\n        {} changed its context -> conflict (broke it): B: the line above\n",
+        hunk["reason"].as_str().unwrap(),
+        &a[..12],
+        &b[..12]
+    );
+    assert!(out.stdout.contains(&want), "{}\nwant:\n{want}", out.stdout);
+    assert!(!out.stdout.contains("elsewhere"), "{}", out.stdout);
+}
+
+/// A commit that changes a definition the overlay depends on (`Depends-On`) is named in the
+/// blame of each of its hunks, though the hunk itself still applies exactly.
+#[test]
+fn per_hunk_blame_names_a_change_to_a_dependency() {
+    let src = |helper: &str, extra: &str| {
+        let pad: String = (1..=10).map(|i| format!("  int p{i} = {i};\n")).collect();
+        format!(
+            "int helper(int x) {{\n{helper}}}\n\nint compute(int a) {{\n{pad}{extra}  return helper(a);\n}}\n"
+        )
+    };
+    let f = Fixture::new(&[("lib.c", &src("  return x + 1;\n", ""))]);
+    f.add_overlay(
+        "Compute more",
+        &[("lib.c", Some(&src("  return x + 1;\n", "  a += 1;\n")))],
+        "Overlay-Kind: upstreamable\nDepends-On: lib.c::helper",
+    );
+    let c = f.commit_upstream(
+        &[("lib.c", &src("  return x + 2;\n", ""))],
+        "helper adds two",
+    );
+    let out = f.xtask(&["drift", "--per-commit", "--json"]).code(1);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["overlays"][0]["status"], "context-drift", "{v}");
+    let hunk = &v["overlays"][0]["hunks"][0];
+    assert_eq!(hunk["status"], "exact", "{v}");
+    assert_eq!(
+        hunk["blame"],
+        serde_json::json!([{"sha": c, "subject": "helper adds two", "changes": ["symbol helper"], "status": "exact", "decisive": false}]),
+        "{v}"
+    );
+    let out = f.xtask(&["drift", "--per-commit"]).code(1);
+    assert!(
+        out.stdout.contains(&format!(
+            "      lib.c hunk #1: exact\n        {} changed helper -> exact: helper adds two\n",
+            &c[..12]
+        )),
         "{}",
         out.stdout
     );
