@@ -953,6 +953,7 @@ fn hunk_blame_text(b: &overlay::blame::HunkBlame) -> String {
             "context" => "changed its context".to_string(),
             "moved" => "moved it".to_string(),
             "file deleted" => "deleted its file".to_string(),
+            "file moved" => "moved its file".to_string(),
             other => other
                 .strip_prefix("symbol ")
                 .map_or(other.to_string(), |s| format!("changed {s}")),

@@ -24,7 +24,7 @@ pub struct HunkBlame {
     pub sha: String,
     pub subject: String,
     /// What it did: `context` (changed lines of the hunk's context), `moved` (shifted it),
-    /// `symbol NAME` (changed a watched definition), `file deleted`.
+    /// `symbol NAME` (changed a watched definition), `file moved` (upstream's rename), `file deleted`.
     pub changes: Vec<String>,
     /// The hunk's status once this commit is in (none while its overlay is blocked).
     pub status: Option<HunkStatus>,
@@ -180,18 +180,25 @@ pub fn hunk_blames(
     let mut prev = from.clone();
     for (c, ev) in history {
         let tree = subset_tree(repo, *c, paths)?;
-        let at = |p: &str| -> String {
+        // Where a tree has the file: upstream may have moved it within the range.
+        let at = |t: &Tree, p: &str| -> String {
             match renames.get(p) {
-                Some(n) if !tree.entries.contains_key(p) => n.clone(),
+                Some(n) if !t.entries.contains_key(p) => n.clone(),
                 _ => p.to_string(),
             }
         };
         let mut diffs: BTreeMap<String, Vec<Hunk>> = BTreeMap::new();
         for t in &mut tracked {
             let mut changes = Vec::new();
-            let (was, now) = (prev.blob_id(&at(&t.path)), tree.blob_id(&at(&t.path)));
+            if at(&prev, &t.path) != at(&tree, &t.path) && t.range.is_some() {
+                changes.push("file moved".to_string());
+            }
+            let (was, now) = (
+                prev.blob_id(&at(&prev, &t.path)),
+                tree.blob_id(&at(&tree, &t.path)),
+            );
             if let Some(range) = t.range.filter(|_| was != now) {
-                match caches.text(&tree, &at(&t.path), src)? {
+                match caches.text(&tree, &at(&tree, &t.path), src)? {
                     None => {
                         changes.push("file deleted".to_string());
                         t.range = None;
@@ -199,7 +206,7 @@ pub fn hunk_blames(
                     Some(new) => {
                         if !diffs.contains_key(&t.path) {
                             let old = caches
-                                .text(&prev, &at(&t.path), src)?
+                                .text(&prev, &at(&prev, &t.path), src)?
                                 .unwrap_or_else(|| Arc::new(Text::parse("")));
                             diffs.insert(t.path.clone(), crate::diff::text_hunks(&old, &new, 0)?);
                         }
@@ -214,12 +221,12 @@ pub fn hunk_blames(
                 }
             }
             for (p, s) in &t.symbols {
-                let p = at(p);
-                if prev.blob_id(&p) == tree.blob_id(&p) {
+                if prev.blob_id(&at(&prev, p)) == tree.blob_id(&at(&tree, p)) {
                     continue;
                 }
                 let fp = |tr: &Tree, c: &mut Caches| -> Result<Option<String>> {
-                    Ok(c.symbols(tr, &p, src)?.and_then(|ix| ix.fingerprint_of(s)))
+                    let ix = c.symbols(tr, &at(tr, p), src)?;
+                    Ok(ix.and_then(|ix| ix.fingerprint_of(s)))
                 };
                 if fp(&prev, caches)? != fp(&tree, caches)? {
                     changes.push(format!("symbol {s}"));

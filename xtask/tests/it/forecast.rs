@@ -421,3 +421,47 @@ fn per_hunk_blame_names_a_change_to_a_dependency() {
         out.stdout
     );
 }
+
+/// Upstream moves the file (same name, another folder), then changes the hunk's context: the
+/// move is no change to the context, the later edit is, and it broke the hunk.
+#[test]
+fn per_hunk_blame_follows_a_file_upstream_moved() {
+    let f = Fixture::new(&[("a.txt", &file("a", &[]))]);
+    f.add_overlay(
+        "A fifteen",
+        &[("a.txt", Some(&file("a", &[(15, "FIFTEEN")])))],
+        "Overlay-Kind: upstreamable",
+    );
+    std::fs::create_dir_all(f.upstream.join("sub")).unwrap();
+    f.git(&f.upstream, &["mv", "a.txt", "sub/a.txt"]);
+    f.git(&f.upstream, &["commit", "-q", "-m", "move a"]);
+    let moved = f.git(&f.upstream, &["rev-parse", "HEAD"]);
+    let b = f.commit_upstream(
+        &[("sub/a.txt", &file("a", &[(16, "sixteen upstream")]))],
+        "the line below",
+    );
+    let out = f.xtask(&["drift", "--per-commit", "--json"]).code(1);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let hunk = &v["overlays"][0]["hunks"][0];
+    assert_eq!(hunk["status"], "conflict", "{v}");
+    let blame: Vec<(&str, &serde_json::Value, bool)> = hunk["blame"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["sha"].as_str().unwrap(),
+                &b["changes"],
+                b["decisive"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        blame,
+        [
+            (moved.as_str(), &serde_json::json!(["file moved"]), false),
+            (b.as_str(), &serde_json::json!(["context"]), true),
+        ],
+        "{v}"
+    );
+}
