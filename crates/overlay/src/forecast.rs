@@ -166,6 +166,7 @@ pub fn forecast(
         outcome: Outcome {
             overlays,
             conflict_tree: first_stop,
+            // A forecast writes nothing: the series is reported as it is.
             series_raw: series.raw.clone(),
         },
         depends_on_resolution_of: depends,
