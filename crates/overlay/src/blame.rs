@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::apply::Text;
-use crate::drift::{Caches, HunkStatus, OverlayDrift, subset_tree};
+use crate::drift::{Caches, HunkStatus, OverlayDrift};
 use crate::error::{Error, Result};
 use crate::patch::Hunk;
 use crate::series::Series;
@@ -34,6 +34,9 @@ pub struct HunkBlame {
 
 /// The statuses of every overlay after one commit (as `drift::classify` gave them).
 pub type Evaluation = Arc<Vec<OverlayDrift>>;
+
+/// One commit of the range: its id, its tree (the paths drift reads), the statuses after it.
+pub type Step = (git2::Oid, Tree, Evaluation);
 
 /// A hunk followed through history.
 struct Tracked {
@@ -161,8 +164,8 @@ fn track(
     Ok(out)
 }
 
-/// The per-hunk blame of `drift` (the final classification) over `commits` (first-parent, oldest
-/// first, after `from`), with `history` the classification after each of them. Returns, per
+/// The per-hunk blame of `drift` (the final classification) over `history` (the first-parent
+/// commits after `from`, oldest first, each with its tree and classification). Returns, per
 /// overlay, per hunk of `drift[i].hunks`, the commits that changed it.
 #[allow(clippy::too_many_arguments)]
 pub fn hunk_blames(
@@ -170,16 +173,14 @@ pub fn hunk_blames(
     src: &dyn BlobSource,
     caches: &mut Caches,
     from: &Tree,
-    paths: &[String],
     renames: &BTreeMap<String, String>,
     series: &Series,
     drift: &[OverlayDrift],
-    history: &[(git2::Oid, Evaluation)],
+    history: &[Step],
 ) -> Result<Vec<Vec<Vec<HunkBlame>>>> {
     let mut tracked = track(from, series, drift, src, caches)?;
     let mut prev = from.clone();
-    for (c, ev) in history {
-        let tree = subset_tree(repo, *c, paths)?;
+    for (c, tree, ev) in history {
         // Where a tree has the file: upstream may have moved it within the range.
         let at = |t: &Tree, p: &str| -> String {
             match renames.get(p) {
@@ -190,15 +191,15 @@ pub fn hunk_blames(
         let mut diffs: BTreeMap<String, Vec<Hunk>> = BTreeMap::new();
         for t in &mut tracked {
             let mut changes = Vec::new();
-            if at(&prev, &t.path) != at(&tree, &t.path) && t.range.is_some() {
+            if at(&prev, &t.path) != at(tree, &t.path) && t.range.is_some() {
                 changes.push("file moved".to_string());
             }
             let (was, now) = (
                 prev.blob_id(&at(&prev, &t.path)),
-                tree.blob_id(&at(&tree, &t.path)),
+                tree.blob_id(&at(tree, &t.path)),
             );
             if let Some(range) = t.range.filter(|_| was != now) {
-                match caches.text(&tree, &at(&tree, &t.path), src)? {
+                match caches.text(tree, &at(tree, &t.path), src)? {
                     None => {
                         changes.push("file deleted".to_string());
                         t.range = None;
@@ -221,14 +222,14 @@ pub fn hunk_blames(
                 }
             }
             for (p, s) in &t.symbols {
-                if prev.blob_id(&at(&prev, p)) == tree.blob_id(&at(&tree, p)) {
+                if prev.blob_id(&at(&prev, p)) == tree.blob_id(&at(tree, p)) {
                     continue;
                 }
                 let fp = |tr: &Tree, c: &mut Caches| -> Result<Option<String>> {
                     let ix = c.symbols(tr, &at(tr, p), src)?;
                     Ok(ix.and_then(|ix| ix.fingerprint_of(s)))
                 };
-                if fp(&prev, caches)? != fp(&tree, caches)? {
+                if fp(&prev, caches)? != fp(tree, caches)? {
                     changes.push(format!("symbol {s}"));
                 }
             }
@@ -244,7 +245,7 @@ pub fn hunk_blames(
                 t.status = status;
             }
         }
-        prev = tree;
+        prev = tree.clone();
     }
     Ok(assemble(tracked, drift))
 }

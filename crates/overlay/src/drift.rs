@@ -1038,7 +1038,7 @@ pub fn drift(
             &mut caches,
             &none,
         )?);
-        let mut history: Vec<(git2::Oid, crate::blame::Evaluation)> = Vec::new();
+        let mut history: Vec<crate::blame::Step> = Vec::new();
         let mut n_eval = 0;
         for c in &commits {
             let t = subset_tree(repo, *c, &paths)?;
@@ -1056,13 +1056,13 @@ pub fn drift(
                 )?);
                 prev_key = k;
             }
-            history.push((*c, prev.clone()));
+            history.push((*c, t, prev.clone()));
         }
         for (i, d) in final_drift.iter().enumerate() {
             // The last commit whose status differs from its predecessor's, if it ends at the final one.
             let mut at = None;
             let mut before = Status::Clean;
-            for (c, st) in &history {
+            for (c, _, st) in &history {
                 if st[i].status != before {
                     at = Some(*c);
                     before = st[i].status;
@@ -1083,7 +1083,6 @@ pub fn drift(
             src,
             &mut caches,
             &from_tree,
-            &paths,
             &renames,
             series,
             &final_drift,
