@@ -325,7 +325,7 @@ pub fn merge_overlay(
 
 /// Where upstream has the file an overlay modifies when it is no longer at its old path: at the
 /// path the overlay renames it to (upstream did the same rename), or where upstream moved it.
-fn follow_rename(
+pub(crate) fn follow_rename(
     fp: &FilePatch,
     new_before: &Tree,
     renames: &BTreeMap<String, String>,

@@ -72,6 +72,9 @@ pub struct HunkDrift {
     /// The definition the hunk was written in (at the old pin), if any.
     pub symbol: Option<String>,
     pub reason: Option<String>,
+    /// With `--per-commit`: every commit that changed the hunk, in order (`crate::blame`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blame: Vec<crate::blame::HunkBlame>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -83,6 +86,10 @@ pub struct SymbolChange {
     pub removed: bool,
     /// Upstream's change to the symbol, as unified diff hunks.
     pub diff: String,
+    /// The outermost changed definition around this one (`FloorDivide` for
+    /// `FloorDivide::operator()`): its diff holds this one's, so reports print the diff there once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff_under: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -113,7 +120,12 @@ pub struct Caches {
 }
 
 impl Caches {
-    fn text(&mut self, tree: &Tree, path: &str, src: &dyn BlobSource) -> Result<Option<Arc<Text>>> {
+    pub(crate) fn text(
+        &mut self,
+        tree: &Tree,
+        path: &str,
+        src: &dyn BlobSource,
+    ) -> Result<Option<Arc<Text>>> {
         let Some(id) = tree.blob_id(path) else {
             return Ok(None);
         };
@@ -127,7 +139,7 @@ impl Caches {
         Ok(Some(t))
     }
 
-    fn symbols(
+    pub(crate) fn symbols(
         &mut self,
         tree: &Tree,
         path: &str,
@@ -273,7 +285,7 @@ pub fn classify(
 }
 
 /// The paths an overlay reads or writes.
-fn overlay_paths(ov: &Overlay) -> Vec<String> {
+pub(crate) fn overlay_paths(ov: &Overlay) -> Vec<String> {
     ov.files
         .iter()
         .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
@@ -499,6 +511,7 @@ fn place_file(
             actual,
             symbol,
             reason,
+            blame: Vec::new(),
         });
     };
     // The old pin: which definition each hunk is in.
@@ -742,9 +755,55 @@ fn watch_symbols(
             watched_because: why,
             removed: b.is_none(),
             diff: d,
+            diff_under: None,
         });
     }
+    fold_nested(&mut symbol_changes, (from_up, to_up), renames, src, caches)?;
     Ok(symbol_changes)
+}
+
+/// Marks each changed definition that sits inside another changed one of the same file, at both
+/// commits, with the outermost such one (`diff_under`): that one's diff already shows it.
+fn fold_nested(
+    changes: &mut [SymbolChange],
+    (from_up, to_up): (&Tree, &Tree),
+    renames: &BTreeMap<String, String>,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<()> {
+    for i in 0..changes.len() {
+        let path = changes[i].path.clone();
+        let to_path = renames.get(&path).unwrap_or(&path).clone();
+        let indexes = [
+            caches.symbols(from_up, &path, src)?,
+            caches.symbols(to_up, &to_path, src)?,
+        ];
+        // Inside at every commit that has both; the outer's size (at the first) ranks the outers.
+        let inside = |outer: &str, inner: &str| -> Option<usize> {
+            let mut size = None;
+            for ix in indexes.iter().flatten() {
+                let (o, n) = (ix.find(outer), ix.find(inner));
+                if o.is_empty() || n.is_empty() {
+                    continue;
+                }
+                let holds = |o: &&crate::symbols::Symbol, n: &&crate::symbols::Symbol| {
+                    o.span != n.span && o.span.start <= n.span.start && n.span.end <= o.span.end
+                };
+                if !n.iter().all(|n| o.iter().any(|o| holds(o, n))) {
+                    return None;
+                }
+                size.get_or_insert(o.iter().map(|o| o.span.len()).max().unwrap_or(0));
+            }
+            size
+        };
+        let outer = changes
+            .iter()
+            .filter(|c| c.path == path && c.symbol != changes[i].symbol)
+            .filter_map(|c| inside(&c.symbol, &changes[i].symbol).map(|w| (w, c.symbol.clone())))
+            .max();
+        changes[i].diff_under = outer.map(|(_, s)| s);
+    }
+    Ok(())
 }
 
 /// The 1-based line of the overlay file holding `Depends-On: path::sym`, if found.
@@ -921,7 +980,7 @@ pub fn drift(
     let mut caches = Caches::default();
     let from_tree = subset_tree(repo, from, &paths)?;
     let to_tree = subset_tree(repo, to, &paths)?;
-    let final_drift = classify(&from_tree, &to_tree, series, src, &mut caches, &renames)?;
+    let mut final_drift = classify(&from_tree, &to_tree, series, src, &mut caches, &renames)?;
     let mut blames: Vec<Option<Blame>> = vec![None; final_drift.len()];
     let (mut commits_n, mut evaluated) = (None, None);
     if per_commit && from != to {
@@ -951,12 +1010,15 @@ pub fn drift(
             |t: &Tree| -> Vec<Option<git2::Oid>> { paths.iter().map(|p| t.blob_id(p)).collect() };
         let mut prev_key = key(&from_tree);
         let none = BTreeMap::new();
-        let mut prev: Vec<Status> =
-            classify(&from_tree, &from_tree, series, src, &mut caches, &none)?
-                .iter()
-                .map(|d| d.status)
-                .collect();
-        let mut history: Vec<(git2::Oid, Vec<Status>)> = Vec::new();
+        let mut prev: crate::blame::Evaluation = Arc::new(classify(
+            &from_tree,
+            &from_tree,
+            series,
+            src,
+            &mut caches,
+            &none,
+        )?);
+        let mut history: Vec<crate::blame::Step> = Vec::new();
         let mut n_eval = 0;
         for c in &commits {
             let t = subset_tree(repo, *c, &paths)?;
@@ -964,22 +1026,26 @@ pub fn drift(
             if k != prev_key {
                 n_eval += 1;
                 let renames = upstream_renames(repo, from, *c, &paths)?;
-                prev = classify(&from_tree, &t, series, src, &mut caches, &renames)?
-                    .iter()
-                    .map(|d| d.status)
-                    .collect();
+                prev = Arc::new(classify(
+                    &from_tree,
+                    &t,
+                    series,
+                    src,
+                    &mut caches,
+                    &renames,
+                )?);
                 prev_key = k;
             }
-            history.push((*c, prev.clone()));
+            history.push((*c, t, prev.clone()));
         }
         for (i, d) in final_drift.iter().enumerate() {
             // The last commit whose status differs from its predecessor's, if it ends at the final one.
             let mut at = None;
             let mut before = Status::Clean;
-            for (c, st) in &history {
-                if st[i] != before {
+            for (c, _, st) in &history {
+                if st[i].status != before {
                     at = Some(*c);
-                    before = st[i];
+                    before = st[i].status;
                 }
             }
             if let Some(c) = at.filter(|_| before == d.status) {
@@ -990,6 +1056,21 @@ pub fn drift(
                     sha: c.to_string(),
                     subject: commit.summary().ok().flatten().unwrap_or("").to_string(),
                 });
+            }
+        }
+        let per_hunk = crate::blame::hunk_blames(
+            repo,
+            src,
+            &mut caches,
+            &from_tree,
+            &renames,
+            series,
+            &final_drift,
+            &history,
+        )?;
+        for (d, hunks) in final_drift.iter_mut().zip(per_hunk) {
+            for (h, b) in d.hunks.iter_mut().zip(hunks) {
+                h.blame = b;
             }
         }
         commits_n = Some(commits.len());

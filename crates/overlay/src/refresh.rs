@@ -100,6 +100,42 @@ pub struct Plan {
     new_state: Option<State>,
 }
 
+/// One overlay a refresh writes, summed up: how many edits went into it, in how many files.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Written {
+    /// The overlay's file name in the series.
+    pub overlay: String,
+    /// Whether the refresh creates it (`new-overlay`) rather than rewriting it.
+    pub created: bool,
+    /// How many edits of the tree went into it.
+    pub edits: usize,
+    /// In how many files.
+    pub files: usize,
+}
+
+impl Plan {
+    /// Every overlay written (the rewritten ones, then the created one), with its edits: what
+    /// `new-overlay` prints instead of one line per edit.
+    pub fn written(&self) -> Vec<Written> {
+        let rewritten = self.rewritten.iter().map(|n| (n, false));
+        let created = self.created.iter().map(|n| (n, true));
+        rewritten
+            .chain(created)
+            .map(|(name, created)| {
+                let mine = self.assignments.iter().filter(|a| &a.overlay == name);
+                let files: std::collections::BTreeSet<&str> =
+                    mine.clone().map(|a| a.file.as_str()).collect();
+                Written {
+                    overlay: name.clone(),
+                    created,
+                    edits: mine.count(),
+                    files: files.len(),
+                }
+            })
+            .collect()
+    }
+}
+
 fn text_at(tree: &Tree, path: &str, src: &dyn BlobSource) -> Result<Option<Text>> {
     Ok(tree
         .bytes(path, src)?

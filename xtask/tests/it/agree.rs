@@ -193,13 +193,35 @@ fn overlays_after_a_conflict_are_blocked_by_it_not_conflicts_of_their_own() {
         "{}",
         out.stdout
     );
+    // The dry run forecasts past the conflict (issue 18): the blocked overlay is evaluated on the
+    // conflicting one's side and says it depends on that resolution.
     assert!(
         row("0002-Change-12").starts_with("blocked")
-            && row("0002-Change-12").contains("not reached (blocked by 0001-Change-10.patch)"),
+            && row("0002-Change-12").ends_with(": kept")
+            && out
+                .stdout
+                .contains("depends on the resolution of 0001-Change-10.patch"),
         "{}",
         out.stdout
     );
-    assert!(row("0003-Change-b").starts_with("clean"), "{}", out.stdout);
+    assert!(
+        row("0003-Change-b").starts_with("clean") && row("0003-Change-b").ends_with(": kept"),
+        "{}",
+        out.stdout
+    );
+    let out = f
+        .xtask(&["bump-pin", "main", "--dry-run", "--json"])
+        .code(1);
+    let bump: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    crate::forecast::assert_agree(&v, &bump);
+    // The real bump still stops at the conflict: what follows is not reached.
+    let out = f.xtask(&["bump-pin", "main"]).code(1);
+    assert!(
+        out.stdout
+            .contains("not reached (blocked by 0001-Change-10.patch)"),
+        "{}",
+        out.stdout
+    );
 }
 
 /// Upstream takes one of the overlay's two hunks: drift says review (partially upstreamed), the

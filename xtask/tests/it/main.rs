@@ -12,6 +12,7 @@ mod drift;
 mod errors;
 mod export;
 mod fixture;
+mod forecast;
 mod hostile;
 mod import;
 mod interrupt;

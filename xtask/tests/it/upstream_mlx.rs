@@ -262,6 +262,7 @@ fn real_mlx_drift_to_846d176() {
                    int bk = 64;
                    MTL::Size group_dims(32, wn, wm);
               mlx/backend/metal/quantized.cpp hunk #1: moved 837 -> 838 (+1)
+                a082cb91d590 moved it, changed mlx::core::qmm_nax -> moved (its status since): Use a 32-row block in qmm_t_nax when one block covers all of M (#4171)
           clean          0002-Note-qmv-packing.patch
         2 overlay(s): 1 clean, 1 context-drift
     "#]].assert_eq(&out);

@@ -286,10 +286,14 @@ struct Bump<'a> {
 
 impl Bump<'_> {
     fn run(&self) -> Result<ExitCode> {
-        let (outcome, report, rewritten_note) = self.merge()?;
-        let mut h = self.human_report(&outcome, &report);
+        let (outcome, report, rewritten_note, forecast) = self.merge()?;
+        let mut h = self.human_report(&outcome, &report, &forecast);
+        let overlays = match &forecast {
+            Some(f) => serde_json::to_value(f.overlays())?,
+            None => serde_json::to_value(&outcome.overlays)?,
+        };
         let json = serde_json::json!({ "upstream": self.up.name, "from": self.up.rev, "to": self.to.to_string(), "dry_run": self.a.dry_run,
-            "overlays": outcome.overlays, "drift": report.overlays, "reverts": self.downgrade_note });
+            "overlays": overlays, "drift": report.overlays, "reverts": self.downgrade_note });
 
         if let Some(tree) = &outcome.conflict_tree {
             let resolving = outcome
@@ -325,8 +329,17 @@ impl Bump<'_> {
 
     /// Carries the series across to the new pin, guided by drift, with the conflict resolved by
     /// hand when continuing. Also returns drift's report, and whether the bump tree has to be
-    /// written again (an earlier bump-pin was killed while writing it).
-    fn merge(&self) -> Result<(overlay::bump::Outcome, overlay::drift::Report, bool)> {
+    /// written again (an earlier bump-pin was killed while writing it). A dry run is the
+    /// forecast, which crosses every conflict (`overlay::forecast`).
+    #[allow(clippy::type_complexity)]
+    fn merge(
+        &self,
+    ) -> Result<(
+        overlay::bump::Outcome,
+        overlay::drift::Report,
+        bool,
+        Option<overlay::forecast::Forecast>,
+    )> {
         let old_base = self.repo.tree_at(self.from)?;
         let new_base = self.repo.tree_at(self.to)?;
         // Statuses for the review list (context drift is carried across but named).
@@ -354,6 +367,23 @@ impl Bump<'_> {
         }
         let labels = ("old pin", "overlay", "new upstream");
         let guidance = self.guidance(&report)?;
+        if self.a.dry_run {
+            let f = overlay::forecast::forecast(
+                &old_base,
+                &new_base,
+                &self.series,
+                &self.repo,
+                self.a.drop_upstreamed,
+                labels,
+                &guidance,
+            )?;
+            let outcome = overlay::bump::Outcome {
+                overlays: f.outcome.overlays.clone(),
+                conflict_tree: f.outcome.conflict_tree.clone(),
+                series_raw: f.outcome.series_raw.clone(),
+            };
+            return Ok((outcome, report, rewritten_note, Some(f)));
+        }
         let outcome = overlay::bump::bump_guided(
             &old_base,
             &new_base,
@@ -365,7 +395,7 @@ impl Bump<'_> {
             labels,
             &guidance,
         )?;
-        Ok((outcome, report, rewritten_note))
+        Ok((outcome, report, rewritten_note, None))
     }
 
     /// When continuing: the resolution in the bump tree (None when the tree is a half-written one,
@@ -447,6 +477,7 @@ impl Bump<'_> {
         &self,
         outcome: &overlay::bump::Outcome,
         report: &overlay::drift::Report,
+        forecast: &Option<overlay::forecast::Forecast>,
     ) -> String {
         let mut h = String::new();
         let _ = writeln!(
@@ -460,9 +491,18 @@ impl Bump<'_> {
         if let Some(what) = &self.downgrade_note {
             let _ = writeln!(h, "  downgrade (--allow-downgrade): {what}");
         }
-        for (o, d) in outcome.overlays.iter().zip(&report.overlays) {
+        for (i, (o, d)) in outcome.overlays.iter().zip(&report.overlays).enumerate() {
             let what = action_text(o, d);
             let _ = writeln!(h, "  {:<13} {}: {what}", d.drift.status.as_str(), o.name);
+            if let Some(by) = forecast
+                .as_ref()
+                .and_then(|f| f.depends_on_resolution_of[i].as_ref())
+            {
+                let _ = writeln!(
+                    h,
+                    "      depends on the resolution of {by}: forecast on that overlay's side of each conflict (ours)"
+                );
+            }
             if o.action == Action::Review {
                 for r in &o.conflicts {
                     let _ = writeln!(h, "      review: {r}");

@@ -124,6 +124,10 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
                 "      {what} upstream: {}::{} ({})",
                 c.path, c.symbol, c.watched_because
             );
+            if let Some(outer) = &c.diff_under {
+                let _ = writeln!(h, "        (its diff is shown under {outer})");
+                continue;
+            }
             for l in c.diff.lines() {
                 // No whitespace-only lines: they do not survive copy and paste (or rustfmt).
                 match l.trim_end() {
@@ -137,7 +141,8 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
         for hk in &d.hunks {
             use overlay::drift::HunkStatus as H;
             let line = match (hk.status, hk.actual) {
-                (H::Exact, _) => continue,
+                (H::Exact, _) if hk.blame.is_empty() => continue,
+                (H::Exact, _) => "exact".to_string(),
                 (H::Moved, Some(a)) => format!(
                     "moved {} -> {a} ({:+})",
                     hk.recorded,
@@ -149,6 +154,9 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
                 (H::Moved, None) => "moved".to_string(),
             };
             let _ = writeln!(h, "      {} hunk #{}: {line}", hk.file, hk.hunk);
+            for b in &hk.blame {
+                let _ = writeln!(h, "        {}", hunk_blame_text(b));
+            }
         }
     }
     let mut counts = std::collections::BTreeMap::new();
@@ -164,6 +172,41 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
         summary.join(", ")
     );
     h
+}
+
+/// One commit of a hunk's blame: what it did to the hunk, the status after it, and whether it
+/// gave the hunk its final status ("broke it", for a conflict).
+fn hunk_blame_text(b: &overlay::blame::HunkBlame) -> String {
+    let what: Vec<String> = b
+        .changes
+        .iter()
+        .map(|c| match c.as_str() {
+            "context" => "changed its context".to_string(),
+            "moved" => "moved it".to_string(),
+            "file deleted" => "deleted its file".to_string(),
+            "file moved" => "moved its file".to_string(),
+            other => other
+                .strip_prefix("symbol ")
+                .map_or(other.to_string(), |s| format!("changed {s}")),
+        })
+        .collect();
+    let what = if what.is_empty() {
+        "changed its status".to_string()
+    } else {
+        what.join(", ")
+    };
+    let status = b.status.map_or("blocked".to_string(), |s| {
+        serde_json::to_value(s)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    });
+    let mark = match (b.decisive, b.status) {
+        (true, Some(overlay::drift::HunkStatus::Conflict)) => " (broke it)",
+        (true, _) => " (its status since)",
+        _ => "",
+    };
+    format!("{} {what} -> {status}{mark}: {}", short(&b.sha), b.subject)
 }
 
 /// The drift report as a Markdown table (GitHub step summaries append to one file).
@@ -205,7 +248,12 @@ pub fn markdown_drift(r: &overlay::drift::Report) -> String {
     }
     m.push('\n');
     for o in &r.overlays {
-        for c in &o.drift.symbol_changes {
+        for c in o
+            .drift
+            .symbol_changes
+            .iter()
+            .filter(|c| c.diff_under.is_none())
+        {
             let _ = writeln!(
                 m,
                 "<details><summary>{}: upstream changed <code>{}</code> ({})</summary>\n\n```diff\n{}```\n</details>\n",

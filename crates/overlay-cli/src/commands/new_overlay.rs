@@ -24,6 +24,9 @@ pub struct NewOverlayArgs {
     /// Subject line; repeat for body paragraphs (the first -m is the subject, as with git commit)
     #[arg(short = 'm', long = "message", required = true)]
     pub message: Vec<String>,
+    /// Print every edit and the overlay it went to (default: one line per overlay written)
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
@@ -75,5 +78,6 @@ pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
             prelude,
             signature,
         }),
+        a.verbose,
     )
 }

@@ -22,10 +22,12 @@ pub struct RefreshArgs {
     pub into: Option<String>,
 }
 
+/// `detail`: one line per edit (refresh, `new-overlay --verbose`), else one per overlay written.
 pub(super) fn run_refresh(
     ctx: &Ctx,
     dir: &Path,
     into: Option<overlay::refresh::Target>,
+    detail: bool,
 ) -> Result<ExitCode> {
     let up = ctx.upstream();
     let series = ctx.series()?;
@@ -50,6 +52,27 @@ pub(super) fn run_refresh(
     let plan = overlay::refresh::plan(&base, &series, &repo, dir, &state, into)?;
     overlay::refresh::commit(&plan, dir, &ctx.project.root)?;
     let mut h = String::new();
+    if !detail {
+        for w in plan.written() {
+            let what = if w.created {
+                format!("created {} (appended to the series)", w.overlay)
+            } else {
+                format!("rewrote {}", w.overlay)
+            };
+            let _ = writeln!(
+                h,
+                "{what}: {} edit(s) in {} file(s) of {}",
+                w.edits,
+                w.files,
+                dir.display()
+            );
+        }
+        if h.is_empty() {
+            let _ = writeln!(h, "nothing to refresh: the tree matches the overlays");
+        }
+        emit(ctx.json, serde_json::to_value(&plan)?, h);
+        return Ok(ExitCode::SUCCESS);
+    }
     let _ = writeln!(h, "refresh: {}", dir.display());
     for a in &plan.assignments {
         let at = if a.line == 0 {
@@ -79,5 +102,6 @@ pub fn refresh(g: &Global, a: &RefreshArgs) -> Result<ExitCode> {
         &ctx,
         &dir,
         a.into.clone().map(overlay::refresh::Target::Existing),
+        true,
     )
 }
