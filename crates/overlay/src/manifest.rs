@@ -389,7 +389,7 @@ impl Pins {
         let default = match raw.default {
             Some(d) if !upstreams.iter().any(|u| &u.name == d.get_ref()) => {
                 let known: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
-                return Err(Error::input(
+                return Err(pins_error(
                     path,
                     Some(line_of(text, d.span().start)),
                     format!("default: no [upstream.{}] table", d.get_ref()),
