@@ -526,5 +526,5 @@ fn run_compiler(mut c: Command, unit: &Path) -> Result<()> {
 /// Runs `requests` (one per line, see cpp/ggml/main.cpp) and returns one
 /// JSON object per request.
 pub fn run(bin: &Path, requests: &[String]) -> Result<Vec<serde_json::Value>> {
-    crate::compile::run_lines(bin, requests)
+    Ok(crate::compile::run_lines(bin, requests)?)
 }
