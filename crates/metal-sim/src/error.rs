@@ -1,5 +1,9 @@
 //! The crate's one error type. Every variant names what it was working on
 //! (a path, a binary, a tree, a case) so a caller can print it as is.
+//!
+//! As in the overlay engine's `Error`, a wrapped error is part of the message
+//! (a field named `err`, not a `#[source]`): the CLI prints errors with
+//! `{:#}`, which would repeat a source after the message.
 
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -8,20 +12,18 @@ use std::process::ExitStatus;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading or writing a file or folder failed.
-    #[error("{what} {}: {source}", path.display())]
+    #[error("{what} {}: {err}", path.display())]
     Io {
         /// "reading", "writing", "creating".
         what: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        err: std::io::Error,
     },
     /// A program (compiler, preprocessor, emulator binary) could not be started or fed.
-    #[error("running {program}: {source}")]
+    #[error("running {program}: {err}")]
     Spawn {
         program: String,
-        #[source]
-        source: std::io::Error,
+        err: std::io::Error,
     },
     /// None of `$CXX`, `c++`, `g++` answers `--version`.
     #[error("no C++ compiler found ($CXX, c++, g++)")]
@@ -81,12 +83,8 @@ pub enum Error {
     #[error("{case}: {reason}")]
     Launch { case: String, reason: String },
     /// A job of the case matrix failed; `job` names the binary ("patched Off", ...).
-    #[error("running {job}: {source}")]
-    Job {
-        job: String,
-        #[source]
-        source: Box<Error>,
-    },
+    #[error("running {job}: {err}")]
+    Job { job: String, err: Box<Error> },
     /// Reading the pinned project (pins.toml, the series, the upstream repository).
     #[error(transparent)]
     Overlay(#[from] overlay::Error),
@@ -102,12 +100,12 @@ impl Error {
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
-        move |source| Error::Io { what, path, source }
+        move |err| Error::Io { what, path, err }
     }
 
     /// An error starting or talking to `program`.
     pub fn spawn(program: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> Error {
         let program = program.to_string();
-        move |source| Error::Spawn { program, source }
+        move |err| Error::Spawn { program, err }
     }
 }

@@ -302,7 +302,7 @@ fn execute(
         })
         .map_err(|e| Error::Job {
             job: job.name.clone(),
-            source: Box::new(e),
+            err: Box::new(e),
         })?;
     Ok((b, answers, t.elapsed().as_secs_f64()))
 }

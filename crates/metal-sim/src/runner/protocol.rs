@@ -146,3 +146,80 @@ fn protocol(bin: &Path, reason: String, request: &str) -> Error {
         reason,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bin() -> &'static Path {
+        Path::new("sim")
+    }
+
+    #[test]
+    fn a_missing_field_is_an_error_not_a_zero() {
+        // The old Value protocol read a missing `align` as 0 and a missing `y` as "".
+        let e = serde_json::from_str::<AlignLine>(r#"{"bits":4}"#).unwrap_err();
+        assert!(e.to_string().contains("missing field `align`"), "{e}");
+        let e = serde_json::from_str::<DispatchLine>(
+            r#"{"id":"c","func":"qmv","kname":"k","dispatches":1,"targs":[],"group":[1,1,1]}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("missing field `grid`"), "{e}");
+        let line: CaseLine =
+            serde_json::from_str(r#"{"id":"r","error":"","rel_err":0.5,"sums":[]}"#).unwrap();
+        let e = line.out(bin(), "r").unwrap_err();
+        assert!(
+            matches!(&e, Error::Answer { reason, .. } if reason.contains("`y`")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_ill_typed_field_is_an_error() {
+        let e = serde_json::from_str::<DispatchLine>(
+            r#"{"id":"c","func":"qmv","kname":"k","dispatches":1,"targs":[],"grid":[1,1],"group":[1,1,1]}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("invalid length 2"), "{e}");
+        let e =
+            serde_json::from_str::<CaseLine>(r#"{"id":"r","error":"","rel_err":"x"}"#).unwrap_err();
+        assert!(e.to_string().contains("invalid type"), "{e}");
+    }
+
+    #[test]
+    fn a_refused_run_keeps_its_error_and_no_results() {
+        let line: CaseLine =
+            serde_json::from_str(r#"{"id":"r","error":"bad case line or unknown kernel key"}"#)
+                .unwrap();
+        let out = line.out(bin(), "r").unwrap();
+        assert_eq!(out.error, "bad case line or unknown kernel key");
+        assert_eq!(out.rel_err, f64::INFINITY);
+        assert!(out.y.is_empty() && out.sums.is_empty());
+    }
+
+    #[test]
+    fn an_answer_to_another_request_is_an_error() {
+        let line: CaseLine = serde_json::from_str(
+            r#"{"id":"other","error":"","rel_err":0.0,"y":"00","sums":[[0,0,0,1,"ab"]]}"#,
+        )
+        .unwrap();
+        let e = line.out(bin(), "r").unwrap_err();
+        assert!(e.to_string().contains("the line answers `other`"), "{e}");
+        let d: DispatchLine = serde_json::from_str(
+            r#"{"id":"c","func":"qmv","kname":"k","dispatches":2,"targs":[],"grid":[1,1,1],"group":[1,1,1]}"#,
+        )
+        .unwrap();
+        assert!(matches!(d.launch(bin(), "c"), Err(Error::Launch { .. })));
+    }
+
+    #[test]
+    fn sums_group_by_simdgroup() {
+        let line: CaseLine = serde_json::from_str(
+            r#"{"id":"r","error":"","rel_err":0.0,"y":"00","sums":[[0,1,2,3,"ab"],[0,1,2,4,"cd"]]}"#,
+        )
+        .unwrap();
+        let out = line.out(bin(), "r").unwrap();
+        let want: BTreeSet<String> = ["3:ab".to_string(), "4:cd".to_string()].into();
+        assert_eq!(out.sums[&(0, 1, 2)], want);
+    }
+}
