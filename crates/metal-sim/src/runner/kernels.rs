@@ -141,12 +141,20 @@ pub(super) struct Kernels {
     pub runs: usize,
 }
 
+/// The index of contraction `c`'s job within a tree's pair of jobs.
+fn slot(c: Contraction) -> usize {
+    match c {
+        Contraction::Off => 0,
+        Contraction::On => 1,
+    }
+}
+
 impl Kernels {
     pub fn patched(&self, c: Contraction) -> &BTreeMap<String, Out> {
-        &self.outs[c as usize]
+        &self.outs[slot(c)]
     }
     pub fn pristine(&self, c: Contraction) -> &BTreeMap<String, Out> {
-        &self.outs[2 + c as usize]
+        &self.outs[2 + slot(c)]
     }
     pub fn perturbed(&self) -> &BTreeMap<String, Out> {
         self.outs.last().expect("the perturbed job")
