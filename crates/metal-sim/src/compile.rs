@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
+use crate::error::{Error, Result};
 use crate::extract::{self, Extracted, TreeFiles};
 
 /// Our shim and driver sources, written next to each generated unit.
@@ -164,7 +165,7 @@ impl Instance {
             "float32" => "float",
             "float16" => "half",
             "bfloat16" => "bfloat16_t",
-            t => bail!("unsupported type {t}"),
+            t => return Err(Error::Source(format!("unsupported type {t}"))),
         })
     }
     fn launcher(&self) -> Result<String> {
@@ -293,7 +294,7 @@ impl Compiler {
                 });
             }
         }
-        bail!("no C++ compiler found ($CXX, c++, g++)")
+        Err(Error::NoCompiler)
     }
 
     pub fn version(&self) -> &str {
@@ -374,11 +375,13 @@ impl Compiler {
             .cache
             .join(format!("{key}.tmp{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&work);
-        std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+        std::fs::create_dir_all(&work).map_err(Error::io("creating", &work))?;
         for (name, text) in SOURCES {
-            std::fs::write(work.join(name), text)?;
+            let path = work.join(name);
+            std::fs::write(&path, text).map_err(Error::io("writing", path))?;
         }
-        std::fs::write(work.join("unit.cpp"), unit)?;
+        let path = work.join("unit.cpp");
+        std::fs::write(&path, unit).map_err(Error::io("writing", path))?;
         let tmp = work.join("sim");
         let out = Command::new(&self.cxx)
             .args(&flags)
@@ -390,15 +393,15 @@ impl Compiler {
             .arg("-pthread")
             .stdin(Stdio::null())
             .output()
-            .with_context(|| format!("running {}", self.cxx))?;
+            .map_err(Error::spawn(&self.cxx))?;
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
             let head: String = err.lines().take(40).collect::<Vec<_>>().join("\n");
             // The work directory stays for inspection; the next attempt uses a fresh one.
-            bail!(
-                "compiling {} failed:\n{head}",
-                work.join("unit.cpp").display()
-            );
+            return Err(Error::Compile {
+                unit: work.join("unit.cpp"),
+                diagnostics: head,
+            });
         }
         // Atomic publish: a concurrent run sees either no binary or a whole one; if another
         // attempt won, its identical result stays.
@@ -411,7 +414,7 @@ impl Compiler {
             let _ = std::fs::remove_dir_all(&work);
         }
         if !bin.is_file() {
-            bail!("{}: the compiled binary vanished", bin.display());
+            return Err(Error::BinaryVanished(bin));
         }
         Ok(Binary {
             path: bin,
@@ -421,53 +424,60 @@ impl Compiler {
     }
 }
 
-/// Feeds `lines` to `bin` and parses one JSON object per output line.
-pub fn run_lines(bin: &Path, lines: &[String]) -> Result<Vec<serde_json::Value>> {
+/// Feeds `lines` to `bin` and parses one JSON object per output line as a
+/// `T` (a missing or ill-typed field is an [`Error::Protocol`] naming it).
+pub fn run_lines<T: DeserializeOwned>(bin: &Path, lines: &[String]) -> Result<Vec<T>> {
     run_lines_env(bin, lines, &[])
 }
 
 /// [`run_lines`] with extra environment variables (the dispatch binary reads
 /// MLX's environment knobs through the shim's `env::get_var`).
-pub fn run_lines_env(
+pub fn run_lines_env<T: DeserializeOwned>(
     bin: &Path,
     lines: &[String],
     env: &[(&str, &str)],
-) -> Result<Vec<serde_json::Value>> {
+) -> Result<Vec<T>> {
     let mut child = Command::new(bin)
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .with_context(|| format!("running {}", bin.display()))?;
-    let mut stdin = child.stdin.take().context("stdin")?;
+        .map_err(Error::spawn(bin.display()))?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
     let input = lines.join("\n") + "\n";
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output()?;
+    let out = child
+        .wait_with_output()
+        .map_err(Error::spawn(bin.display()))?;
     writer
         .join()
-        .map_err(|_| anyhow::anyhow!("writer panicked"))?
-        .context("writing cases")?;
+        .expect("the writer thread does not panic")
+        .map_err(Error::spawn(format!("{} (writing cases)", bin.display())))?;
     if !out.status.success() {
-        bail!(
-            "{} failed ({}): {}",
-            bin.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        return Err(Error::BinaryFailed {
+            bin: bin.to_path_buf(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
     }
-    let text = String::from_utf8(out.stdout)?;
+    let protocol = |reason: String, line: &str| Error::Protocol {
+        bin: bin.to_path_buf(),
+        reason,
+        line: line.to_string(),
+    };
+    let text = String::from_utf8(out.stdout)
+        .map_err(|e| protocol("not UTF-8".into(), &String::from_utf8_lossy(e.as_bytes())))?;
     let vals = text
         .lines()
-        .map(|l| serde_json::from_str(l).with_context(|| format!("bad output line: {l}")))
-        .collect::<Result<Vec<_>>>()?;
+        .map(|l| serde_json::from_str(l).map_err(|e| protocol(e.to_string(), l)))
+        .collect::<Result<Vec<T>>>()?;
     if vals.len() != lines.len() {
-        bail!(
-            "{} answered {} of {} requests",
-            bin.display(),
-            vals.len(),
-            lines.len()
-        );
+        return Err(Error::ShortAnswer {
+            bin: bin.to_path_buf(),
+            got: vals.len(),
+            want: lines.len(),
+        });
     }
     Ok(vals)
 }

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Error, Result};
 use overlay::symbols::{self, SymbolKind};
 
 /// The files of one tree that the emulator reads, by tree-relative path.
@@ -44,8 +44,7 @@ impl TreeFiles {
             if !path.is_file() {
                 return Ok(None);
             }
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let text = std::fs::read_to_string(&path).map_err(Error::io("reading", &path))?;
             Ok(Some(text))
         })
     }
@@ -56,9 +55,12 @@ impl TreeFiles {
         src: &dyn overlay::tree::BlobSource,
     ) -> Result<TreeFiles> {
         Self::read(label, &mut |p| {
-            tree.bytes(p, src)
-                .with_context(|| format!("reading {p}"))?
-                .map(|b| String::from_utf8(b).with_context(|| format!("{p} is not UTF-8")))
+            tree.bytes(p, src)?
+                .map(|b| {
+                    String::from_utf8(b).map_err(|_| Error::NotUtf8 {
+                        path: p.to_string(),
+                    })
+                })
                 .transpose()
         })
     }
@@ -105,7 +107,10 @@ impl TreeFiles {
     fn checked(label: &str, files: BTreeMap<String, String>) -> Result<TreeFiles> {
         for p in [KERNEL_HEADER, HOST_SOURCE] {
             if !files.contains_key(p) {
-                bail!("{label} tree has no {p}");
+                return Err(Error::MissingFile {
+                    label: label.to_string(),
+                    path: p.to_string(),
+                });
             }
         }
         Ok(TreeFiles {
@@ -118,7 +123,10 @@ impl TreeFiles {
         self.files
             .get(path)
             .map(String::as_str)
-            .with_context(|| format!("{} tree has no {path}", self.label))
+            .ok_or_else(|| Error::MissingFile {
+                label: self.label.clone(),
+                path: path.to_string(),
+            })
     }
 }
 
@@ -378,23 +386,25 @@ pub fn extract_in(
                     hit = Some((rank, defs.remove(0)));
                     break;
                 }
-                n => bail!(
-                    "{}: `{name}` has {n} definitions (lines {}); the emulator will not guess which one MLX uses",
-                    f.path,
-                    defs.iter()
-                        .map(|d| d.line.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                n => {
+                    return Err(Error::Source(format!(
+                        "{}: `{name}` has {n} definitions (lines {}); the emulator will not guess which one MLX uses",
+                        f.path,
+                        defs.iter()
+                            .map(|d| d.line.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
             }
         }
         let Some((rank, def)) = hit else {
             if required {
-                bail!(
+                return Err(Error::Source(format!(
                     "`{name}` is not defined in {} of the {} tree",
                     search.join(", "),
                     files.label
-                );
+                )));
             }
             continue;
         };
@@ -485,15 +495,17 @@ pub fn perturb(
         .filter(|s| s.kind == SymbolKind::Function && s.name == name)
         .collect();
     if defs.len() != 1 {
-        bail!(
+        return Err(Error::Source(format!(
             "perturbation: `{name}` has {} definitions in {path}",
             defs.len()
-        );
+        )));
     }
     let span = defs[0].span.clone();
     let body = &text[span.clone()];
     if !body.contains(from) {
-        bail!("perturbation: `{from}` not found in `{name}` of {path}");
+        return Err(Error::Source(format!(
+            "perturbation: `{from}` not found in `{name}` of {path}"
+        )));
     }
     let mut out = files.clone();
     out.label = format!("{}-perturbed", files.label);

@@ -16,9 +16,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, Result, bail};
-
 use crate::compile::Compiler;
+use crate::error::{Error, Result};
 use crate::extract::{self, TreeFiles};
 
 pub const METAL: &str = "src/ggml-metal/ggml-metal.metal";
@@ -86,8 +85,7 @@ pub fn from_dir(label: &str, dir: &Path) -> Result<TreeFiles> {
     let mut files = BTreeMap::new();
     for p in WANTED {
         let path = dir.join(p);
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(Error::io("reading", &path))?;
         files.insert(p.to_string(), text);
     }
     Ok(TreeFiles {
@@ -108,13 +106,14 @@ pub fn load_pinned(root: &Path, upstream: &str) -> Result<(TreeFiles, TreeFiles)
     let read = |label: &str, tree: &overlay::tree::Tree| -> Result<TreeFiles> {
         let mut files = BTreeMap::new();
         for p in WANTED {
-            let bytes = tree
-                .bytes(p, &repo)?
-                .with_context(|| format!("{label} tree has no {p}"))?;
-            files.insert(
-                p.to_string(),
-                String::from_utf8(bytes).with_context(|| format!("{p} is not UTF-8"))?,
-            );
+            let bytes = tree.bytes(p, &repo)?.ok_or_else(|| Error::MissingFile {
+                label: label.to_string(),
+                path: p.to_string(),
+            })?;
+            let text = String::from_utf8(bytes).map_err(|_| Error::NotUtf8 {
+                path: p.to_string(),
+            })?;
+            files.insert(p.to_string(), text);
         }
         Ok(TreeFiles {
             label: label.into(),
@@ -134,24 +133,26 @@ pub fn preprocess(files: &TreeFiles, compiler: &Compiler) -> Result<String> {
     let dir = tempdir("pp")?;
     for p in [METAL, IMPL, COMMON] {
         let name = Path::new(p).file_name().unwrap();
-        std::fs::write(dir.join(name), files.get(p)?)?;
+        write(&dir.join(name), files.get(p)?)?;
     }
-    std::fs::write(dir.join("metal_stdlib"), "")?;
+    write(&dir.join("metal_stdlib"), "")?;
     let out = compiler
         .command()
         .args(["-E", "-P", "-x", "c++", "-I"])
         .arg(&dir)
         .arg(dir.join("ggml-metal.metal"))
         .output()
-        .context("running the preprocessor")?;
+        .map_err(Error::spawn("the preprocessor"))?;
     let _ = std::fs::remove_dir_all(&dir);
     if !out.status.success() {
-        bail!(
-            "preprocessing {METAL} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        return Err(Error::Preprocess {
+            file: METAL.to_string(),
+            diagnostics: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
     }
-    Ok(String::from_utf8(out.stdout)?)
+    String::from_utf8(out.stdout).map_err(|_| Error::NotUtf8 {
+        path: format!("{METAL} (preprocessed)"),
+    })
 }
 
 fn tempdir(tag: &str) -> Result<PathBuf> {
@@ -159,7 +160,7 @@ fn tempdir(tag: &str) -> Result<PathBuf> {
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("metal-sim-ggml-{tag}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&dir).map_err(Error::io("creating", &dir))?;
     Ok(dir)
 }
 
@@ -216,12 +217,14 @@ pub fn function_constants(pre: &str) -> Result<String> {
         };
         let decl: Vec<&str> = rest[..k].split_whitespace().collect();
         let [ty, name] = decl[..] else {
-            bail!("unexpected function constant declaration: {l}")
+            return Err(source(format!(
+                "unexpected function constant declaration: {l}"
+            )));
         };
         let idx = rest[k + "[[function_constant(".len()..]
             .split(")]]")
             .next()
-            .context("function_constant")?;
+            .ok_or_else(|| source("function_constant"))?;
         out.push_str(&format!(
             "{ty} {name}{{}};\nstatic msim::FcReg<{ty}> msim_fc_{name}(\"{name}\", {idx}, &{name});\n"
         ));
@@ -266,7 +269,10 @@ fn typedef_stmt(pre: &str, name: &str) -> Result<String> {
     let mut from = 0;
     while let Some(i) = pre[from..].find("typedef ") {
         let start = from + i;
-        let end = start + pre[start..].find(';').context("typedef without ;")?;
+        let end = start
+            + pre[start..]
+                .find(';')
+                .ok_or_else(|| source("typedef without ;"))?;
         let stmt = &pre[start..=end];
         let ids = extract::identifiers(stmt);
         let declared = stmt.contains(&format!("({name})")) || ids.last() == Some(&name);
@@ -275,7 +281,7 @@ fn typedef_stmt(pre: &str, name: &str) -> Result<String> {
         }
         from = end;
     }
-    bail!("{METAL}: no typedef of {name}")
+    Err(source(format!("{METAL}: no typedef of {name}")))
 }
 
 /// The name the preprocessed kernel source goes by in `#line` markers.
@@ -314,12 +320,12 @@ pub fn common_for_shim(files: &TreeFiles) -> Result<String> {
     let text = files.get(COMMON)?;
     let start = text
         .find("#elif defined(GGML_COMMON_DECL_METAL)")
-        .with_context(|| format!("{COMMON}: no GGML_COMMON_DECL_METAL branch"))?;
+        .ok_or_else(|| source(format!("{COMMON}: no GGML_COMMON_DECL_METAL branch")))?;
     let end = start
         + 10
         + text[start + 10..]
             .find("#elif")
-            .context("Metal branch end")?;
+            .ok_or_else(|| source("Metal branch end"))?;
     let branch = &text[start..end];
     let named = branch
         .replace(
@@ -331,7 +337,9 @@ pub fn common_for_shim(files: &TreeFiles) -> Result<String> {
             "#define GGML_COMMON_AGGR_S data\n",
         );
     if named.matches(" data\n").count() != 2 {
-        bail!("{COMMON}: the Metal branch does not define GGML_COMMON_AGGR_U/S as expected");
+        return Err(source(format!(
+            "{COMMON}: the Metal branch does not define GGML_COMMON_AGGR_U/S as expected"
+        )));
     }
     Ok(format!("{}{named}{}", &text[..start], &text[end..]))
 }
@@ -369,10 +377,10 @@ pub fn kernel_unit(files: &TreeFiles, pre: &str) -> Result<String> {
         .map(|s| pre[s.span.clone()].to_string())
         .collect();
     if mmv.len() != 2 {
-        bail!(
+        return Err(source(format!(
             "{METAL}: expected the two mmv_fn overloads, found {}",
             mmv.len()
-        );
+        )));
     }
     let mut glue = String::new();
     for t in ["kernel_mul_mv_disp_t", "kernel_mul_mv2_disp_t"] {
@@ -407,9 +415,11 @@ fn disp_typedef(pre: &str) -> Result<String> {
     let stmt = typedef_stmt(pre, "mul_mv_disp_fn_t")?;
     let open = stmt
         .find("mmv_fn<")
-        .context("mul_mv_disp_fn_t: no mmv_fn<")?
+        .ok_or_else(|| source("mul_mv_disp_fn_t: no mmv_fn<"))?
         + "mmv_fn<".len();
-    let close = stmt.rfind(">>").context("mul_mv_disp_fn_t: no >>")?;
+    let close = stmt
+        .rfind(">>")
+        .ok_or_else(|| source("mul_mv_disp_fn_t: no >>"))?;
     Ok(format!(
         "{}kernel_mul_mv_tq1_0_f32_impl<N_R0_TQ1_0>{}\n",
         &stmt[..open],
@@ -470,16 +480,16 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<Built> {
     }
     let work = dir.with_extension(format!("tmp{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work)?;
+    std::fs::create_dir_all(&work).map_err(Error::io("creating", &work))?;
     for (n, t) in SOURCES {
-        std::fs::write(work.join(n), t)?;
+        write(&work.join(n), t)?;
     }
-    std::fs::write(work.join("ggml-common.h"), files.get(COMMON)?)?;
-    std::fs::write(work.join("ggml-common-metal.h"), common_for_shim(files)?)?;
-    std::fs::write(work.join("ggml-metal-impl.h"), files.get(IMPL)?)?;
-    std::fs::write(work.join("pre.metal"), &pre)?;
-    std::fs::write(work.join("unit.cpp"), &unit)?;
-    std::fs::write(work.join("ref.c"), &refc)?;
+    write(&work.join("ggml-common.h"), files.get(COMMON)?)?;
+    write(&work.join("ggml-common-metal.h"), common_for_shim(files)?)?;
+    write(&work.join("ggml-metal-impl.h"), files.get(IMPL)?)?;
+    write(&work.join("pre.metal"), &pre)?;
+    write(&work.join("unit.cpp"), &unit)?;
+    write(&work.join("ref.c"), &refc)?;
     let cc = std::env::var("CC")
         .ok()
         .filter(|c| !c.is_empty())
@@ -505,7 +515,7 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<Built> {
         let _ = std::fs::remove_dir_all(&work);
     }
     if !bin.is_file() {
-        bail!("{}: the compiled binary vanished", bin.display());
+        return Err(Error::BinaryVanished(bin));
     }
     Ok(Built {
         path: bin,
@@ -517,13 +527,26 @@ fn run_compiler(mut c: Command, unit: &Path) -> Result<()> {
     let out = c
         .stdin(Stdio::null())
         .output()
-        .context("running the compiler")?;
+        .map_err(Error::spawn("the compiler"))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let head: String = err.lines().take(60).collect::<Vec<_>>().join("\n");
-        bail!("compiling {} failed:\n{head}", unit.display());
+        return Err(Error::Compile {
+            unit: unit.to_path_buf(),
+            diagnostics: head,
+        });
     }
     Ok(())
+}
+
+/// Writes `text` to `path`, naming the path on failure.
+fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
+    std::fs::write(path, text).map_err(Error::io("writing", path))
+}
+
+/// An error about the tree's source the emulation cannot read.
+fn source(msg: impl Into<String>) -> Error {
+    Error::Source(msg.into())
 }
 
 /// Runs `requests` (one per line, see cpp/ggml/main.cpp) and returns one

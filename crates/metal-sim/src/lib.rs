@@ -5,11 +5,13 @@
 //! pristine one), e.g. from [`pinned::load`] or [`TreeFiles::from_dir`].
 
 pub mod compile;
+pub mod error;
 pub mod extract;
 pub mod ggml;
 pub mod pinned;
 pub mod runner;
 pub mod syntax;
 
+pub use error::{Error, Result};
 pub use extract::TreeFiles;
 pub use runner::{Claim, Options, Report, Status, compare_hashes, run};

@@ -3,8 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
-
+use crate::error::{Error, Result};
 use crate::extract::TreeFiles;
 
 /// The pinned upstream without (`pristine`) and with (`patched`) the series.
@@ -34,8 +33,7 @@ pub fn load_with(root: &Path, upstream: Option<&str>, extra: &[&str]) -> Result<
             continue;
         }
         let path = series.dir.join(name);
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(Error::io("reading", &path))?;
         series
             .overlays
             .push(overlay::patch::parse_overlay(name, &path, &text)?);

@@ -16,9 +16,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
-
 use crate::compile::{self, Compiler};
+use crate::error::{Error, Result};
 use crate::extract::{self, TreeFiles};
 
 const METAL_CPP_STUB: &str = include_str!("../cpp/stubs/Metal/Metal.hpp");
@@ -101,9 +100,9 @@ fn write_all<'a>(dir: &Path, files: impl IntoIterator<Item = (&'a str, &'a str)>
     for (p, text) in files {
         let path = dir.join(p);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
+            std::fs::create_dir_all(parent).map_err(Error::io("creating", parent))?;
         }
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, text).map_err(Error::io("writing", &path))?;
     }
     Ok(())
 }
@@ -127,7 +126,7 @@ fn syntax_only(
             errors: String::new(),
         });
     }
-    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(dir).map_err(Error::io("creating", dir))?;
     write()?;
     let out = compiler
         .command()
@@ -136,10 +135,10 @@ fn syntax_only(
         .arg("-fsyntax-only")
         .arg(main)
         .output()
-        .context("running the C++ compiler")?;
+        .map_err(Error::spawn("the C++ compiler"))?;
     let ok = out.status.success();
     if ok {
-        std::fs::write(&stamp, "")?;
+        std::fs::write(&stamp, "").map_err(Error::io("writing", &stamp))?;
     }
     let err = String::from_utf8_lossy(&out.stderr);
     Ok(Step {
@@ -232,25 +231,30 @@ pub fn expand_instantiations(files: &TreeFiles, compiler: &Compiler) -> Result<V
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("running the C preprocessor")?;
-    let mut stdin = child.stdin.take().context("stdin")?;
+        .map_err(Error::spawn("the C preprocessor"))?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
     let writer = std::thread::spawn(move || stdin.write_all(unit.as_bytes()));
-    let out = child.wait_with_output()?;
+    let out = child
+        .wait_with_output()
+        .map_err(Error::spawn("the C preprocessor"))?;
     writer
         .join()
-        .map_err(|_| anyhow::anyhow!("writer panicked"))??;
+        .expect("the writer thread does not panic")
+        .map_err(Error::spawn("the C preprocessor"))?;
     if !out.status.success() {
-        bail!(
-            "preprocessing {} failed:\n{}",
-            extract::METAL_SOURCE,
-            String::from_utf8_lossy(&out.stderr)
+        return Err(Error::Preprocess {
+            file: extract::METAL_SOURCE.to_string(),
+            diagnostics: String::from_utf8_lossy(&out.stderr)
                 .lines()
                 .take(10)
                 .collect::<Vec<_>>()
-                .join("\n")
-        );
+                .join("\n"),
+        });
     }
-    parse_instantiations(&String::from_utf8(out.stdout)?)
+    let text = String::from_utf8(out.stdout).map_err(|_| Error::NotUtf8 {
+        path: format!("{} (preprocessed)", extract::METAL_SOURCE),
+    })?;
+    parse_instantiations(&text)
 }
 
 /// Splits preprocessed quantized.metal into `template [[host_name(N)]]
@@ -263,7 +267,7 @@ pub fn parse_instantiations(text: &str) -> Result<Vec<Instantiation>> {
         if s.is_empty() {
             continue;
         }
-        let bad = || anyhow::anyhow!("unrecognised statement in quantized.metal: {s}");
+        let bad = || Error::Source(format!("unrecognised statement in quantized.metal: {s}"));
         let rest = s.strip_prefix("template [[host_name(").ok_or_else(bad)?;
         let (name_lits, rest) = rest.split_once(")]]").ok_or_else(bad)?;
         let name: String = name_lits
