@@ -102,7 +102,7 @@ pub struct SymbolChange {
     pub path: String,
     /// The definition's qualified name.
     pub symbol: String,
-    /// "encloses hunk #2 of <file>" or "Depends-On".
+    /// Why it is watched: `encloses hunk #2 of <file>` or `Depends-On`.
     pub watched_because: String,
     /// Whether upstream removed it.
     pub removed: bool,
