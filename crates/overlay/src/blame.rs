@@ -21,7 +21,9 @@ use crate::tree::{BlobSource, Tree};
 /// One commit that changed a hunk.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HunkBlame {
+    /// The commit's id (full hex).
     pub sha: String,
+    /// Its subject line.
     pub subject: String,
     /// What it did: `context` (changed lines of the hunk's context), `moved` (shifted it),
     /// `symbol NAME` (changed a watched definition), `file moved` (upstream's rename), `file deleted`.

@@ -41,15 +41,20 @@ pub enum Action {
     Review,
 }
 
+/// One overlay's result in a bump.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OverlayBump {
+    /// The overlay's file name.
     pub name: String,
+    /// What the bump did with it.
     pub action: Action,
     /// Files with conflict markers (for `Conflict`), or why it stops (for `Review`).
     pub conflicts: Vec<String>,
     /// What the bump changed beyond the hunks (a `Depends-On` trailer dropped, say).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The overlay's new text, when the bump carried it across (`Kept`, `Rewritten`, `Resolved`);
+    /// `None` otherwise.
     #[serde(skip)]
     pub raw: Option<String>,
 }
@@ -57,9 +62,13 @@ pub struct OverlayBump {
 /// Progress saved in the bump tree between a conflict and `--continue`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct BumpState {
+    /// The upstream being bumped (its name in pins.toml).
     pub upstream: String,
+    /// The pin the bump started from.
     pub from: String,
+    /// The commit it goes to.
     pub to: String,
+    /// Whether `--drop-upstreamed` was given.
     pub drop_upstreamed: bool,
     /// Overlay name -> new text (None: dropped), for the overlays already carried across.
     pub done: Vec<(String, Option<String>)>,
@@ -69,10 +78,13 @@ pub struct BumpState {
     pub guards: BTreeMap<String, String>,
 }
 
+/// The bump state's file name, in the bump tree.
 pub const BUMP_STATE: &str = ".overlay-bump.json";
 
+/// What a bump did: each overlay's result, and where it stopped.
 #[derive(Debug)]
 pub struct Outcome {
+    /// Each overlay's result, in series order.
     pub overlays: Vec<OverlayBump>,
     /// The tree where the first conflict awaits resolution (when there is one).
     pub conflict_tree: Option<Tree>,
@@ -81,6 +93,8 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Whether the bump completed with nothing left to do: no conflict or review stop, and no
+    /// overlay found upstream but kept (without `--drop-upstreamed`).
     pub fn is_clean(&self) -> bool {
         self.conflict_tree.is_none()
             && !self.overlays.iter().any(|o| o.action == Action::Upstreamed)

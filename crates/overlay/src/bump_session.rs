@@ -42,11 +42,13 @@ impl From<Carried> for (String, Option<String>) {
 /// Progress saved in the bump tree between a stop and `--continue`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SessionState {
+    /// The upstream being bumped (its name in pins.toml).
     pub upstream: String,
     /// The pin the bump started from.
     pub from: String,
     /// The commit it goes to.
     pub to: String,
+    /// Whether `--drop-upstreamed` was given: overlays already upstream are removed.
     pub drop_upstreamed: bool,
     /// The overlays already carried across, in series order.
     #[serde(rename = "done")]
@@ -67,11 +69,14 @@ impl SessionState {
 /// The bump tree of one upstream (`target/bump/<upstream>` unless `--dir`).
 #[derive(Debug, Clone)]
 pub struct Session {
+    /// The bump tree's folder.
     pub dir: PathBuf,
+    /// The bump state file in it ([`BUMP_STATE`]).
     pub state_path: PathBuf,
 }
 
 impl Session {
+    /// The session whose bump tree is `dir` (its state file inside it).
     pub fn at(dir: PathBuf) -> Session {
         let state_path = dir.join(BUMP_STATE);
         Session { dir, state_path }
@@ -142,12 +147,17 @@ impl Session {
 
 /// What a clean bump writes: where, and the project it moves.
 pub struct Finish<'a> {
+    /// The project root (where the transaction writes).
     pub root: &'a Path,
+    /// The project's pins.toml, whose pin moves.
     pub pins_path: &'a Path,
+    /// The upstream whose pin moves (its name in pins.toml).
     pub upstream: &'a str,
     /// The new pin (40 hex).
     pub to: &'a str,
+    /// The series before the bump: the overlay files and series file the outcome rewrites.
     pub series: &'a Series,
+    /// The bump's outcome: each overlay's new text, and the series text.
     pub outcome: &'a crate::bump::Outcome,
     /// Blob ids of the project files when the bump started (see [`guards`]).
     pub start_guards: &'a BTreeMap<String, String>,

@@ -16,22 +16,30 @@ use crate::series::Series;
 use crate::symbols::{SymbolIndex, scan};
 use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
 
+/// An overlay's drift status (the table in `docs/drift.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
+    /// Every hunk applies at its recorded line; nothing watched changed.
     Clean,
+    /// Every hunk applies, some at other lines; nothing watched changed.
     Moved,
+    /// Carried by the merge, but upstream changed a watched definition, or a hunk can only be
+    /// placed by the merge (`merged`).
     ContextDrift,
     /// Carried by the merge, but a watched definition was removed upstream or part of the overlay
     /// is already upstream: `bump-pin` stops at it for review.
     Review,
+    /// Upstream already holds the whole change: the merge leaves nothing to carry.
     Upstreamed,
     /// After a conflicting overlay that touches the same files: its fate depends on the resolution.
     Blocked,
+    /// The 3-way merge leaves conflict markers (`conflicts` names the files).
     Conflict,
 }
 
 impl Status {
+    /// The status as reports and `--json` name it (kebab-case).
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Clean => "clean",
@@ -49,21 +57,30 @@ impl Status {
     }
 }
 
+/// What drift found for one hunk at the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HunkStatus {
+    /// It applies at its recorded line.
     Exact,
+    /// It applies, at another line.
     Moved,
     /// Its context changed so it cannot be placed textually, but the 3-way merge carries it.
     Merged,
+    /// Its change is already upstream.
     Upstreamed,
+    /// It cannot be placed, and the 3-way merge conflicts (`reason` says why).
     Conflict,
 }
 
+/// One hunk's drift.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HunkDrift {
+    /// The file, as the overlay names it.
     pub file: String,
+    /// The hunk's number within that file's patch, 1-based.
     pub hunk: usize,
+    /// What drift found for it.
     pub status: HunkStatus,
     /// 1-based old-side line the overlay records.
     pub recorded: usize,
@@ -71,18 +88,23 @@ pub struct HunkDrift {
     pub actual: Option<usize>,
     /// The definition the hunk was written in (at the old pin), if any.
     pub symbol: Option<String>,
+    /// Why it has its status, where that needs saying (why it cannot be placed textually, say).
     pub reason: Option<String>,
     /// With `--per-commit`: every commit that changed the hunk, in order (`crate::blame`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blame: Vec<crate::blame::HunkBlame>,
 }
 
+/// A watched definition that upstream changed between the two commits.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SymbolChange {
+    /// Its file at the old commit (upstream's path).
     pub path: String,
+    /// The definition's qualified name.
     pub symbol: String,
-    /// "encloses hunk #2 of <file>" or "Depends-On".
+    /// Why it is watched: `encloses hunk #2 of <file>` or `Depends-On`.
     pub watched_because: String,
+    /// Whether upstream removed it.
     pub removed: bool,
     /// Upstream's change to the symbol, as unified diff hunks.
     pub diff: String,
@@ -92,9 +114,12 @@ pub struct SymbolChange {
     pub diff_under: Option<String>,
 }
 
+/// One overlay's drift: its status and what led to it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct OverlayDrift {
+    /// The overlay's file name.
     pub name: String,
+    /// Its status.
     pub status: Status,
     /// Some hunks (not all) are already upstream.
     pub partially_upstreamed: bool,
@@ -105,8 +130,12 @@ pub struct OverlayDrift {
     pub review: Vec<String>,
     /// For `conflict`: the files where the 3-way merge leaves conflict markers.
     pub conflicts: Vec<String>,
+    /// The names of the watched definitions upstream changed (those of `symbol_changes`,
+    /// deduplicated).
     pub changed_symbols: Vec<String>,
+    /// Each watched definition upstream changed, with upstream's diff of it.
     pub symbol_changes: Vec<SymbolChange>,
+    /// Each hunk's drift, in the overlay's order.
     pub hunks: Vec<HunkDrift>,
 }
 
@@ -115,7 +144,9 @@ pub struct OverlayDrift {
 pub struct Caches {
     texts: HashMap<git2::Oid, Arc<Text>>,
     symbols: HashMap<git2::Oid, Arc<SymbolIndex>>,
+    /// How many blobs were read and parsed (cache misses).
     pub blobs_read: usize,
+    /// How many symbol scans were run (cache misses).
     pub scans: usize,
 }
 
@@ -937,27 +968,40 @@ pub fn subset_tree(repo: &git2::Repository, commit: git2::Oid, paths: &[String])
     crate::upstream::subset_of_commit(repo, commit, paths)
 }
 
+/// The commit an overlay's status is blamed on (`--per-commit`).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Blame {
+    /// The commit's id (full hex).
     pub sha: String,
+    /// Its subject line.
     pub subject: String,
 }
 
+/// What `drift` reports: each overlay's drift from one upstream commit to another.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Report {
+    /// The upstream's name (in pins.toml).
     pub upstream: String,
+    /// The commit drift starts from (full hex).
     pub from: String,
+    /// The commit it goes to (full hex).
     pub to: String,
     /// First-parent commits examined (with --per-commit) and how many needed evaluation.
     pub commits: Option<usize>,
+    /// How many of those commits changed a relevant file and so were classified again.
     pub evaluated: Option<usize>,
+    /// Each overlay's drift, in series order.
     pub overlays: Vec<ReportOverlay>,
 }
 
+/// One overlay of a report: its drift and, with `--per-commit`, the commit it is blamed on.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ReportOverlay {
+    /// The overlay's drift (flattened into this record when serialized).
     #[serde(flatten)]
     pub drift: OverlayDrift,
+    /// With `--per-commit`: the last commit to change the overlay's status, when the status it
+    /// changed to is the final one.
     pub blame: Option<Blame>,
 }
 

@@ -12,7 +12,9 @@ use crate::{Error, Result};
 /// What `git am` left: the scratch clone and its HEAD (the exported series' last commit).
 #[derive(Debug, Clone)]
 pub struct Verified {
+    /// The scratch clone the series was applied in.
     pub clone: PathBuf,
+    /// Its HEAD after `git am` (full hex): the exported series' last commit.
     pub head: String,
 }
 

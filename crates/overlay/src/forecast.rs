@@ -23,6 +23,7 @@ use crate::tree::{BlobSource, Tree};
 /// One overlay of a forecast: what the bump would do with it, and whose resolution that assumes.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ForecastOverlay {
+    /// What the bump would do with the overlay (flattened into this record when serialized).
     #[serde(flatten)]
     pub bump: OverlayBump,
     /// An earlier conflicting overlay whose resolution this outcome depends on (it touches a file
@@ -35,7 +36,10 @@ pub struct ForecastOverlay {
 /// conflict's or review's merge, so a caller stops the same way), and each overlay's dependency.
 #[derive(Debug)]
 pub struct Forecast {
+    /// The bump's outcome, as [`crate::bump::bump_guided`] would report it had it not stopped.
     pub outcome: Outcome,
+    /// For each overlay, in series order: the earlier conflicting overlay whose resolution its
+    /// outcome depends on, if any (see [`ForecastOverlay::depends_on_resolution_of`]).
     pub depends_on_resolution_of: Vec<Option<String>>,
 }
 

@@ -85,7 +85,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     write_new(path, bytes, true)
 }
 
-/// [`write`] without waiting for the disk: for materialized trees, which can always be re-created.
+/// [`write()`] without waiting for the disk: for materialized trees, which can always be re-created.
 pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
     write_new(path, bytes, false)
 }

@@ -21,6 +21,7 @@ use crate::series::{SERIES_FILE, Series};
 use crate::tree::{BlobSource, Content, Entry, MODE_EXEC, MODE_FILE, Tree};
 use crate::upstream::UpstreamRepo;
 
+/// How `import` picks each copy's base and what it writes.
 pub struct Options {
     /// This commit is every copy's base; `None`: the closest upstream version on the pin's
     /// first-parent history within `bound` commits on each side of the pin.
@@ -29,49 +30,78 @@ pub struct Options {
     pub bound: usize,
     /// The upstream branch head, to search after the pin (`None`: before the pin only).
     pub branch_head: Option<git2::Oid>,
+    /// One overlay per copy, rather than one for the whole folder.
     pub one_per_file: bool,
+    /// Accept the upstream lines the overlays delete that upstream added after the base (recorded
+    /// as `Reverts-Upstream:` trailers); without it, any such revert stops the import unwritten.
     pub accept_reverts: bool,
+    /// Plan and report only; write nothing.
     pub dry_run: bool,
+    /// The new overlays' `Overlay-Kind:`.
     pub kind: OverlayKind,
-    /// `Name <email>` and an RFC 2822 date for the overlays' mail header.
+    /// `Name <email>` for the overlays' mail header.
     pub author: String,
+    /// An RFC 2822 date for the overlays' mail header.
     pub date: String,
+    /// The signature after each overlay's `-- ` line.
     pub signature: String,
 }
 
+/// Why `import` refused; nothing was written.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The given folder is not a folder.
     #[error(
         "{}: not a folder; nothing was written\n  help: pass the folder holding the copies, laid out like upstream (DIR/mlx/backend/cuda/matmul.cpp for upstream's mlx/backend/cuda/matmul.cpp)",
         .0.display()
     )]
     NoDir(PathBuf),
+    /// The folder holds no files.
     #[error("{}: holds no files; nothing was written", .0.display())]
     Empty(PathBuf),
+    /// A copy an overlay cannot carry (not a regular file, not UTF-8 text, a bad name).
     #[error("{}: {why}; nothing was written\n  help: {help}", path.display())]
     BadCopy {
+        /// The copy.
         path: PathBuf,
+        /// What is wrong with it.
         why: String,
+        /// What to do instead.
         help: &'static str,
     },
+    /// A copy upstream has no place for: no searched commit has the file, and its folder is not
+    /// at the pin.
     #[error(
         "{}: {rel} is not an upstream path at the pin (no folder {parent} there, and no searched commit has the file); nothing was written\n  help: {hint}",
         path.display()
     )]
     NotUpstreamPath {
+        /// The copy.
         path: PathBuf,
+        /// Its path within the folder (the upstream path it stands for).
         rel: String,
+        /// Its folder, which upstream lacks at the pin (`(the top)` for the root).
         parent: String,
+        /// How to lay the copies out (naming upstream's paths like it, when there are some).
         hint: String,
     },
+    /// An overlay file import would write already exists, or the series already names it.
     #[error("{}: already exists; nothing was written\n  help: {help}", .path.display())]
-    OverlayExists { path: PathBuf, help: String },
+    OverlayExists {
+        /// The overlay's path.
+        path: PathBuf,
+        /// What to do about it.
+        help: String,
+    },
+    /// The series file changed on disk while import ran.
     #[error("{}: changed on disk while import was running; nothing was written\n  help: run import again", .0.display())]
     Raced(PathBuf),
+    /// An engine error (git, I/O, an overlay that does not parse or apply).
     #[error(transparent)]
     Engine(#[from] crate::Error),
 }
 
+/// `import`'s result, with its own [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 fn git(context: &str, e: git2::Error) -> Error {
@@ -81,13 +111,16 @@ fn git(context: &str, e: git2::Error) -> Error {
 /// The commit a copy was matched to.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Base {
+    /// The commit's id (full hex).
     pub commit: String,
+    /// Its subject line.
     pub subject: String,
     /// First-parent commits from the pin: negative before it, positive after it, 0 the pin;
     /// `None` for a `--base` off the pin's first-parent line.
     pub distance: Option<i64>,
 }
 
+/// How a copy relates to upstream at the pin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FileStatus {
@@ -99,10 +132,15 @@ pub enum FileStatus {
     Unchanged,
 }
 
+/// What import found for one copy.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FileReport {
+    /// The copy's path, as upstream names it.
     pub path: String,
+    /// How it relates to upstream at the pin.
     pub status: FileStatus,
+    /// The upstream commit it was matched to (`Options::base`, or the closest version searched);
+    /// `None` when no searched commit has the file.
     pub base: Option<Base>,
     /// Lines added plus removed between the base's version and the copy.
     pub diff_at_base: Option<usize>,
@@ -110,29 +148,42 @@ pub struct FileReport {
     pub diff_at_pin: usize,
     /// The overlay's share for this file: lines added, removed, hunks (against the pin plus the series).
     pub added: usize,
+    /// Lines removed (see `added`).
     pub removed: usize,
+    /// Hunks (see `added`).
     pub hunks: usize,
+    /// The new overlay that carries it; `None` when it is unchanged.
     pub overlay: Option<String>,
     /// Upstream lines the overlay deletes that upstream added after the base.
     pub reverts: Vec<Revert>,
 }
 
+/// An overlay import makes (in a dry run: would make).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct NewOverlay {
+    /// Its file name (`NNNN-import-<name>.patch`, numbered after the series).
     pub name: String,
+    /// The upstream paths it carries.
     pub files: Vec<String>,
 }
 
+/// What an import did, or in a dry run would do.
 #[derive(Debug, serde::Serialize)]
 pub struct Outcome {
+    /// The pin (full hex).
     pub pin: String,
-    /// Commits searched before and after the pin.
+    /// Commits searched before the pin.
     pub searched_before: usize,
+    /// Commits searched after it (on the branch head).
     pub searched_after: usize,
+    /// Each copy's report, in path order.
     pub files: Vec<FileReport>,
+    /// The new overlays, in series order.
     pub overlays: Vec<NewOverlay>,
     /// Reverts not confirmed with `accept_reverts`: nothing is written while there are any.
     pub unconfirmed_reverts: usize,
+    /// Whether the overlays and the series were written (not in a dry run, not with unconfirmed
+    /// reverts, not when every copy is unchanged).
     pub written: bool,
 }
 

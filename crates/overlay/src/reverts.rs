@@ -28,29 +28,36 @@ pub const ACCEPT_TRAILER: &str = "Reverts-Upstream";
 /// A run of consecutive lines an overlay deletes that one upstream commit added after the base.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Revert {
+    /// The file, as upstream names it.
     pub file: String,
     /// The commit the overlay's version of the file was based on.
     pub base: String,
     /// The upstream commit that added the lines (`git blame --first-parent base..pin`); `None`
     /// when blame gives them to the base itself (moved lines).
     pub commit: Option<String>,
+    /// That commit's subject line (empty when `commit` is `None`).
     pub subject: String,
     /// 1-based, inclusive: the lines in upstream's file at the pin.
     pub first_line: usize,
+    /// The run's last line (see `first_line`).
     pub last_line: usize,
+    /// The deleted lines' text, as upstream has them at the pin.
     pub lines: Vec<String>,
     /// A `Reverts-Upstream:` trailer names the commit: the user confirmed it.
     pub accepted: bool,
     /// Where the first deleted line is in the overlay (hunk number, 1-based patch line), when the
     /// overlay exists.
     pub hunk: Option<usize>,
+    /// The overlay's patch line that deletes the first line (see `hunk`).
     pub patch_line: Option<usize>,
 }
 
 /// One overlay's reverts (only overlays with at least one are listed).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OverlayReverts {
+    /// The overlay's file name.
     pub overlay: String,
+    /// Its reverts, in the order of its files and lines.
     pub reverts: Vec<Revert>,
 }
 
@@ -70,6 +77,8 @@ impl Recorded {
     pub fn base_for(&self, path: &str) -> Option<git2::Oid> {
         self.per_file.get(path).copied().or(self.base)
     }
+    /// Whether the overlay records no `Base:` at all (its base is then the pin); `accepted` is
+    /// not looked at.
     pub fn is_empty(&self) -> bool {
         self.base.is_none() && self.per_file.is_empty()
     }
@@ -125,8 +134,11 @@ fn full_id(s: &str) -> Option<git2::Oid> {
 /// A line diff: which old lines are removed, which new lines are added, and for each new line the
 /// old line it is unchanged from (git's diff, so the same pairing `git diff` shows).
 pub struct LineDiff {
+    /// The 0-based lines of `old` removed.
     pub removed: Vec<usize>,
+    /// The 0-based lines of `new` added.
     pub added: Vec<usize>,
+    /// For each line of `new`, the line of `old` it is unchanged from; `None` for an added line.
     pub new_to_old: Vec<Option<usize>>,
 }
 
@@ -206,11 +218,17 @@ pub fn text_at(repo: &git2::Repository, commit: git2::Oid, path: &str) -> Result
 /// with the earlier overlays applied, `pin_text` upstream's own), `deleted` the 0-based lines of
 /// `pre` the overlay removes. Answers the runs of those lines upstream added after `base`.
 pub struct FileQuestion<'a> {
+    /// The file, as upstream names it.
     pub path: &'a str,
+    /// The commit the overlay's version of the file was based on.
     pub base: git2::Oid,
+    /// The pin.
     pub pin: git2::Oid,
+    /// Upstream's file at the pin.
     pub pin_text: &'a Text,
+    /// The text the overlay applies to.
     pub pre: &'a Text,
+    /// The 0-based lines of `pre` the overlay removes.
     pub deleted: &'a [usize],
 }
 
