@@ -331,23 +331,13 @@ fn run_inner(
     // Two build-mlx runs on one tree would corrupt each other's Ninja state. The build's own
     // processes hold this lock too (see `in_build`), so it outlives a killed build-mlx until its
     // Ninja and compilers have exited.
-    let lock_path = builds.join(format!("{dir_key}.lock"));
-    let lock = std::fs::File::create(&lock_path)
-        .with_context(|| format!("creating {}", lock_path.display()))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            progress.message(&format!(
-                "waiting for another build-mlx using {} (or the build processes of an \
-                 interrupted one) ...",
-                root.display()
-            ));
-            lock.lock().context("locking the build directory")?;
-        }
-        Err(std::fs::TryLockError::Error(e)) => {
-            return Err(e).context("locking the build directory");
-        }
-    }
+    let lock = lock_build_dir(&builds.join(format!("{dir_key}.lock")), || {
+        progress.message(&format!(
+            "waiting for another build-mlx using {} (or the build processes of an \
+             interrupted one) ...",
+            root.display()
+        ))
+    })?;
 
     let stamp_path = root.join("stamp.json");
     let install = root.join("install");
@@ -794,6 +784,25 @@ pub fn system_json_source_dir(deps: &Path) -> Result<PathBuf> {
         }
     }
     Ok(dir)
+}
+
+/// Opens (creating) the build tree's lock file `path` and takes its exclusive `flock`, calling
+/// `on_wait` first when another build (or the processes of a killed one, which inherit it through
+/// [`in_build`]) holds it. The one lock routine of build-mlx, build-ggml and test-upstream.
+pub fn lock_build_dir(path: &Path, on_wait: impl FnOnce()) -> Result<std::fs::File> {
+    let lock =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            on_wait();
+            lock.lock().context("locking the build directory")?;
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).context("locking the build directory");
+        }
+    }
+    Ok(lock)
 }
 
 /// Makes `cmd` a process of the build that `lock` (the tree's `.lock`, flock'ed) guards:
