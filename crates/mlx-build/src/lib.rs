@@ -201,9 +201,17 @@ impl Stamp {
     }
 }
 
+/// The first 20 hex digits of `s`'s SHA-256: the build cache's keys.
 pub fn short_hash(s: &str) -> String {
-    let d = Sha256::digest(s.as_bytes());
-    d.iter().take(10).map(|b| format!("{b:02x}")).collect()
+    sha256_hex(s.as_bytes(), 20)
+}
+
+/// The first `digits` lowercase hex digits of `bytes`' SHA-256 (sha2's `LowerHex`), the one
+/// digest-to-name helper of the build driver and the MLX tasks.
+pub fn sha256_hex(bytes: &[u8], digits: usize) -> String {
+    let mut hex = format!("{:x}", Sha256::digest(bytes));
+    hex.truncate(digits);
+    hex
 }
 
 /// CMake options that shape the compiled objects (part of the dir key). Paths are left out:
@@ -323,23 +331,13 @@ fn run_inner(
     // Two build-mlx runs on one tree would corrupt each other's Ninja state. The build's own
     // processes hold this lock too (see `in_build`), so it outlives a killed build-mlx until its
     // Ninja and compilers have exited.
-    let lock_path = builds.join(format!("{dir_key}.lock"));
-    let lock = std::fs::File::create(&lock_path)
-        .with_context(|| format!("creating {}", lock_path.display()))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            progress.message(&format!(
-                "waiting for another build-mlx using {} (or the build processes of an \
-                 interrupted one) ...",
-                root.display()
-            ));
-            lock.lock().context("locking the build directory")?;
-        }
-        Err(std::fs::TryLockError::Error(e)) => {
-            return Err(e).context("locking the build directory");
-        }
-    }
+    let lock = lock_build_dir(&builds.join(format!("{dir_key}.lock")), || {
+        progress.message(&format!(
+            "waiting for another build-mlx using {} (or the build processes of an \
+             interrupted one) ...",
+            root.display()
+        ))
+    })?;
 
     let stamp_path = root.join("stamp.json");
     let install = root.join("install");
@@ -788,6 +786,25 @@ pub fn system_json_source_dir(deps: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Opens (creating) the build tree's lock file `path` and takes its exclusive `flock`, calling
+/// `on_wait` first when another build (or the processes of a killed one, which inherit it through
+/// [`in_build`]) holds it. The one lock routine of build-mlx, build-ggml and test-upstream.
+pub fn lock_build_dir(path: &Path, on_wait: impl FnOnce()) -> Result<std::fs::File> {
+    let lock =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            on_wait();
+            lock.lock().context("locking the build directory")?;
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).context("locking the build directory");
+        }
+    }
+    Ok(lock)
+}
+
 /// Makes `cmd` a process of the build that `lock` (the tree's `.lock`, flock'ed) guards:
 ///
 /// - it inherits the lock's open file description (close-on-exec is cleared in the child only),
@@ -875,18 +892,14 @@ pub fn configure(
     Ok(())
 }
 
+/// `cmd` as a line a POSIX shell would run as it is (shlex quotes each word that needs it).
 fn render_command(cmd: &Command) -> String {
-    let mut s = cmd.get_program().to_string_lossy().into_owned();
-    for a in cmd.get_args() {
-        let a = a.to_string_lossy();
-        s.push(' ');
-        if a.contains(' ') {
-            let _ = write!(s, "'{a}'");
-        } else {
-            s.push_str(&a);
-        }
-    }
-    s
+    let words: Vec<_> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|w| w.to_string_lossy())
+        .collect();
+    // A NUL cannot be in an argument (Command refuses it), so quoting cannot fail.
+    shlex::try_join(words.iter().map(|w| w.as_ref())).unwrap_or_else(|_| words.join(" "))
 }
 
 pub fn tail_lines(s: &str, n: usize) -> String {
@@ -1258,11 +1271,13 @@ fn install_command(platform: &Platform, root: bool) -> Option<String> {
     }
 }
 
+/// Whether this process runs as root (no `sudo` in the install command then).
 pub fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    #[cfg(unix)]
+    return unsafe { libc::geteuid() } == 0;
+    #[cfg(not(unix))]
+    false
 }
 
 pub fn missing_deps_message(platform: &Platform, backend: Backend, missing: &[Dep]) -> String {
@@ -1354,6 +1369,34 @@ pub fn install_deps(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digests_keep_the_names_they_had() {
+        // sha256("abc") = ba7816bf8f01cfea414140de…: cache keys (20 digits) and fuzz seed names
+        // (16) are what the hand-written `{:02x}` loops made, so existing caches stay valid.
+        assert_eq!(short_hash("abc"), "ba7816bf8f01cfea4141");
+        assert_eq!(sha256_hex(b"abc", 16), "ba7816bf8f01cfea");
+    }
+
+    #[test]
+    fn the_shown_configure_command_survives_a_shell() {
+        let mut cmd = Command::new("cmake");
+        cmd.args(["-S", "/a b/src", "-DX=it's", "-DY=$HOME", "-GNinja"]);
+        let shown = render_command(&cmd);
+        // The hand-written quoting wrapped `it's` in '…' as it was: a shell read another word.
+        assert_eq!(
+            shlex::split(&shown).expect("a shell word list"),
+            [
+                "cmake",
+                "-S",
+                "/a b/src",
+                "-DX=it's",
+                "-DY=$HOME",
+                "-GNinja"
+            ],
+            "{shown}"
+        );
+    }
 
     fn material() -> DirKeyMaterial {
         DirKeyMaterial {

@@ -133,14 +133,12 @@ pub fn run(g: &Global, a: &BuildGgmlArgs) -> Result<ExitCode> {
     let root = builds.join(&dir_key);
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     // One build per tree at a time; the build's processes hold it too (build_mlx's `in_build`).
-    let lock = std::fs::File::create(builds.join(format!("{dir_key}.lock")))?;
-    if lock.try_lock().is_err() {
+    let lock = bm::lock_build_dir(&builds.join(format!("{dir_key}.lock")), || {
         eprintln!(
             "waiting for another build-ggml using {} ...",
             root.display()
-        );
-        lock.lock().context("locking the build directory")?;
-    }
+        )
+    })?;
     let (src, build) = (root.join("src"), root.join("build"));
     let stamp_path = root.join("stamp.json");
     let fresh = std::fs::read(&stamp_path)

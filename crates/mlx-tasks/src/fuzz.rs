@@ -11,7 +11,6 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use sha2::{Digest, Sha256};
 
 use crate::Global;
 
@@ -129,8 +128,7 @@ fn ensure_cargo_fuzz() -> Result<()> {
 
 fn write_seed(dir: &Path, prefix: &str, bytes: &[u8]) -> Result<()> {
     // Named by content, so a second run adds nothing twice.
-    let hash = Sha256::digest(bytes);
-    let name: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let name = mlx_build::sha256_hex(bytes, 16);
     let path = dir.join(format!("{prefix}-{name}"));
     if !path.exists() {
         std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;

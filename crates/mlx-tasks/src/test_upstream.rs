@@ -235,13 +235,9 @@ fn build_tests(
     let builds = default_cache_root().join("builds");
     let root = builds.join(material.dir_key());
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
-    let lock_path = builds.join(format!("{}.lock", material.dir_key()));
-    let lock = std::fs::File::create(&lock_path)
-        .with_context(|| format!("creating {}", lock_path.display()))?;
-    if let Err(std::fs::TryLockError::WouldBlock) = lock.try_lock() {
-        eprintln!("waiting for another build using {} ...", root.display());
-        lock.lock().context("locking the build directory")?;
-    }
+    let lock = bm::lock_build_dir(&builds.join(format!("{}.lock", material.dir_key())), || {
+        eprintln!("waiting for another build using {} ...", root.display())
+    })?;
     let missing = bm::check_deps(&bm::Platform::detect(), backend);
     if !missing.is_empty() {
         return Err(user_err(bm::missing_deps_message(

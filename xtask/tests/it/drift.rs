@@ -133,8 +133,10 @@ fn context_drift_when_a_declared_dependency_changes() {
         )],
         "helper changes",
     );
-    let out = f.xtask(&["drift"]).code(1);
+    let out = f.xtask(&["drift"]);
     expect![[r#"
+        exit 1
+        --- stdout
         drift: up $PIN12 -> 6ce8b66f75ae
           context-drift  0001-Tune-compute.patch
               changed upstream: src/lib.c::helper (Depends-On)
@@ -144,8 +146,9 @@ fn context_drift_when_a_declared_dependency_changes() {
                 +  return x + 2;
                  }
         1 overlay(s): 1 context-drift
+        --- stderr
     "#]]
-    .assert_eq(&out.stdout);
+    .assert_eq(&out.snapshot());
     // A comment-only or whitespace-only edit of the dependency is not drift.
     f.commit_upstream(
         &[(

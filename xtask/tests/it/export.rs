@@ -46,14 +46,17 @@ fn fixture() -> Fixture {
 #[test]
 fn exports_upstreamable_overlays_without_fork_trailers() {
     let f = fixture();
-    let out = f.xtask(&["export-upstream", "--signoff"]).ok();
+    let out = f.xtask(&["export-upstream", "--signoff"]);
     expect![[r#"
+        exit 0
+        --- stdout
         export-upstream: 2 overlay(s) onto up@$PIN12 in $TMP/project/target/export/up
           0001-Improve-a.patch  (from 0001-Improve-a.patch)
           0002-Improve-b.patch  (from 0003-Improve-b.patch)
         verified: the series `git am`s onto $PIN12
+        --- stderr
     "#]]
-    .assert_eq(&out.stdout);
+    .assert_eq(&out.snapshot());
     let dir = f.root.join("target/export/up");
     let first = f.read(dir.join("0001-Improve-a.patch"));
     assert!(

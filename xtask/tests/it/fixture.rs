@@ -33,6 +33,18 @@ impl Out {
         );
         self
     }
+    /// Exit code, stdout and stderr together, for a snapshot that shows the whole outcome:
+    /// `exit N`, then each stream under its `--- stdout` / `--- stderr` header.
+    pub fn snapshot(&self) -> String {
+        let mut s = format!("exit {}\n", self.code);
+        for (name, text) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            s.push_str(&format!("--- {name}\n{text}"));
+            if !text.is_empty() && !text.ends_with('\n') {
+                s.push('\n');
+            }
+        }
+        s
+    }
     #[track_caller]
     pub fn code(self, code: i32) -> Out {
         assert_eq!(

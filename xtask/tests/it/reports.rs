@@ -2,7 +2,7 @@
 
 use expect_test::expect;
 
-use crate::fixture::Fixture;
+use crate::fixture::{Fixture, Out};
 
 fn fixture() -> Fixture {
     // `a` is a macro: a Depends-On names a definition `check` can find (a plain variable is not one).
@@ -18,17 +18,22 @@ fn fixture() -> Fixture {
 #[test]
 fn status_human_and_json() {
     let f = fixture();
-    let out = f.xtask(&["status"]).ok();
+    let out = f.xtask(&["status"]);
     expect![[r#"
+        exit 0
+        --- stdout
         upstream up: $TMP/upstream @ $PIN
           follows branch main
         overlays in overlays/up (1):
            1. 0001-Make-b-wider.patch  [upstreamable, submitted https://example.com/pr/1]
               Make b wider
+        --- stderr
     "#]]
-    .assert_eq(&out.stdout);
-    let out = f.xtask(&["status", "--json"]).ok();
+    .assert_eq(&out.snapshot());
+    let out = f.xtask(&["status", "--json"]);
     expect![[r#"
+        exit 0
+        --- stdout
         {
           "overlays": [
             {
@@ -59,8 +64,9 @@ fn status_human_and_json() {
             "url": "$TMP/upstream"
           }
         }
+        --- stderr
     "#]]
-    .assert_eq(&out.stdout);
+    .assert_eq(&out.snapshot());
 }
 
 #[test]
@@ -71,16 +77,21 @@ fn check_reports_non_canonical_and_unlisted_overlays() {
     let p = f.root.join("overlays/up/0001-Make-b-wider.patch");
     let narrow = f.git(&f.work, &["format-patch", "-1", "-U1", "--stdout"]);
     std::fs::write(&p, format!("{narrow}\n")).unwrap();
-    let out = f.xtask(&["check"]).code(1);
+    let out = f.xtask(&["check"]);
     expect![[r#"
+        exit 1
+        --- stdout
         check: 1 overlay(s) against up@$PIN12
           NONCANON 0001-Make-b-wider.patch: src/lib.c hunk #1 (0001-Make-b-wider.patch:19): git diff writes @@ -1,4 +1,4 @@ with 1+2 context lines, the overlay has @@ -1,3 +1,3 @@ with 1+1; `cargo xtask canonicalize` rewrites it canonically
         1 finding(s)
         OFFSET and NONCANON: `cargo xtask canonicalize` rewrites those overlays in place (same tree)
+        --- stderr
     "#]]
-    .assert_eq(&out.stdout);
-    let out = f.xtask(&["check", "--json"]).code(1);
+    .assert_eq(&out.snapshot());
+    let out = f.xtask(&["check", "--json"]);
     expect![[r#"
+        exit 1
+        --- stdout
         {
           "findings": [
             {
@@ -96,8 +107,9 @@ fn check_reports_non_canonical_and_unlisted_overlays() {
           "schema": 1,
           "upstream": "up"
         }
+        --- stderr
     "#]]
-    .assert_eq(&out.stdout);
+    .assert_eq(&out.snapshot());
     std::fs::write(f.root.join("overlays/up/stray.patch"), "x").unwrap();
     let out = f.xtask(&["check"]).code(1);
     assert!(
@@ -107,8 +119,8 @@ fn check_reports_non_canonical_and_unlisted_overlays() {
     );
 }
 
-/// Runs `args`, expects exit 2 and an unchanged project, returns stderr.
-fn refused(f: &Fixture, args: &[&str]) -> String {
+/// Runs `args`, expects exit 2 and an unchanged project, returns its outcome.
+fn refused(f: &Fixture, args: &[&str]) -> Out {
     let before = f.project_snapshot();
     let out = f.xtask(args).code(2);
     assert_eq!(
@@ -120,7 +132,7 @@ fn refused(f: &Fixture, args: &[&str]) -> String {
         !f.root.join("target").exists() || args[0] != "apply",
         "apply wrote a tree despite the error"
     );
-    out.stderr
+    out
 }
 
 fn edit_patch(f: &Fixture, from: &str, to: &str) {
@@ -136,11 +148,18 @@ fn bad_pins_toml() {
     let pins = f.read(f.root.join("pins.toml"));
     std::fs::write(f.root.join("pins.toml"), pins.replace(&f.pin, "main")).unwrap();
     expect![[r#"
+        exit 2
+        --- stdout
+        --- stderr
         error: $TMP/project/pins.toml:3: upstream.up.rev: expected a full 40-hex commit id, found "main" (branch names, tags and short ids are not pins)
     "#]]
-    .assert_eq(&refused(&f, &["apply"]));
+    .assert_eq(&refused(&f, &["apply"]).snapshot());
     std::fs::write(f.root.join("pins.toml"), "[upstream.up\n").unwrap();
-    assert!(refused(&f, &["status"]).starts_with("error: $TMP/project/pins.toml:1:"));
+    assert!(
+        refused(&f, &["status"])
+            .stderr
+            .starts_with("error: $TMP/project/pins.toml:1:")
+    );
     std::fs::write(
         f.root.join("pins.toml"),
         pins.replace("overlays/up", "overlays/none"),
@@ -148,11 +167,14 @@ fn bad_pins_toml() {
     .unwrap();
     assert!(
         refused(&f, &["check"])
+            .stderr
             .contains("upstream.up.overlays: $TMP/project/overlays/none is not a folder")
     );
     std::fs::write(f.root.join("pins.toml"), pins).unwrap();
     assert!(
-        refused(&f, &["status", "--upstream", "other"]).contains("no upstream named \"other\"")
+        refused(&f, &["status", "--upstream", "other"])
+            .stderr
+            .contains("no upstream named \"other\"")
     );
 }
 
@@ -165,10 +187,13 @@ fn bad_series() {
     )
     .unwrap();
     expect![[r#"
+        exit 2
+        --- stdout
+        --- stderr
         error: $TMP/project/overlays/up/series:2: missing.patch: no such file in $TMP/project/overlays/up
           help: fix the name, or remove the line from the series
     "#]]
-    .assert_eq(&refused(&f, &["apply"]));
+    .assert_eq(&refused(&f, &["apply"]).snapshot());
 }
 
 #[test]
@@ -176,10 +201,13 @@ fn hunk_whose_line_counts_lie() {
     let f = fixture();
     edit_patch(&f, "@@ -1,4 +1,4 @@", "@@ -1,5 +1,4 @@");
     expect![[r#"
+        exit 2
+        --- stdout
+        --- stderr
         error: $TMP/project/overlays/up/0001-Make-b-wider.patch:19: hunk header says -1,5 +1,4 but the body has 4 old and 4 new lines (line 25 is the signature separator)
           help: the patch was edited by hand or truncated; regenerate it with `cargo xtask --root $TMP/project refresh` or `git format-patch`
     "#]]
-    .assert_eq(&refused(&f, &["apply"]));
+    .assert_eq(&refused(&f, &["apply"]).snapshot());
 }
 
 #[test]
@@ -189,7 +217,7 @@ fn truncated_patch() {
     let text = f.read(&p);
     let cut = text.find("+long b;").unwrap();
     std::fs::write(&p, &text[..cut]).unwrap();
-    let err = refused(&f, &["apply"]);
+    let err = refused(&f, &["apply"]).stderr;
     assert!(err.contains("0001-Make-b-wider.patch:19: hunk header says -1,4 +1,4 but the body has 2 old and 1 new lines (truncated at end of file)"), "{err}");
 }
 
@@ -219,7 +247,7 @@ fn path_traversal_absolute_and_git_dir() {
     ] {
         let f = fixture();
         edit_patch(&f, from, to);
-        let err = refused(&f, &["apply"]);
+        let err = refused(&f, &["apply"]).stderr;
         assert!(err.contains(why), "{to}: {err}");
     }
 }
@@ -239,7 +267,7 @@ fn symlinked_directory_in_the_tree_is_refused() {
     );
     let p = f.root.join("overlays/up/0001-Edit-through-the-link.patch");
     std::fs::write(&p, f.read(&p).replace("real/x.txt", "link/x.txt")).unwrap();
-    let err = refused(&f, &["apply"]);
+    let err = refused(&f, &["apply"]).stderr;
     assert!(
         err.contains("link/x.txt goes through the symlink link; refused"),
         "{err}"
@@ -254,22 +282,33 @@ fn binary_patch_and_missing_trailer() {
         "--- a/src/lib.c\n+++ b/src/lib.c",
         "GIT binary patch\nliteral 0\nHcmV?d00001\n--- a/src/lib.c\n+++ b/src/lib.c",
     );
-    assert!(refused(&f, &["apply"]).contains("binary patches are not supported"));
+    assert!(
+        refused(&f, &["apply"])
+            .stderr
+            .contains("binary patches are not supported")
+    );
     let f = fixture();
     edit_patch(&f, "Overlay-Kind: upstreamable\n", "");
     expect![[r#"
+        exit 2
+        --- stdout
+        --- stderr
         error: $TMP/project/overlays/up/0001-Make-b-wider.patch:6: missing "Overlay-Kind:" trailer (required)
           help: end the message with a trailer paragraph, e.g. "Overlay-Kind: upstreamable" or "Overlay-Kind: local-only"
     "#]]
-    .assert_eq(&refused(&f, &["status"]));
+    .assert_eq(&refused(&f, &["status"]).snapshot());
     let f = fixture();
     edit_patch(&f, "Overlay-Kind: upstreamable", "Overlay-Kind: maybe");
-    assert!(refused(&f, &["status"]).contains(
+    assert!(refused(&f, &["status"]).stderr.contains(
         ":8: Overlay-Kind: expected \"upstreamable\" or \"local-only\", found \"maybe\""
     ));
     let f = fixture();
     edit_patch(&f, "Depends-On: src/lib.c::a", "Depends-On: qdot");
-    assert!(refused(&f, &["status"]).contains("Depends-On: expected \"<path>::<symbol>\""));
+    assert!(
+        refused(&f, &["status"])
+            .stderr
+            .contains("Depends-On: expected \"<path>::<symbol>\"")
+    );
 }
 
 /// Every `--json` report carries `"schema": 1`, and every error, whatever the command, is

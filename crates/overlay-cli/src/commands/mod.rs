@@ -2,6 +2,7 @@
 //! share (the loaded project, JSON envelope, colours, next-step command lines) is here.
 
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -271,25 +272,45 @@ pub(crate) fn author_date() -> Result<String> {
     Ok(overlay::render::rfc2822(secs, 0))
 }
 
-/// `s` in the ANSI colour `code` when stdout is a terminal and `NO_COLOR` is unset (or empty,
-/// as no-color.org says), else `s` as it is: pipes, files and tests get plain text.
+/// `s` in the colour `code` (SGR parameters such as `"32"` or `"31;1"`) when stdout is a
+/// terminal and `NO_COLOR` is unset (or empty, as no-color.org says), else `s` as it is: pipes,
+/// files and tests get plain text.
 pub fn colour(s: &str, code: &str) -> String {
-    use std::io::IsTerminal;
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    if !std::io::stdout().is_terminal() || no_color {
-        return s.to_string();
-    }
-    format!("\x1b[{code}m{s}\x1b[0m")
+    paint(s, code, std::io::stdout().is_terminal())
 }
 
 /// As [`colour`], for stderr.
 pub fn colour_stderr(s: &str, code: &str) -> String {
-    use std::io::IsTerminal;
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    if !std::io::stderr().is_terminal() || no_color {
+    paint(s, code, std::io::stderr().is_terminal())
+}
+
+/// `s` styled by anstyle when the stream is a `terminal` and `NO_COLOR` (anstyle-query's reading
+/// of it) does not say no. Deliberately not anstream's full `Auto` choice: `CLICOLOR_FORCE` would
+/// colour pipes, which these reports never are.
+fn paint(s: &str, code: &str, terminal: bool) -> String {
+    if !terminal || anstyle_query::no_color() {
         return s.to_string();
     }
-    format!("\x1b[{code}m{s}\x1b[0m")
+    let style = sgr_style(code);
+    format!("{style}{s}{style:#}")
+}
+
+/// The anstyle [`Style`](anstyle::Style) the SGR parameters `code` name: bold (`1`), the eight
+/// colours (`30`–`37`) and their bright forms (`90`–`97`), the codes the reports use.
+fn sgr_style(code: &str) -> anstyle::Style {
+    use anstyle::AnsiColor::*;
+    const COLOURS: [anstyle::AnsiColor; 8] =
+        [Black, Red, Green, Yellow, Blue, Magenta, Cyan, White];
+    code.split(';')
+        .fold(anstyle::Style::new(), |style, p| match p.parse::<usize>() {
+            Ok(1) => style.bold(),
+            Ok(n @ 30..=37) => style.fg_color(Some(COLOURS[n - 30].into())),
+            Ok(n @ 90..=97) => style.fg_color(Some(COLOURS[n - 90].bright(true).into())),
+            _ => {
+                debug_assert!(false, "unsupported SGR code {p:?} in {code:?}");
+                style
+            }
+        })
 }
 
 /// A command line to print as a next step, with the `--root` and `--upstream` this run was given.
@@ -329,4 +350,34 @@ pub fn with_globals(g: &Global, text: &str) -> String {
 /// (`overlay::export_verify::git_output`).
 pub fn git_output(dir: &Path, args: &[&str]) -> Result<String> {
     Ok(overlay::export_verify::git_output(dir, args)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anstyle::AnsiColor;
+
+    #[test]
+    fn every_colour_code_the_reports_use_is_a_style() {
+        let red = AnsiColor::Red.on_default();
+        assert_eq!(sgr_style("31;1"), red.bold());
+        assert_eq!(sgr_style("32"), AnsiColor::Green.on_default());
+        assert_eq!(sgr_style("33;1"), AnsiColor::Yellow.on_default().bold());
+        assert_eq!(sgr_style("90"), AnsiColor::BrightBlack.on_default());
+        for code in ["31", "32", "33", "33;1", "35", "36", "90", "31;1"] {
+            assert_ne!(sgr_style(code), anstyle::Style::new(), "{code}");
+        }
+    }
+
+    #[test]
+    fn colours_only_on_a_terminal() {
+        assert_eq!(paint("ok", "32", false), "ok", "a pipe gets plain text");
+        if !anstyle_query::no_color() {
+            let on_tty = paint("ok", "32", true);
+            assert!(
+                on_tty.starts_with("\x1b[") && on_tty.ends_with("ok\x1b[0m"),
+                "{on_tty:?}"
+            );
+        }
+    }
 }
