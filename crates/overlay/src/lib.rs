@@ -11,6 +11,7 @@ pub mod blame;
 // their docs once those changes land, so that the two do not conflict.
 #[allow(missing_docs)]
 pub mod bump;
+pub mod bump_resume;
 #[allow(missing_docs)] // merged from a parallel branch; documented next (issue 16)
 pub mod bump_session;
 pub mod check;
