@@ -116,6 +116,53 @@ pub fn refuse_downgrade(
     Ok(Some(reverts))
 }
 
+/// Whether a run may start: a new bump refuses while one is in progress
+/// ([`Refusal::BumpInProgress`], naming `ways_out`: the caller's commands that finish and abandon
+/// it); `--continue` and `--abort` need one ([`Refusal::NoBumpInProgress`]).
+pub fn admit(
+    session: &Session,
+    state: Option<&SessionState>,
+    continuing: bool,
+    aborting: bool,
+    ways_out: impl FnOnce() -> (String, String),
+) -> Result<()> {
+    let dir = session.dir.display().to_string();
+    match state {
+        Some(s) if !continuing && !aborting => {
+            let (finish, abandon) = ways_out();
+            Err(
+                Refusal::BumpInProgress(Box::new(crate::error::BumpInProgress {
+                    to: s.to[..12.min(s.to.len())].to_string(),
+                    dir,
+                    resolving: s.resolving.clone(),
+                    finish,
+                    abandon,
+                }))
+                .into(),
+            )
+        }
+        None if continuing || aborting => Err(Refusal::NoBumpInProgress {
+            dir,
+            continuing: continuing && !aborting,
+        }
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+/// A `--continue` goes where the bump in progress goes ([`Refusal::OtherBumpTarget`]).
+pub fn check_target(state: &SessionState, to: git2::Oid) -> Result<()> {
+    let to = to.to_string();
+    if state.to != to {
+        return Err(Refusal::OtherBumpTarget {
+            goes_to: state.to[..12.min(state.to.len())].to_string(),
+            asked: to[..12].to_string(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 fn short_id(id: git2::Oid) -> String {
     id.to_string()[..12].to_string()
 }
@@ -347,5 +394,54 @@ mod tests {
         assert!(allowed.is_some_and(|w| w.contains("reverts 1 upstream commit")));
         assert_eq!(refuse_downgrade(&repo, a, b, false).unwrap(), None);
         assert_eq!(refuse_downgrade(&repo, a, a, false).unwrap(), None);
+    }
+
+    /// A new bump while one is in progress, `--continue`/`--abort` with none, and a `--continue`
+    /// to another target are typed refusals with the messages users saw before.
+    #[test]
+    fn admission_refusals_are_typed() {
+        let session = Session::at("target/bump/up".into());
+        let state = SessionState {
+            upstream: "up".into(),
+            from: "a".repeat(40),
+            to: "b".repeat(40),
+            drop_upstreamed: false,
+            carried: vec![],
+            resolving: "0001-x.patch".into(),
+            guards: BTreeMap::new(),
+        };
+        let ways = || ("xt --continue".to_string(), "xt --abort".to_string());
+        let e = admit(&session, Some(&state), false, false, ways).unwrap_err();
+        assert!(matches!(e.refusal(), Some(Refusal::BumpInProgress(_))));
+        assert_eq!(
+            e.to_string(),
+            "a bump to bbbbbbbbbbbb is in progress in target/bump/up (resolving 0001-x.patch): finish it with `xt --continue`, or abandon it with `xt --abort`"
+        );
+        admit(&session, Some(&state), true, false, ways).unwrap();
+        admit(&session, Some(&state), false, true, ways).unwrap();
+        admit(&session, None, false, false, ways).unwrap();
+        for (cont, abort, msg) in [
+            (
+                true,
+                false,
+                "no bump in progress in target/bump/up to continue",
+            ),
+            (false, true, "no bump in progress in target/bump/up"),
+        ] {
+            let e = admit(&session, None, cont, abort, ways).unwrap_err();
+            assert!(matches!(
+                e.refusal(),
+                Some(Refusal::NoBumpInProgress { .. })
+            ));
+            assert_eq!(e.to_string(), msg);
+        }
+        let c = git2::Oid::from_str(&"c".repeat(40)).unwrap();
+        let e = check_target(&state, c).unwrap_err();
+        assert!(matches!(e.refusal(), Some(Refusal::OtherBumpTarget { .. })));
+        assert_eq!(
+            e.to_string(),
+            "the bump in progress goes to bbbbbbbbbbbb, not cccccccccccc"
+        );
+        check_target(&state, git2::Oid::from_str(&state.to).unwrap()).unwrap();
     }
 }

@@ -246,6 +246,28 @@ pub enum Refusal {
         /// What the move reverts, in words (`<rev> is an ancestor of the pin <pin>: ...`).
         reverts: String,
     },
+    /// A new `bump-pin` while one is in progress in the bump tree (boxed: a refusal stays small).
+    #[error(
+        "a bump to {} is in progress in {} (resolving {}): finish it with `{}`, or abandon it with `{}`",
+        .0.to, .0.dir, .0.resolving, .0.finish, .0.abandon
+    )]
+    BumpInProgress(Box<BumpInProgress>),
+    /// `bump-pin --continue` or `--abort` with no bump in progress.
+    #[error("no bump in progress in {dir}{}", if *continuing { " to continue" } else { "" })]
+    NoBumpInProgress {
+        /// The bump tree, as given.
+        dir: String,
+        /// Whether `--continue` asked (else `--abort`).
+        continuing: bool,
+    },
+    /// `bump-pin --continue` to another target than the bump in progress.
+    #[error("the bump in progress goes to {goes_to}, not {asked}")]
+    OtherBumpTarget {
+        /// Where the bump in progress goes (abbreviated).
+        goes_to: String,
+        /// The target asked for (abbreviated).
+        asked: String,
+    },
     /// A tree entry git checkout would refuse (`..`, `.git`, empty, not UTF-8).
     #[error(
         "commit {commit}: the tree entry {path:?} is not a safe file name (empty, `.`, `..`, `.git` or not UTF-8); refused, as git checkout refuses it"
@@ -261,6 +283,21 @@ pub enum Refusal {
 /// `"<file>:<line>: "`, or nothing for a refusal about no one file.
 fn located(at: &Option<Location>) -> String {
     at.as_ref().map(|a| format!("{a}: ")).unwrap_or_default()
+}
+
+/// The bump in progress a new `bump-pin` found ([`Refusal::BumpInProgress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BumpInProgress {
+    /// Where it goes (abbreviated).
+    pub to: String,
+    /// The bump tree, as given.
+    pub dir: String,
+    /// The overlay it stopped at.
+    pub resolving: String,
+    /// The command that finishes it (the caller's `--continue`).
+    pub finish: String,
+    /// The command that abandons it (the caller's `--abort`).
+    pub abandon: String,
 }
 
 fn help_line(help: &Option<String>) -> String {

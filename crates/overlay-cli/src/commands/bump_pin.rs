@@ -76,20 +76,20 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         // A bump finished or abandoned, killed before its tree was removed: debris, not work.
         remove_tree(&dir)?;
     }
-    if a.abort {
-        return bump_abort(g, a, &ctx, &dir, state.as_ref());
-    }
-    match (&state, a.cont) {
-        (Some(s), false) => bail!(
-            "a bump to {} is in progress in {} (resolving {}): finish it with `{}`, or abandon it with `{}`",
-            short(&s.to),
-            dir.display(),
-            s.resolving,
-            bump_command(g, a, "--continue"),
-            bump_command(g, a, "--abort")
-        ),
-        (None, true) => bail!("no bump in progress in {} to continue", dir.display()),
-        _ => {}
+    overlay::bump_resume::admit(
+        &Session::at(dir.clone()),
+        state.as_ref(),
+        a.cont,
+        a.abort,
+        || {
+            (
+                bump_command(g, a, "--continue"),
+                bump_command(g, a, "--abort"),
+            )
+        },
+    )?;
+    if let (true, Some(s)) = (a.abort, &state) {
+        return bump_abort(g, a, &ctx, &dir, s);
     }
     let series = ctx.series()?;
     let repo = ctx.open_upstream()?;
@@ -100,14 +100,8 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
     };
     let repo = ctx.open_upstream()?;
     let from = git2::Oid::from_str(&up.rev)?;
-    if let Some(s) = &state
-        && s.to != to.to_string()
-    {
-        bail!(
-            "the bump in progress goes to {}, not {}",
-            short(&s.to),
-            short(&to.to_string())
-        );
+    if let Some(s) = &state {
+        overlay::bump_resume::check_target(s, to)?;
     }
     if to == from && state.is_none() {
         emit(
@@ -148,16 +142,7 @@ fn read_bump_state(state_path: &Path) -> Result<Option<BumpState>> {
 }
 
 /// `bump-pin --abort`: removes the bump tree (checking it goes to REV, when one is given).
-fn bump_abort(
-    g: &Global,
-    a: &BumpArgs,
-    ctx: &Ctx,
-    dir: &Path,
-    state: Option<&BumpState>,
-) -> Result<ExitCode> {
-    let Some(s) = state else {
-        bail!("no bump in progress in {}", dir.display())
-    };
+fn bump_abort(g: &Global, a: &BumpArgs, ctx: &Ctx, dir: &Path, s: &BumpState) -> Result<ExitCode> {
     if let Some(rev) = &a.rev {
         let repo = ctx.open_upstream()?;
         let want = resolve_rev(ctx, &repo, rev)?;
