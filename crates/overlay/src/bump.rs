@@ -542,14 +542,10 @@ fn resolution_paths(
         })
         .collect();
     if !outside.is_empty() {
-        return Err(Error::input(
+        return Err(Error::refused(
             &ov.path,
             None,
-            format!(
-                "the resolved bump tree also changes {} file(s) this overlay does not touch: {}; nothing was written",
-                outside.len(),
-                outside.join(", ")
-            ),
+            crate::Refusal::ResolutionOutsideOverlay { files: outside },
         )
         .with_help(
             "a resolution carries only the overlay's own files: undo those changes in the bump tree, then --continue again; \
@@ -595,8 +591,6 @@ pub struct Guidance {
     pub renames: BTreeMap<String, String>,
 }
 
-// Over a screen long: the per-overlay loop (resolution, merge, rewrite, review stop) is to be
-// split with the bump state machine's move into the engine (issue 16).
 /// [`bump`] with drift's review list and upstream's renames.
 #[allow(clippy::too_many_arguments)]
 pub fn bump_guided(
@@ -610,163 +604,181 @@ pub fn bump_guided(
     labels: (&str, &str, &str),
     guidance: &Guidance,
 ) -> Result<Outcome> {
-    let review = &guidance.review;
-    let mut old_chain = old_base.clone();
-    let mut new_chain = new_base.clone();
+    let mut walk = Walk {
+        src,
+        guidance,
+        labels,
+        drop_upstreamed,
+        new_base,
+        old_chain: old_base.clone(),
+        new_chain: new_base.clone(),
+        conflict_tree: None,
+    };
     let mut out = Vec::new();
-    let mut conflict_tree = None;
     for ov in &series.overlays {
-        let mut old_next = old_chain.clone();
+        let mut old_next = walk.old_chain.clone();
         old_next.apply_overlay(ov, src)?;
-        if conflict_tree.is_some() {
-            out.push(OverlayBump {
-                name: ov.name.clone(),
-                action: Action::Pending,
-                conflicts: vec![],
-                notes: vec![],
-                raw: None,
-            });
-            old_chain = old_next;
-            continue;
+        let step = if walk.conflict_tree.is_some() {
+            OverlayBump::plain(&ov.name, Action::Pending)
+        } else if let Some((_, raw)) = done.iter().find(|(n, _)| n == &ov.name) {
+            // Already carried in an earlier run of this bump.
+            walk.carried_before(ov, raw.as_ref())?
+        } else if let Some((_, tree)) = resolved.filter(|(name, _)| *name == ov.name) {
+            walk.take_resolution(ov, tree)?
+        } else {
+            walk.merge_next(ov, &old_next)?
+        };
+        out.push(step);
+        walk.old_chain = old_next;
+    }
+    let series_raw = series_without_dropped(series, &out);
+    Ok(Outcome {
+        overlays: out,
+        conflict_tree: walk.conflict_tree,
+        series_raw,
+    })
+}
+
+impl OverlayBump {
+    /// What happened to `name`, with no conflicts, notes or text.
+    fn plain(name: &str, action: Action) -> OverlayBump {
+        OverlayBump {
+            name: name.to_string(),
+            action,
+            conflicts: vec![],
+            notes: vec![],
+            raw: None,
         }
-        // Already carried in an earlier run of this bump.
-        if let Some((_, raw)) = done.iter().find(|(n, _)| n == &ov.name) {
-            match raw {
-                None => out.push(OverlayBump {
-                    name: ov.name.clone(),
-                    action: Action::Dropped,
-                    conflicts: vec![],
-                    notes: vec![],
-                    raw: None,
-                }),
-                Some(raw) => {
-                    let carried = parse_overlay(&ov.name, &ov.path, raw)?;
-                    new_chain.apply_overlay(&carried, src)?;
-                    let action = if *raw == ov.raw {
-                        Action::Kept
-                    } else {
-                        Action::Rewritten
-                    };
-                    out.push(OverlayBump {
-                        name: ov.name.clone(),
-                        action,
-                        conflicts: vec![],
-                        notes: vec![],
-                        raw: Some(raw.clone()),
-                    });
-                }
-            }
-            old_chain = old_next;
-            continue;
-        }
-        let paths: BTreeSet<String> = ov
-            .files
+    }
+}
+
+/// The state of [`bump_guided`]'s walk down the series: the chains on both pins so far, and the
+/// tree of the first stop (after which every overlay is pending).
+struct Walk<'a> {
+    src: &'a dyn BlobSource,
+    guidance: &'a Guidance,
+    labels: (&'a str, &'a str, &'a str),
+    drop_upstreamed: bool,
+    new_base: &'a Tree,
+    /// The series up to (not including) the current overlay, on the old pin.
+    old_chain: Tree,
+    /// The overlays carried so far, on the new pin.
+    new_chain: Tree,
+    conflict_tree: Option<Tree>,
+}
+
+impl Walk<'_> {
+    /// The paths `ov` touches, with where upstream renamed them.
+    fn paths(&self, ov: &Overlay) -> BTreeSet<String> {
+        ov.files
             .iter()
             .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
             .flatten()
-            .flat_map(|p| [guidance.renames.get(&p).cloned(), Some(p)])
+            .flat_map(|p| [self.guidance.renames.get(&p).cloned(), Some(p)])
             .flatten()
-            .collect();
-        if let Some((name, tree)) = resolved
-            && name == ov.name
-        {
-            // The user's resolution, on the files this overlay touches: nothing else (an upstream
-            // symlink, a mode, a file the merge did not write) is ever swept into it.
-            let changed = resolution_paths(ov, &paths, tree, &new_chain)?;
-            let files = canonical_files(&new_chain, tree, &changed, src)?;
-            if files.is_empty() {
-                return Err(Error::input(&ov.path, None, "the resolved tree carries none of this overlay's changes").with_help("if upstream now has them all, use --drop-upstreamed; else resolve the conflict in the tree"));
-            }
-            let (raw, _) = rewrite(ov, files, &new_chain, tree, src)?;
-            let (raw, notes) = drop_vanished_dependencies(ov, raw, new_base, src)?;
-            for p in &changed {
-                match tree.entries.get(p) {
-                    Some(e) => new_chain.entries.insert(p.clone(), e.clone()),
-                    None => new_chain.entries.remove(p),
-                };
-            }
-            out.push(OverlayBump {
-                name: ov.name.clone(),
-                action: Action::Resolved,
-                conflicts: vec![],
-                notes,
-                raw: Some(raw),
-            });
-            old_chain = old_next;
-            continue;
+            .collect()
+    }
+
+    /// An overlay carried by an earlier run of this bump (`raw`: its new text; `None`: dropped).
+    fn carried_before(&mut self, ov: &Overlay, raw: Option<&String>) -> Result<OverlayBump> {
+        let Some(raw) = raw else {
+            return Ok(OverlayBump::plain(&ov.name, Action::Dropped));
+        };
+        let carried = parse_overlay(&ov.name, &ov.path, raw)?;
+        self.new_chain.apply_overlay(&carried, self.src)?;
+        let action = if *raw == ov.raw {
+            Action::Kept
+        } else {
+            Action::Rewritten
+        };
+        Ok(OverlayBump {
+            raw: Some(raw.clone()),
+            ..OverlayBump::plain(&ov.name, action)
+        })
+    }
+
+    /// The user's resolution of `ov` in `tree`, on the files this overlay touches: nothing else
+    /// (an upstream symlink, a mode, a file the merge did not write) is ever swept into it.
+    fn take_resolution(&mut self, ov: &Overlay, tree: &Tree) -> Result<OverlayBump> {
+        let src = self.src;
+        let changed = resolution_paths(ov, &self.paths(ov), tree, &self.new_chain)?;
+        let files = canonical_files(&self.new_chain, tree, &changed, src)?;
+        if files.is_empty() {
+            return Err(Error::refused(&ov.path, None, crate::Refusal::ResolutionEmpty).with_help("if upstream now has them all, use --drop-upstreamed; else resolve the conflict in the tree"));
         }
+        let (raw, _) = rewrite(ov, files, &self.new_chain, tree, src)?;
+        let (raw, notes) = drop_vanished_dependencies(ov, raw, self.new_base, src)?;
+        for p in &changed {
+            match tree.entries.get(p) {
+                Some(e) => self.new_chain.entries.insert(p.clone(), e.clone()),
+                None => self.new_chain.entries.remove(p),
+            };
+        }
+        Ok(OverlayBump {
+            notes,
+            raw: Some(raw),
+            ..OverlayBump::plain(&ov.name, Action::Resolved)
+        })
+    }
+
+    /// Merges `ov` (`old_next`: the old chain with it applied) onto the new chain: carried,
+    /// upstreamed, or a stop (conflict, or drift's review) whose tree awaits the user.
+    fn merge_next(&mut self, ov: &Overlay, old_next: &Tree) -> Result<OverlayBump> {
+        let src = self.src;
         let (merged, conflicts) = merge_overlay(
             ov,
-            &old_chain,
-            &old_next,
-            &new_chain,
+            &self.old_chain,
+            old_next,
+            &self.new_chain,
             src,
-            labels,
-            &guidance.renames,
+            self.labels,
+            &self.guidance.renames,
         )?;
         if !conflicts.is_empty() {
-            out.push(OverlayBump {
-                name: ov.name.clone(),
-                action: Action::Conflict,
+            self.conflict_tree = Some(merged);
+            return Ok(OverlayBump {
                 conflicts,
-                notes: vec![],
-                raw: None,
+                ..OverlayBump::plain(&ov.name, Action::Conflict)
             });
-            conflict_tree = Some(merged);
-            old_chain = old_next;
-            continue;
         }
-        let files = canonical_files(&new_chain, &merged, &paths, src)?;
+        let files = canonical_files(&self.new_chain, &merged, &self.paths(ov), src)?;
         if files.is_empty() {
-            let action = if drop_upstreamed {
+            let action = if self.drop_upstreamed {
                 Action::Dropped
             } else {
                 Action::Upstreamed
             };
-            out.push(OverlayBump {
-                name: ov.name.clone(),
-                action,
-                conflicts: vec![],
-                notes: vec![],
-                raw: None,
-            });
-            old_chain = old_next;
-            continue;
+            return Ok(OverlayBump::plain(&ov.name, action));
         }
-        if let Some(why) = review.get(&ov.name) {
-            out.push(OverlayBump {
-                name: ov.name.clone(),
-                action: Action::Review,
+        if let Some(why) = self.guidance.review.get(&ov.name) {
+            self.conflict_tree = Some(merged);
+            return Ok(OverlayBump {
                 conflicts: why.clone(),
-                notes: vec![],
-                raw: None,
+                ..OverlayBump::plain(&ov.name, Action::Review)
             });
-            conflict_tree = Some(merged);
-            old_chain = old_next;
-            continue;
         }
-        let (raw, changed) = rewrite(ov, files, &new_chain, &merged, src)?;
-        new_chain = merged;
-        out.push(OverlayBump {
-            name: ov.name.clone(),
-            action: if changed {
-                Action::Rewritten
-            } else {
-                Action::Kept
-            },
-            conflicts: vec![],
-            notes: vec![],
+        let (raw, changed) = rewrite(ov, files, &self.new_chain, &merged, src)?;
+        self.new_chain = merged;
+        let action = if changed {
+            Action::Rewritten
+        } else {
+            Action::Kept
+        };
+        Ok(OverlayBump {
             raw: Some(raw),
-        });
-        old_chain = old_next;
+            ..OverlayBump::plain(&ov.name, action)
+        })
     }
-    // The series loses dropped overlays' lines; comments and the rest keep their bytes.
+}
+
+/// The series without the dropped overlays' lines; comments and the rest keep their bytes.
+fn series_without_dropped(series: &Series, out: &[OverlayBump]) -> String {
     let dropped: BTreeSet<&str> = out
         .iter()
         .filter(|o| o.action == Action::Dropped)
         .map(|o| o.name.as_str())
         .collect();
-    let series_raw = if dropped.is_empty() {
+    if dropped.is_empty() {
         series.raw.clone()
     } else {
         series
@@ -774,12 +786,7 @@ pub fn bump_guided(
             .split_inclusive('\n')
             .filter(|l| !dropped.contains(l.split('#').next().unwrap_or("").trim()))
             .collect()
-    };
-    Ok(Outcome {
-        overlays: out,
-        conflict_tree,
-        series_raw,
-    })
+    }
 }
 
 /// After a review, `Depends-On` trailers naming a definition the new upstream no longer has are

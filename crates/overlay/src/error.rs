@@ -52,10 +52,11 @@ pub enum Error {
         kind: InputKind,
     },
     /// A well-formed request the engine declines, by design (see [`Refusal`]); nothing was written.
-    #[error("{at}: {refusal}{}", help_line(help))]
+    #[error("{}{refusal}{}", located(at), help_line(help))]
     Refused {
-        /// The file (or folder) the refusal is about.
-        at: Location,
+        /// The file (or folder) the refusal is about; `None` for one about the whole request (a
+        /// bump's target, say), whose message names what it is about itself.
+        at: Option<Location>,
         /// Which refusal; its `Display` is the message.
         refusal: Refusal,
         /// What to do about it.
@@ -216,6 +217,57 @@ pub enum Refusal {
     /// Upstream already contains the overlay at the export target.
     #[error("upstream already contains this overlay at the target commit; nothing to export")]
     AlreadyUpstream,
+    /// `bump-pin --continue`: the resolved bump tree changes files the overlay being resolved does
+    /// not touch (a resolution carries only the overlay's own files; links and modes are named).
+    #[error("the resolved bump tree also changes {} file(s) this overlay does not touch: {}; nothing was written", files.len(), files.join(", "))]
+    ResolutionOutsideOverlay {
+        /// Each file with what changed: `path (modified|added|deleted|type or mode changed)`.
+        files: Vec<String>,
+    },
+    /// `bump-pin --continue`: the resolved bump tree carries none of the overlay's changes.
+    #[error("the resolved tree carries none of this overlay's changes")]
+    ResolutionEmpty,
+    /// `bump-pin --continue`: conflict markers remain in the files the merge wrote.
+    #[error("conflict markers remain in {dir}: {}", markers.join(", "))]
+    ConflictMarkers {
+        /// The bump tree, as given.
+        dir: String,
+        /// Each marker as `path:line`.
+        markers: Vec<String>,
+    },
+    /// `bump-pin --continue`: pins.toml, the series or an overlay changed since the bump stopped.
+    #[error(
+        "pins.toml, the series or an overlay changed since the bump started; `bump-pin --abort` and start again"
+    )]
+    ChangedSinceBumpStarted,
+    /// `bump-pin` to a target that is not a descendant of the pin, without `--allow-downgrade`.
+    #[error("refusing to move the pin backwards: {reverts}; nothing was written")]
+    Downgrade {
+        /// What the move reverts, in words (`<rev> is an ancestor of the pin <pin>: ...`).
+        reverts: String,
+    },
+    /// A new `bump-pin` while one is in progress in the bump tree (boxed: a refusal stays small).
+    #[error(
+        "a bump to {} is in progress in {} (resolving {}): finish it with `{}`, or abandon it with `{}`",
+        .0.to, .0.dir, .0.resolving, .0.finish, .0.abandon
+    )]
+    BumpInProgress(Box<BumpInProgress>),
+    /// `bump-pin --continue` or `--abort` with no bump in progress.
+    #[error("no bump in progress in {dir}{}", if *continuing { " to continue" } else { "" })]
+    NoBumpInProgress {
+        /// The bump tree, as given.
+        dir: String,
+        /// Whether `--continue` asked (else `--abort`).
+        continuing: bool,
+    },
+    /// `bump-pin --continue` to another target than the bump in progress.
+    #[error("the bump in progress goes to {goes_to}, not {asked}")]
+    OtherBumpTarget {
+        /// Where the bump in progress goes (abbreviated).
+        goes_to: String,
+        /// The target asked for (abbreviated).
+        asked: String,
+    },
     /// A tree entry git checkout would refuse (`..`, `.git`, empty, not UTF-8).
     #[error(
         "commit {commit}: the tree entry {path:?} is not a safe file name (empty, `.`, `..`, `.git` or not UTF-8); refused, as git checkout refuses it"
@@ -226,6 +278,26 @@ pub enum Refusal {
         /// The entry's path as far as it was read.
         path: String,
     },
+}
+
+/// `"<file>:<line>: "`, or nothing for a refusal about no one file.
+fn located(at: &Option<Location>) -> String {
+    at.as_ref().map(|a| format!("{a}: ")).unwrap_or_default()
+}
+
+/// The bump in progress a new `bump-pin` found ([`Refusal::BumpInProgress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BumpInProgress {
+    /// Where it goes (abbreviated).
+    pub to: String,
+    /// The bump tree, as given.
+    pub dir: String,
+    /// The overlay it stopped at.
+    pub resolving: String,
+    /// The command that finishes it (the caller's `--continue`).
+    pub finish: String,
+    /// The command that abandons it (the caller's `--abort`).
+    pub abandon: String,
 }
 
 fn help_line(help: &Option<String>) -> String {
@@ -269,7 +341,7 @@ impl Error {
     /// A documented refusal about `path` (and `line`).
     pub fn refused(path: impl AsRef<Path>, line: Option<usize>, refusal: Refusal) -> Self {
         Error::Refused {
-            at: Location::new(path.as_ref(), line),
+            at: Some(Location::new(path.as_ref(), line)),
             refusal,
             help: None,
         }
@@ -316,7 +388,8 @@ impl Error {
     /// Where the error is, for input errors and refusals.
     pub fn location(&self) -> Option<&Location> {
         match self {
-            Error::Input { at, .. } | Error::Refused { at, .. } => Some(at),
+            Error::Input { at, .. } => Some(at),
+            Error::Refused { at, .. } => at.as_ref(),
             _ => None,
         }
     }
@@ -334,6 +407,17 @@ impl Error {
         Error::Git {
             context: context.into(),
             err: source,
+        }
+    }
+}
+
+/// A refusal about the whole request rather than one file (its message says what it is about).
+impl From<Refusal> for Error {
+    fn from(refusal: Refusal) -> Self {
+        Error::Refused {
+            at: None,
+            refusal,
+            help: None,
         }
     }
 }

@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod blame;
 pub mod bump;
+pub mod bump_resume;
 pub mod bump_session;
 pub mod check;
 pub mod diff;

@@ -4,9 +4,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use overlay::bump::{Action, BUMP_STATE};
-use overlay::bump_session::{Carried, Session, SessionState as BumpState};
+use overlay::bump_session::{Session, SessionState as BumpState};
 use overlay::lock::Mode as LockMode;
 use overlay::manifest::Upstream;
 use overlay::materialize::Origin;
@@ -43,49 +43,6 @@ pub struct BumpArgs {
     pub allow_downgrade: bool,
 }
 
-/// What moving the pin from `from` to `to` reverts, when `to` is not a descendant of `from`: the
-/// commits the pin has and `to` lacks. None for a forward move.
-fn reverted_commits(
-    repo: &git2::Repository,
-    from: git2::Oid,
-    to: git2::Oid,
-) -> Result<Option<String>> {
-    if to == from || repo.graph_descendant_of(to, from)? {
-        return Ok(None);
-    }
-    let (f, t) = (short_id(from), short_id(to));
-    let base = match repo.merge_base(from, to) {
-        Ok(b) => b,
-        Err(_) => return Ok(Some(format!("{t} shares no history with the pin {f}"))),
-    };
-    let mut walk = repo.revwalk()?;
-    walk.push(from)?;
-    walk.hide(to)?;
-    let n = walk.count();
-    Ok(Some(if base == to {
-        format!(
-            "{t} is an ancestor of the pin {f}: the bump reverts {n} upstream commit(s) ({t}..{f})"
-        )
-    } else {
-        format!(
-            "{t} is not a descendant of the pin {f}: the bump reverts {n} upstream commit(s) the pin has and {t} lacks ({t}..{f}, merge base {})",
-            short_id(base)
-        )
-    }))
-}
-
-fn short_id(id: git2::Oid) -> String {
-    id.to_string()[..12].to_string()
-}
-
-fn guard_paths(ctx: &Ctx, series: &Series) -> Vec<PathBuf> {
-    overlay::bump_session::guard_paths(&ctx.project.pins.path, series)
-}
-
-fn guards(paths: &[PathBuf]) -> std::collections::BTreeMap<String, String> {
-    overlay::bump_session::guards(paths)
-}
-
 /// A bump tree without a bump state: what a killed `--continue`, `--abort` or conflict write leaves.
 fn leftover_bump_tree(dir: &Path) -> bool {
     Session::at(dir.to_path_buf()).leftover_tree()
@@ -94,11 +51,6 @@ fn leftover_bump_tree(dir: &Path) -> bool {
 /// Removes a tree this tool wrote (`overlay::bump_session::remove_tree`).
 fn remove_tree(dir: &Path) -> Result<()> {
     Ok(overlay::bump_session::remove_tree(dir)?)
-}
-
-/// Whether `dir` holds the whole conflict tree written for `resolving` (not one half-written).
-fn bump_tree_is_for(dir: &Path, resolving: &str) -> bool {
-    Session::at(dir.to_path_buf()).tree_is_for(resolving)
 }
 
 /// A `bump-pin` command line to print as a next step: with the `--root`, `--upstream` and `--dir`
@@ -124,20 +76,20 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         // A bump finished or abandoned, killed before its tree was removed: debris, not work.
         remove_tree(&dir)?;
     }
-    if a.abort {
-        return bump_abort(g, a, &ctx, &dir, state.as_ref());
-    }
-    match (&state, a.cont) {
-        (Some(s), false) => bail!(
-            "a bump to {} is in progress in {} (resolving {}): finish it with `{}`, or abandon it with `{}`",
-            short(&s.to),
-            dir.display(),
-            s.resolving,
-            bump_command(g, a, "--continue"),
-            bump_command(g, a, "--abort")
-        ),
-        (None, true) => bail!("no bump in progress in {} to continue", dir.display()),
-        _ => {}
+    overlay::bump_resume::admit(
+        &Session::at(dir.clone()),
+        state.as_ref(),
+        a.cont,
+        a.abort,
+        || {
+            (
+                bump_command(g, a, "--continue"),
+                bump_command(g, a, "--abort"),
+            )
+        },
+    )?;
+    if let (true, Some(s)) = (a.abort, &state) {
+        return bump_abort(g, a, &ctx, &dir, s);
     }
     let series = ctx.series()?;
     let repo = ctx.open_upstream()?;
@@ -148,14 +100,8 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
     };
     let repo = ctx.open_upstream()?;
     let from = git2::Oid::from_str(&up.rev)?;
-    if let Some(s) = &state
-        && s.to != to.to_string()
-    {
-        bail!(
-            "the bump in progress goes to {}, not {}",
-            short(&s.to),
-            short(&to.to_string())
-        );
+    if let Some(s) = &state {
+        overlay::bump_resume::check_target(s, to)?;
     }
     if to == from && state.is_none() {
         emit(
@@ -178,8 +124,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         a,
         ctx: &ctx,
         up: &up,
-        dir,
-        state_path,
+        session: Session { dir, state_path },
         state,
         series,
         repo,
@@ -197,16 +142,7 @@ fn read_bump_state(state_path: &Path) -> Result<Option<BumpState>> {
 }
 
 /// `bump-pin --abort`: removes the bump tree (checking it goes to REV, when one is given).
-fn bump_abort(
-    g: &Global,
-    a: &BumpArgs,
-    ctx: &Ctx,
-    dir: &Path,
-    state: Option<&BumpState>,
-) -> Result<ExitCode> {
-    let Some(s) = state else {
-        bail!("no bump in progress in {}", dir.display())
-    };
+fn bump_abort(g: &Global, a: &BumpArgs, ctx: &Ctx, dir: &Path, s: &BumpState) -> Result<ExitCode> {
     if let Some(rev) = &a.rev {
         let repo = ctx.open_upstream()?;
         let want = resolve_rev(ctx, &repo, rev)?;
@@ -252,17 +188,12 @@ fn refuse_unsafe_bump(
             u = upstream_flag(ctx)
         );
     }
-    let Some(what) = reverted_commits(repo.repo(), from, to)? else {
-        return Ok(None);
-    };
-    if !a.allow_downgrade {
-        bail!(
-            "refusing to move the pin backwards: {what}; nothing was written\n  help: `git log {}..{}` in the upstream lists them; pass --allow-downgrade if reverting them is what you want",
-            short(&to.to_string()),
-            short(&up.rev)
-        );
-    }
-    Ok(Some(what))
+    Ok(overlay::bump_resume::refuse_downgrade(
+        repo.repo(),
+        from,
+        to,
+        a.allow_downgrade,
+    )?)
 }
 
 /// One `bump-pin` (new or `--continue`d) once its target is known and the checks have passed.
@@ -272,8 +203,7 @@ struct Bump<'a> {
     ctx: &'a Ctx,
     up: &'a Upstream,
     /// The bump tree, where a conflict is written for resolution.
-    dir: PathBuf,
-    state_path: PathBuf,
+    session: Session,
     /// The saved progress, when continuing.
     state: Option<BumpState>,
     series: Series,
@@ -286,7 +216,13 @@ struct Bump<'a> {
 
 impl Bump<'_> {
     fn run(&self) -> Result<ExitCode> {
-        let (outcome, report, rewritten_note, forecast) = self.merge()?;
+        let carried = self.engine().carry(&self.options())?;
+        let (outcome, report, rewritten_note, forecast) = (
+            carried.bump,
+            carried.drift,
+            carried.tree_rewritten,
+            carried.forecast,
+        );
         let mut h = self.human_report(&outcome, &report, &forecast);
         let overlays = match &forecast {
             Some(f) => serde_json::to_value(f.overlays())?,
@@ -296,15 +232,10 @@ impl Bump<'_> {
             "overlays": overlays, "drift": report.overlays, "reverts": self.downgrade_note });
 
         if let Some(tree) = &outcome.conflict_tree {
-            let resolving = outcome
-                .overlays
-                .iter()
-                .find(|o| matches!(o.action, Action::Conflict | Action::Review))
-                .map(|o| o.name.clone())
-                .unwrap_or_default();
+            let resolving = overlay::bump_resume::resolving(&outcome);
             if !self.a.dry_run {
-                self.write_conflict(&outcome, tree, &resolving)?;
-                self.conflict_next_steps(&outcome, &resolving, rewritten_note, &mut h);
+                self.write_conflict(&outcome, tree)?;
+                self.conflict_next_steps(&outcome, resolving, rewritten_note, &mut h);
             }
             emit(self.ctx.json, json, h);
             return Ok(ExitCode::from(1));
@@ -327,149 +258,25 @@ impl Bump<'_> {
         Ok(ExitCode::SUCCESS)
     }
 
-    /// Carries the series across to the new pin, guided by drift, with the conflict resolved by
-    /// hand when continuing. Also returns drift's report, and whether the bump tree has to be
-    /// written again (an earlier bump-pin was killed while writing it). A dry run is the
-    /// forecast, which crosses every conflict (`overlay::forecast`).
-    #[allow(clippy::type_complexity)]
-    fn merge(
-        &self,
-    ) -> Result<(
-        overlay::bump::Outcome,
-        overlay::drift::Report,
-        bool,
-        Option<overlay::forecast::Forecast>,
-    )> {
-        let old_base = self.repo.tree_at(self.from)?;
-        let new_base = self.repo.tree_at(self.to)?;
-        // Statuses for the review list (context drift is carried across but named).
-        let report = overlay::drift::drift(
-            self.repo.repo(),
-            &self.repo,
-            &self.up.name,
-            self.from,
-            self.to,
-            &self.series,
-            false,
-        )?;
-        let (resolved_tree, rewritten_note) = self.resolution()?;
-        let resolved = match (&resolved_tree, &self.state) {
-            (Some(tree), Some(s)) => Some((s.resolving.as_str(), tree)),
-            _ => None,
-        };
-        let done: Vec<(String, Option<String>)> = self
-            .state
-            .as_ref()
-            .map(|s| s.done_pairs())
-            .unwrap_or_default();
-        if let (Some((_, tree)), Some(s)) = (&resolved, &self.state) {
-            self.refuse_markers(tree, s, &new_base)?;
-        }
-        let labels = ("old pin", "overlay", "new upstream");
-        let guidance = self.guidance(&report)?;
-        if self.a.dry_run {
-            let f = overlay::forecast::forecast(
-                &old_base,
-                &new_base,
-                &self.series,
-                &self.repo,
-                self.a.drop_upstreamed,
-                labels,
-                &guidance,
-            )?;
-            let outcome = overlay::bump::Outcome {
-                overlays: f.outcome.overlays.clone(),
-                conflict_tree: f.outcome.conflict_tree.clone(),
-                series_raw: f.outcome.series_raw.clone(),
-            };
-            return Ok((outcome, report, rewritten_note, Some(f)));
-        }
-        let outcome = overlay::bump::bump_guided(
-            &old_base,
-            &new_base,
-            &self.series,
-            &self.repo,
-            self.a.drop_upstreamed,
-            &done,
-            resolved,
-            labels,
-            &guidance,
-        )?;
-        Ok((outcome, report, rewritten_note, None))
-    }
-
-    /// When continuing: the resolution in the bump tree (None when the tree is a half-written one,
-    /// with `true`: it is written again). Refuses when the project changed since the bump started.
-    fn resolution(&self) -> Result<(Option<overlay::tree::Tree>, bool)> {
-        let Some(s) = &self.state else {
-            return Ok((None, false));
-        };
-        let now = guards(&guard_paths(self.ctx, &self.series));
-        if now != s.guards {
-            bail!(
-                "pins.toml, the series or an overlay changed since the bump started; `bump-pin --abort` and start again"
-            );
-        }
-        if bump_tree_is_for(&self.dir, &s.resolving) {
-            Ok((Some(overlay::bump::tree_from_dir(&self.dir)?), false))
-        } else {
-            // The tree for this conflict was being written when a bump-pin was killed: it is
-            // not a resolution. Write it again from the saved progress.
-            Ok((None, true))
+    /// The engine's view of this run (`overlay::bump_resume`).
+    fn engine(&self) -> overlay::bump_resume::Run<'_> {
+        overlay::bump_resume::Run {
+            upstream: self.up,
+            repo: &self.repo,
+            from: self.from,
+            to: self.to,
+            series: &self.series,
+            pins_path: &self.ctx.project.pins.path,
+            session: &self.session,
+            state: self.state.as_ref(),
         }
     }
 
-    /// Conflict markers left in the files the merge wrote are not a resolution.
-    fn refuse_markers(
-        &self,
-        tree: &overlay::tree::Tree,
-        s: &BumpState,
-        new_base: &overlay::tree::Tree,
-    ) -> Result<()> {
-        let mut before = new_base.clone();
-        for Carried { name, text } in &s.carried {
-            if let Some(raw) = text {
-                let ov = self
-                    .series
-                    .overlays
-                    .iter()
-                    .find(|o| &o.name == name)
-                    .context("overlay vanished from the series")?;
-                before.apply_overlay(
-                    &overlay::patch::parse_overlay(name, &ov.path, raw)?,
-                    &self.repo,
-                )?;
-            }
+    fn options(&self) -> overlay::bump_resume::Options {
+        overlay::bump_resume::Options {
+            drop_upstreamed: self.a.drop_upstreamed,
+            dry_run: self.a.dry_run,
         }
-        let markers = overlay::bump::conflict_markers(tree, &before, &self.repo)?;
-        if !markers.is_empty() {
-            bail!(
-                "conflict markers remain in {}: {}",
-                self.dir.display(),
-                markers.join(", ")
-            );
-        }
-        Ok(())
-    }
-
-    /// The overlays drift's classification stops at for review (bump and drift share it), and
-    /// upstream's renames.
-    fn guidance(&self, report: &overlay::drift::Report) -> Result<overlay::bump::Guidance> {
-        let review: std::collections::BTreeMap<String, Vec<String>> = report
-            .overlays
-            .iter()
-            .filter(|o| o.drift.status == overlay::drift::Status::Review)
-            .map(|o| (o.drift.name.clone(), o.drift.review.clone()))
-            .collect();
-        Ok(overlay::bump::Guidance {
-            review,
-            renames: overlay::drift::upstream_renames(
-                self.repo.repo(),
-                self.from,
-                self.to,
-                &overlay::drift::relevant_paths(&self.series),
-            )?,
-        })
     }
 
     /// The human report: one line per overlay with what the bump did, and what to review.
@@ -528,43 +335,18 @@ impl Bump<'_> {
         h
     }
 
-    /// The bump's progress, for `--continue`: at the start, or as saved.
-    fn start_guards(&self) -> std::collections::BTreeMap<String, String> {
-        self.state
-            .as_ref()
-            .map(|s| s.guards.clone())
-            .unwrap_or_else(|| guards(&guard_paths(self.ctx, &self.series)))
-    }
-
     /// Writes the merge with markers into the bump tree, and the state `--continue` resumes
     /// from; pins.toml and overlays/ stay untouched.
     fn write_conflict(
         &self,
         outcome: &overlay::bump::Outcome,
         tree: &overlay::tree::Tree,
-        resolving: &str,
     ) -> Result<()> {
-        let new_state = BumpState {
-            upstream: self.up.name.clone(),
-            from: self.up.rev.clone(),
-            to: self.to.to_string(),
-            drop_upstreamed: self.a.drop_upstreamed,
-            carried: outcome
-                .overlays
-                .iter()
-                .take_while(|o| !matches!(o.action, Action::Conflict | Action::Review))
-                .map(|o| Carried {
-                    name: o.name.clone(),
-                    text: o.raw.clone(),
-                })
-                .collect(),
-            resolving: resolving.to_string(),
-            guards: self.start_guards(),
-        };
-        let tree_tag = overlay::bump_session::tree_tag(resolving);
+        let new_state = self.engine().stop_state(&self.options(), outcome);
+        let tree_tag = overlay::bump_session::tree_tag(&new_state.resolving);
         let mut write_tree = || {
             overlay::materialize::write_tree(
-                &self.dir,
+                &self.session.dir,
                 tree,
                 &self.repo,
                 Origin {
@@ -578,11 +360,8 @@ impl Bump<'_> {
         };
         // The ordered writes (tree then state for a first stop, state then tree after one):
         // `Session::write_stop`.
-        Session {
-            dir: self.dir.clone(),
-            state_path: self.state_path.clone(),
-        }
-        .write_stop(&new_state, self.state.is_some(), &mut write_tree)?;
+        self.session
+            .write_stop(&new_state, self.state.is_some(), &mut write_tree)?;
         Ok(())
     }
 
@@ -610,13 +389,13 @@ impl Bump<'_> {
             let _ = writeln!(
                 h,
                 "  1. review {resolving} as merged in {} (edit it there if needed; see docs/drift.md)",
-                self.dir.display()
+                self.session.dir.display()
             );
         } else {
             let _ = writeln!(
                 h,
                 "  1. resolve the conflict markers in {}",
-                self.dir.display()
+                self.session.dir.display()
             );
         }
         let _ = writeln!(h, "  2. {}", bump_command(g, a, "--continue"));
@@ -626,12 +405,8 @@ impl Bump<'_> {
     /// A clean bump: moves the pin and writes the carried overlays (and series) in one
     /// transaction, then removes the bump tree. Returns how many files were written.
     fn write_bump(&self, outcome: &overlay::bump::Outcome) -> Result<usize> {
-        let start_guards = self.start_guards();
+        let start_guards = self.engine().start_guards();
         let to = self.to.to_string();
-        let session = Session {
-            dir: self.dir.clone(),
-            state_path: self.state_path.clone(),
-        };
         let finish = overlay::bump_session::Finish {
             root: &self.ctx.project.root,
             pins_path: &self.ctx.project.pins.path,
@@ -641,7 +416,7 @@ impl Bump<'_> {
             outcome,
             start_guards: &start_guards,
         };
-        Ok(session.finish(&finish, self.state.is_some())?)
+        Ok(self.session.finish(&finish, self.state.is_some())?)
     }
 }
 
