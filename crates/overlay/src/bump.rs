@@ -181,31 +181,58 @@ pub fn merge3(
 /// Replaces every conflict region whose two sides are identical by that text; returns the result
 /// and how many real conflicts remain.
 pub fn collapse_identical(content: &[u8], ours: &str, theirs: &str) -> (Vec<u8>, usize) {
+    let r = rewrite_regions(content, ours, theirs, |o, t| (o == t).then(|| o.to_vec()));
+    (r.text, r.kept + usize::from(r.unterminated))
+}
+
+/// What [`rewrite_regions`] made of a merged text.
+pub(crate) struct Rewritten {
+    /// The text with the resolved regions replaced.
+    pub text: Vec<u8>,
+    /// Regions replaced by the resolver's answer.
+    pub resolved: usize,
+    /// Regions kept as they were (the resolver said no).
+    pub kept: usize,
+    /// An unterminated region was left as it is, with everything after it.
+    pub unterminated: bool,
+}
+
+/// Walks the conflict regions of `content` (`<<<<<<< ours` / [`||||||| base`] / `=======` /
+/// theirs / `>>>>>>> theirs`) and replaces each by what `resolve(ours part, theirs part)` returns,
+/// keeping it where that is `None`. The one region parser [`collapse_identical`] and the forecast's
+/// `take_ours` share.
+pub(crate) fn rewrite_regions(
+    content: &[u8],
+    ours: &str,
+    theirs: &str,
+    mut resolve: impl FnMut(&[u8], &[u8]) -> Option<Vec<u8>>,
+) -> Rewritten {
     let open = format!("<<<<<<< {ours}");
     let close = format!(">>>>>>> {theirs}");
     let is = |l: &[u8], m: &str| l.strip_suffix(b"\n").unwrap_or(l) == m.as_bytes();
     let lines: Vec<&[u8]> = content.split_inclusive(|&b| b == b'\n').collect();
-    let (mut out, mut remaining, mut i) = (Vec::new(), 0, 0);
+    let mut r = Rewritten {
+        text: Vec::new(),
+        resolved: 0,
+        kept: 0,
+        unterminated: false,
+    };
+    let mut i = 0;
     while i < lines.len() {
         if !is(lines[i], &open) {
-            out.extend_from_slice(lines[i]);
+            r.text.extend_from_slice(lines[i]);
             i += 1;
             continue;
         }
-        // <<<<<<< ours / [||||||| base] / ======= / theirs / >>>>>>> theirs
-        let mut j = i + 1;
         let (mut a, mut b) = (Vec::new(), Vec::new());
         let mut part = 0; // 0 ours, 1 base, 2 theirs
-        let mut closed = false;
-        while j < lines.len() {
+        let mut j = i + 1;
+        while j < lines.len() && !(part == 2 && is(lines[j], &close)) {
             let l = lines[j];
             if part < 2 && l.starts_with(b"||||||| ") {
                 part = 1;
             } else if part < 2 && is(l, "=======") {
                 part = 2;
-            } else if part == 2 && is(l, &close) {
-                closed = true;
-                break;
             } else if part == 0 {
                 a.extend_from_slice(l);
             } else if part == 2 {
@@ -213,19 +240,23 @@ pub fn collapse_identical(content: &[u8], ours: &str, theirs: &str) -> (Vec<u8>,
             }
             j += 1;
         }
-        if !closed {
-            lines[i..].iter().for_each(|l| out.extend_from_slice(l));
-            return (out, remaining + 1);
+        if j == lines.len() {
+            lines[i..].iter().for_each(|l| r.text.extend_from_slice(l));
+            r.unterminated = true;
+            return r;
         }
-        if a == b {
-            out.extend_from_slice(&a);
-        } else {
-            lines[i..=j].iter().for_each(|l| out.extend_from_slice(l));
-            remaining += 1;
-        }
+        match resolve(&a, &b) {
+            Some(t) => (r.text.extend_from_slice(&t), r.resolved += 1),
+            None => (
+                lines[i..=j]
+                    .iter()
+                    .for_each(|l| r.text.extend_from_slice(l)),
+                r.kept += 1,
+            ),
+        };
         i = j + 1;
     }
-    (out, remaining)
+    r
 }
 
 /// A superset of libgit2's `git_str_is_binary`: a NUL, or any control byte that is not whitespace,

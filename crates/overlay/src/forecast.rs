@@ -244,29 +244,8 @@ fn ours_side(
 /// part) by its ours part; returns the result and how many regions were replaced. An unterminated
 /// region is left as it is.
 pub fn take_ours(content: &[u8], ours: &str, theirs: &str) -> (Vec<u8>, usize) {
-    let open = format!("<<<<<<< {ours}");
-    let close = format!(">>>>>>> {theirs}");
-    let is = |l: &[u8], m: &str| l.strip_suffix(b"\n").unwrap_or(l) == m.as_bytes();
-    let lines: Vec<&[u8]> = content.split_inclusive(|&b| b == b'\n').collect();
-    let (mut out, mut n, mut i) = (Vec::new(), 0, 0);
-    while i < lines.len() {
-        if !is(lines[i], &open) {
-            out.extend_from_slice(lines[i]);
-            i += 1;
-            continue;
-        }
-        let Some(end) = (i + 1..lines.len()).find(|&j| is(lines[j], &close)) else {
-            lines[i..].iter().for_each(|l| out.extend_from_slice(l));
-            break;
-        };
-        lines[i + 1..end]
-            .iter()
-            .take_while(|l| !l.starts_with(b"||||||| ") && !is(l, "======="))
-            .for_each(|l| out.extend_from_slice(l));
-        n += 1;
-        i = end + 1;
-    }
-    (out, n)
+    let r = crate::bump::rewrite_regions(content, ours, theirs, |o, _| Some(o.to_vec()));
+    (r.text, r.resolved)
 }
 
 #[cfg(test)]
