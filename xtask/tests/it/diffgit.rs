@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::fixture::git_env;
+use crate::fixture::real_git;
 
 const URL: &str = "https://github.com/ml-explore/mlx";
 
@@ -26,19 +26,7 @@ fn xtask(root: Option<&Path>, args: &[&str]) -> (i32, String, String) {
 }
 
 fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
-    let mut cmd = Command::new("git");
-    cmd.args(args).current_dir(dir);
-    git_env(&mut cmd, home);
-    // The real global config carries the insteadOf rule that reaches the mirror.
-    cmd.env_remove("GIT_CONFIG_GLOBAL")
-        .env("HOME", std::env::var_os("HOME").unwrap_or_default());
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    real_git(dir, home, args).trim().to_string()
 }
 
 /// A project pinned at `pin` whose one overlay is `git format-patch -1 c` (as diffgit.sh builds it).

@@ -56,6 +56,31 @@ impl Out {
     }
 }
 
+/// This workspace (the repository root above `xtask/`).
+pub fn workspace() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// git with the fixture's identity and dates but the user's real global config, which carries the
+/// `insteadOf` rule that reaches an upstream's local mirror (the real-history tests); its stdout.
+pub fn real_git(dir: &Path, home: &Path, args: &[&str]) -> String {
+    let mut cmd = Command::new("git");
+    cmd.args(args).current_dir(dir);
+    git_env(&mut cmd, home);
+    cmd.env_remove("GIT_CONFIG_GLOBAL")
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default());
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 pub fn git_env(cmd: &mut Command, home: &Path) {
     cmd.env("HOME", home)
         .env("GIT_CONFIG_GLOBAL", home.join("gitconfig"))

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::fixture::{assert_same_tree, git_env};
+use crate::fixture::{assert_same_tree, real_git, workspace};
 
 const PIN: &str = "d99724f2b141fed9e1a9f402213506c081433465";
 const URL: &str = "https://github.com/ggml-org/ggml";
@@ -18,27 +18,8 @@ const OURS: [&str; 3] = [
     "0006-test-backend-ops-tq1_0.patch",
 ];
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
-    let mut cmd = Command::new("git");
-    cmd.args(args).current_dir(dir);
-    git_env(&mut cmd, home);
-    // Keep the real global config: it carries the insteadOf rule that reaches the mirror.
-    cmd.env_remove("GIT_CONFIG_GLOBAL")
-        .env("HOME", std::env::var_os("HOME").unwrap_or_default());
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    real_git(dir, home, args)
 }
 
 /// A project under `t`: this workspace's pins.toml (ggml's url replaced by `url` when given; the
