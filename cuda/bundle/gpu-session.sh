@@ -3,11 +3,18 @@
 # phases that a warm machine keeps between calls (state under /tmp/run):
 #   build   unpack, build and install the patched MLX (with its Python extension when the bundle
 #           has one), then the library harness (cuda/lib) and the kernel harness (cuda/harness)
+#   tune    the kernel harness alone (unpack, build it, parity, candidate shapes, benchmark) on
+#           GPU TUNE_GPU (default: the second when there are two): the fast loop for launch shapes
 #   tests   MLX's python/tests/test_quantized.py under both policies (test-python.sh); with two
 #           GPUs each policy runs on its own GPU, at the same time
 #   bench   library parity (both policies), library benchmark, peers (PyTorch), kernel harness
 #           benchmark, all on one GPU, then collect.py -> $OUT/results.json
 #   both    tests (both policies at once) on the second GPU while bench runs on the first
+#   profile Nsight Compute on cuda/harness/profile.cu (no MLX build): ncu.csv
+#   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.gz (carry it back in
+#           as .devcarry/ptx-cache.tar.gz: every later session's tests start warm)
+#   control the built tree taken back to the unpatched pin (cuda/bundle/control.sh), rebuilt, and
+#           MLX's qmm/qmv tests run on it (test-python.sh pin), with the upstream policy's PTX cache
 # Results land in $OUT. env: DEADLINE (seconds this call may use, default 570), BENCH_SHAPES
 # (indices into the five shapes; default all), SKIP_PEERS, TEST_SELECT (test-python.sh).
 set -uo pipefail
@@ -27,25 +34,49 @@ env_txt() {
   cat $OUT/env.txt
 }
 
-build() {
-  if cmp -s .devcarry/bundle.tar.gz $W/bundle.tar.gz && [ -f $W/built ]; then
-    echo "build: reused (same bundle)"; return 0; fi
-  rm -rf $B $W/built && tar -xzf .devcarry/bundle.tar.gz -C $W && cp .devcarry/bundle.tar.gz $W/
+# Unpack the carried bundle unless it is the one already unpacked (a new one starts over).
+unpack() {
+  cmp -s .devcarry/bundle.tar.gz $W/bundle.tar.gz && [ -d $B ] && return 0
+  rm -rf $B $W/built $W/control $W/hb && tar -xzf .devcarry/bundle.tar.gz -C $W && cp .devcarry/bundle.tar.gz $W/
   # This checkout's harness sources win over the bundle's (they iterate faster than the tree).
   cp -r cuda/lib cuda/harness cuda/bench cuda/bundle $B/cuda/
+}
+
+harness_build() {
+  [ -x $W/hb/qmv_harness ] && return 0
+  bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hb -Xptxas=-v \
+    > $OUT/harness-build.log 2>&1 || { tail -30 $OUT/harness-build.log; return 1; }
+}
+
+build() {
+  unpack
+  if [ -f $W/built ]; then echo "build: reused (same bundle)"; return 0; fi
   local py=0; [ -f $B/cmake-defines-python.txt ] && py=1
   PYTHON_BINDINGS=$py bash $B/cuda/bundle/build.sh > $OUT/build.log 2>&1 \
     || { tail -60 $OUT/build.log; return 1; }
   echo "mlx build (python=$py): $(( $(date +%s) - t0 )) s"
-  (bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hb > $OUT/harness-build.log 2>&1) &
-  local hb=$!
+  harness_build & local hb=$!
   cmake -S $B/cuda/lib -B $W/lib -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$B/install \
     -DCMAKE_MODULE_PATH=$B/install/share/cmake/MLX -DCUDNN_INCLUDE_PATH=$cudnn/include \
     -DCUDNN_LIBRARY_PATH=$cudnn/lib > $OUT/lib-build.log 2>&1 && ninja -C $W/lib >> $OUT/lib-build.log 2>&1 \
     || { tail -30 $OUT/lib-build.log; return 1; }
-  wait $hb || { tail -30 $OUT/harness-build.log; return 1; }
+  wait $hb || return 1
   touch $W/built
   echo "build done: $(( $(date +%s) - t0 )) s"
+}
+
+# The kernel harness alone (seconds to build, no MLX build): parity of the by-M choice for every
+# dtype/bits/gs, parity of every candidate launch shape, and the benchmark of all of them.
+tune() {
+  unpack; harness_build || return 1
+  echo "harness build: $(( $(date +%s) - t0 )) s"
+  grep -A3 "Compiling entry.*qmv_s" $OUT/harness-build.log | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" \
+    | sort | uniq -c | sort -rn | head -12
+  export CUDA_VISIBLE_DEVICES=$1
+  $W/hb/qmv_harness parity > $OUT/tune.jsonl; echo "parity rc=$?"; tail -1 $OUT/tune.jsonl
+  $W/hb/qmv_harness parity-shapes >> $OUT/tune.jsonl; echo "parity-shapes rc=$?"; tail -1 $OUT/tune.jsonl
+  timeout $(( $(left) - 10 )) $W/hb/qmv_harness bench ${BENCH_SHAPES:-} >> $OUT/tune.jsonl
+  echo "tune bench rc=$? ($(left) s left)"
 }
 
 # tests GPU...: one policy per GPU given (streamed first); one GPU runs both in turn.
@@ -54,11 +85,13 @@ tests() {
   for policy in streamed upstream; do
     local g=${gpus[$(( i % ${#gpus[@]} ))]}
     if [ ${#gpus[@]} -gt 1 ]; then
-      (CUDA_VISIBLE_DEVICES=$g timeout $(( $(left) - 10 )) bash $B/cuda/bundle/test-python.sh $policy $OUT;
+      (CUDA_VISIBLE_DEVICES=$g MLX_PTX_CACHE_DIR=$W/ptx-$policy timeout $(( $(left) - 10 )) \
+         bash $B/cuda/bundle/test-python.sh $policy $OUT;
        echo "tests $policy (GPU $g) rc=$?") &
       pids+=($!)
     else
-      CUDA_VISIBLE_DEVICES=$g timeout $(( $(left) - 10 )) bash $B/cuda/bundle/test-python.sh $policy $OUT
+      CUDA_VISIBLE_DEVICES=$g MLX_PTX_CACHE_DIR=$W/ptx-$policy timeout $(( $(left) - 10 )) \
+        bash $B/cuda/bundle/test-python.sh $policy $OUT
       echo "tests $policy (GPU $g) rc=$?"
     fi
     i=$(( i + 1 ))
@@ -81,16 +114,80 @@ bench() {
   python3 $B/cuda/bench/collect.py $OUT/results.json $OUT/env.txt $OUT/lib.jsonl $OUT/harness.jsonl $OUT/peers.jsonl
 }
 
+# MLX's NVRTC output is cached per module name (MLX_PTX_CACHE_DIR): first-use compiles of CUTLASS
+# kernels are what makes test_qmm and the gather/qvm tests run past a command's limit. A cache
+# carried in as .devcarry/ptx-cache.tar.gz (made by the keep-ptx phase) seeds every policy's
+# folder once; keep-ptx packs the union of this machine's folders into $OUT.
+seed_ptx() {
+  [ -f .devcarry/ptx-cache.tar.gz ] && [ ! -f $W/ptx-seeded ] || return 0
+  mkdir -p $W/ptx-carried && tar -xzf .devcarry/ptx-cache.tar.gz -C $W/ptx-carried
+  for d in streamed upstream bench; do mkdir -p $W/ptx-$d && cp -rn $W/ptx-carried/. $W/ptx-$d/; done
+  touch $W/ptx-seeded; echo "ptx cache seeded: $(ls $W/ptx-carried | wc -l) modules"
+}
+
+keep_ptx() {
+  rm -rf $W/ptx-all && mkdir -p $W/ptx-all
+  for d in $W/ptx-*/; do [ "$d" = $W/ptx-all/ ] || cp -rn "$d". $W/ptx-all/; done
+  tar -czf $OUT/ptx-cache.tar.gz -C $W/ptx-all .
+  local mib=$(( $(stat -c %s $OUT/ptx-cache.tar.gz) >> 20 ))
+  echo "ptx cache: $(ls $W/ptx-all | wc -l) modules, $mib MiB packed"
+  # What comes back from $OUT is at most 16 MiB a file.
+  [ $mib -lt 16 ] || { rm $OUT/ptx-cache.tar.gz; echo "ptx cache too large to come back"; }
+}
+
+# At most 8 files come back from $OUT: keep the results (JSON, CSV, env.txt), pack the logs.
+pack_out() {
+  local n; n=$(find $OUT -maxdepth 1 -type f | wc -l)
+  [ "$n" -gt 8 ] || return 0
+  local logs; logs=$(cd $OUT && ls | grep -vE '\.(json|jsonl|csv)$|^env\.txt$|\.tar\.gz$')
+  (cd $OUT && tar -czf logs.tar.gz $logs && rm -f $logs)
+  echo "\$OUT: $n files, logs packed into logs.tar.gz"
+}
+
+# Nsight Compute on the profile target (cuda/harness/profile.cu): speed of light, occupancy,
+# warp stall reasons, memory and scheduler statistics of each qmv kernel it launches.
+profile() {
+  unpack
+  PROFILE_ONLY=1 bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hp \
+    > $OUT/profile-build.log 2>&1 || { tail -30 $OUT/profile-build.log; return 1; }
+  echo "profile build: $(( $(date +%s) - t0 )) s"
+  local ncu; ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+  CUDA_VISIBLE_DEVICES=$1 timeout $(( $(left) - 5 )) $ncu --clock-control none -k regex:qmv \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+    --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
+    --csv --page details $W/hp/qmv_profile ${PROFILE_SHAPE:-} > $OUT/ncu.csv 2> $OUT/ncu.err
+  echo "ncu rc=$? ($(wc -l < $OUT/ncu.csv) lines)"; tail -3 $OUT/ncu.err
+}
+
+# The unpatched pin in the same build folder, and the tests that reach qmv/qmm on it.
+control() {
+  bash $B/cuda/bundle/control.sh overlays/mlx > $OUT/control-build.log 2>&1 \
+    || { tail -30 $OUT/control-build.log; return 1; }
+  rm -f $W/built; touch $W/control
+  tail -3 $OUT/control-build.log; echo "control build: $(( $(date +%s) - t0 )) s"
+  CUDA_VISIBLE_DEVICES=$1 MLX_PTX_CACHE_DIR=$W/ptx-upstream \
+    TEST_SELECT=${CONTROL_SELECT:-'(qmm or qmv) and not gather and not qmm_non_transposed'} \
+    timeout $(( $(left) - 10 )) bash $B/cuda/bundle/test-python.sh pin $OUT
+  echo "tests pin rc=$?"
+}
+
 env_txt
+trap pack_out EXIT
+seed_ptx
 for phase in "$@"; do
   case $phase in
+    unpack) unpack ;;
     build) build || exit 1 ;;
+    tune)  tune ${TUNE_GPU:-$(( ngpu > 1 ? 1 : 0 ))} || exit 1 ;;
     tests) [ -f $W/built ] || { echo "build first"; exit 2; }
            if [ $ngpu -gt 1 ]; then tests 0 1; else tests 0; fi ;;
     bench) [ -f $W/built ] || { echo "build first"; exit 2; }; bench 0 ;;
     both)  [ -f $W/built ] || { echo "build first"; exit 2; }
            [ $ngpu -gt 1 ] || { echo "both needs two GPUs"; exit 2; }
            (tests 1 1) & tp=$!; bench 0; wait $tp ;;
+    profile) profile 0 || exit 1 ;;
+    keep-ptx) keep_ptx ;;
+    control) [ -f $W/built ] || { echo "build first"; exit 2; }; control 0 ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
   echo "after $phase: $(( $(date +%s) - t0 )) s"

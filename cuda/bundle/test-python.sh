@@ -3,7 +3,8 @@
 # with PYTHON_BINDINGS=1 (build.sh), under one policy of overlay 0007.
 #
 #   test-python.sh POLICY OUTDIR [pytest args...]
-#     POLICY: upstream | streamed (MLX_CUDA_QMV_BATCH_POLICY)
+#     POLICY: upstream | streamed (MLX_CUDA_QMV_BATCH_POLICY), or pin (the control build of
+#     control.sh: no policy set)
 #     writes OUTDIR/pytest-POLICY.log (pytest -v) and OUTDIR/pytest-POLICY.xml (JUnit)
 #   env: TEST_FILE (default test_quantized.py), TEST_SELECT (pytest -k expression; default below),
 #   TEST_WORKERS (xdist, default 4), TEST_TIMEOUT (seconds per test, default 300), MLX_PTX_CACHE_DIR (kept per policy
@@ -13,7 +14,7 @@ bundle=$(cd "$(dirname "$0")/../.." && pwd)
 policy=${1:?policy: upstream or streamed}
 out=${2:?output folder}
 shift 2
-case "$policy" in upstream|streamed) ;; *) echo "policy: upstream or streamed, not $policy" >&2; exit 2;; esac
+case "$policy" in upstream|streamed|pin) ;; *) echo "policy: upstream, streamed or pin, not $policy" >&2; exit 2;; esac
 ls "$bundle"/mlx/python/mlx/core*.so > /dev/null 2>&1 || {
   echo "no mlx.core extension in $bundle/mlx/python/mlx: build with PYTHON_BINDINGS=1" >&2; exit 2; }
 mkdir -p "$out"
@@ -22,7 +23,8 @@ mkdir -p "$out"
 [ -e "$bundle/mlx/python/include" ] || ln -s ../../install/include "$bundle/mlx/python/include"
 cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
 export LD_LIBRARY_PATH=${cudnn:+$cudnn/lib:}${LD_LIBRARY_PATH:-}
-export MLX_CUDA_QMV_BATCH_POLICY=$policy
+# pin: the unpatched build of control.sh, which has no policy to set.
+if [ "$policy" = pin ]; then unset MLX_CUDA_QMV_BATCH_POLICY; else export MLX_CUDA_QMV_BATCH_POLICY=$policy; fi
 export MLX_PTX_CACHE_DIR=${MLX_PTX_CACHE_DIR:-$(dirname "$out")/ptx-$policy}
 export PYTHONPATH=$bundle/mlx/python PYTHONDONTWRITEBYTECODE=1 COLUMNS=200
 # gather_*, qmm_non_transposed and qvm: their first-use NVRTC compiles of CUTLASS kernels take

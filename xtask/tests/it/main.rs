@@ -7,6 +7,7 @@ mod build_mlx;
 mod bump;
 mod bundle;
 mod concurrency;
+mod cuda_scripts;
 mod diffgit;
 mod drift;
 mod errors;

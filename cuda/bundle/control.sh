@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The control run: the bundle's built tree taken back to the unpatched pin, rebuilt in the same
+# build folder (only what the series touched recompiles), then MLX's Python tests again with no
+# policy (test-python.sh pin): failures that remain are upstream's own.
+#
+#   control.sh OVERLAY_DIR [--forward]
+#     OVERLAY_DIR: this checkout's overlays/mlx (series + patches). Reverts the series, last
+#     overlay first, and checks every file it touched against the pin's blob named in the
+#     overlays' index lines (a file the series adds must be gone). --forward applies the series
+#     again (back to the patched tree). Both rebuild and reinstall with build.sh's folders, unless
+#     NO_BUILD=1 (the tree alone: what CI checks).
+set -euo pipefail
+bundle=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$(cd "${1:?overlay folder}" && pwd)
+# git apply and hash-object on the bundle's tree alone, even when the bundle lies inside a git
+# work tree (git apply would take paths from that repository's top).
+export GIT_CEILING_DIRECTORIES=$bundle
+mapfile -t series < <(grep -v '^\s*#' "$dir/series" | sed '/^\s*$/d')
+cd "$bundle/mlx"
+if [ "${2:-}" = --forward ]; then
+  for p in "${series[@]}"; do git apply "$dir/$p"; done
+  echo "control: series applied again (${#series[@]} overlays)"
+else
+  for (( i=${#series[@]}-1; i>=0; i-- )); do git apply -R "$dir/${series[$i]}"; done
+  python3 - "$dir" "${series[@]}" <<'PY'
+import os, re, subprocess, sys
+d, series = sys.argv[1], sys.argv[2:]
+first = {}
+for p in series:
+    cur = None
+    for line in open(os.path.join(d, p), encoding="utf-8", errors="replace"):
+        m = re.match(r"diff --git a/(\S+) b/\S+", line)
+        if m:
+            cur = m.group(1)
+            continue
+        m = re.match(r"index ([0-9a-f]+)\.\.[0-9a-f]+", line)
+        if m and cur and cur not in first:
+            first[cur] = m.group(1)
+bad = []
+for f, pre in sorted(first.items()):
+    if set(pre) == {"0"}:
+        if os.path.exists(f):
+            bad.append(f"{f}: added by the series, still there")
+        continue
+    h = subprocess.run(["git", "hash-object", f], capture_output=True, text=True).stdout.strip()
+    if not h.startswith(pre):
+        bad.append(f"{f}: {h[:12]} is not the pin's {pre}")
+for b in bad:
+    print("control:", b, file=sys.stderr)
+print(f"control: {len(first) - len(bad)} of {len(first)} touched files are the pin's")
+sys.exit(1 if bad else 0)
+PY
+fi
+[ "${NO_BUILD:-0}" = 1 ] && exit 0
+ninja -C "${BUILD_DIR:-$bundle/build}" -j "${JOBS:-$(nproc)}" | tail -2
+cmake --install "${BUILD_DIR:-$bundle/build}" > /dev/null

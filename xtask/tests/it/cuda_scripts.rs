@@ -1,0 +1,175 @@
+//! The GPU machine's scripts that can run without a GPU: `cuda/bundle/control.sh` (the bundle's
+//! tree taken back to the pin, checked blob by blob) and `cuda/bundle/failures.py` (a policy's
+//! failing subtests against the control's).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::fixture::{Fixture, Out, files_under, workspace};
+
+/// `int a;`, then `b_line`, then ten more declarations: long enough that an edit at its end is
+/// outside every hunk's context.
+fn lib_c(b_line: &str) -> String {
+    let tail: String = (0..10).map(|i| format!("int f{i};\n")).collect();
+    format!("int a;\n{b_line}\n{tail}")
+}
+
+/// A fixture at `lib_c("int b;")`, for [`bundle_with_control`].
+fn fixture() -> Fixture {
+    Fixture::new(&[("src/lib.c", &lib_c("int b;"))])
+}
+
+/// A bundle of a fixture whose series changes one file twice and adds another, with the project's
+/// real control.sh in it; returns the unpacked bundle folder.
+fn bundle_with_control(f: &Fixture) -> PathBuf {
+    f.add_overlay(
+        "Make b wider",
+        &[("src/lib.c", Some(&lib_c("long b;")))],
+        "Overlay-Kind: upstreamable\nUpstream-Status: not-submitted\n",
+    );
+    f.add_overlay(
+        "Add a helper",
+        &[
+            ("src/helper.c", Some("int helper;\n")),
+            ("src/lib.c", Some(&lib_c("long b;\nint helper_used;"))),
+        ],
+        "Overlay-Kind: local-only\nUpstream-Status: not-submitted\n",
+    );
+    let bundle_dir = f.root.join("cuda/bundle");
+    std::fs::create_dir_all(&bundle_dir).unwrap();
+    std::fs::write(bundle_dir.join("build.sh"), "echo build\n").unwrap();
+    std::fs::copy(
+        workspace().join("cuda/bundle/control.sh"),
+        bundle_dir.join("control.sh"),
+    )
+    .unwrap();
+    let archive = f.t().join("b.tar.gz");
+    let archive_arg = archive.to_str().unwrap();
+    f.xtask(&["build-mlx", "--backend", "cuda", "--bundle", archive_arg])
+        .ok();
+    let unpacked = f.t().join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    let tar = Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&unpacked)
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    unpacked.join("mlx-cuda-bundle")
+}
+
+fn control(f: &Fixture, bundle: &Path, args: &[&str]) -> Out {
+    let out = Command::new("bash")
+        .arg(bundle.join("cuda/bundle/control.sh"))
+        .arg(f.root.join("overlays/up"))
+        .args(args)
+        .env("NO_BUILD", "1")
+        .output()
+        .unwrap();
+    f.out(out)
+}
+
+/// Reverting gives the pin's tree exactly (the added file gone), the check counts every touched
+/// file, and `--forward` gives the bundle's patched tree back.
+#[test]
+fn control_takes_the_bundle_back_to_the_pin_and_forward_again() {
+    let f = fixture();
+    let b = bundle_with_control(&f);
+    let patched = files_under(&b.join("mlx"), &[]);
+    let out = control(&f, &b, &[]).ok();
+    assert!(
+        out.stdout
+            .contains("control: 2 of 2 touched files are the pin's"),
+        "{}",
+        out.snapshot()
+    );
+    assert_eq!(f.read(b.join("mlx/src/lib.c")), lib_c("int b;"));
+    assert!(!b.join("mlx/src/helper.c").exists());
+    control(&f, &b, &["--forward"]).ok();
+    assert_eq!(files_under(&b.join("mlx"), &[]), patched);
+}
+
+/// A touched file that differs from the pin after the series is reverted (an edit outside every
+/// hunk, so `git apply -R` succeeds) is named, and the script fails.
+#[test]
+fn control_names_a_touched_file_that_is_not_the_pins() {
+    let f = fixture();
+    let b = bundle_with_control(&f);
+    let lib = b.join("mlx/src/lib.c");
+    let text = f
+        .read(&lib)
+        .replace("int f9;", "int f9; // edited on the GPU machine");
+    std::fs::write(&lib, text).unwrap();
+    let out = control(&f, &b, &[]).code(1);
+    assert!(
+        out.stderr.contains("control: src/lib.c: ") && out.stderr.contains("is not the pin's"),
+        "{}",
+        out.snapshot()
+    );
+}
+
+fn pytest_log(dir: &Path, name: &str, failed: &[&str], summary: bool) -> String {
+    let mut text = String::from("============ test session starts ============\n");
+    for sub in failed {
+        text.push_str(&format!(
+            "[gw0] [ 50%] SUBFAILED({sub}) test_quantized.py::TestQuantized::test_qmm \n"
+        ));
+    }
+    text.push_str(
+        "[gw0] [ 90%] SUBPASSED(shape=(8, 128, 128)) test_quantized.py::TestQuantized::test_qmm \n",
+    );
+    if summary {
+        text.push_str("FAILED test_quantized.py::TestQuantized::test_qmm - Failed: Timeout (>480.0s) from pytest-timeout.\n");
+        text.push_str(
+            "===== 2 failed, 26 passed, 2000 subtests passed in 529.18s (0:08:49) =====\n",
+        );
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn failures(f: &Fixture, args: &[String]) -> Out {
+    let out = Command::new("python3")
+        .arg(workspace().join("cuda/bundle/failures.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    f.out(out)
+}
+
+/// Failures the control shares pass (exit 0); one it does not is named (exit 1); a log cut short
+/// says so, and a test that ran past pytest's limit is listed.
+#[test]
+fn failures_names_what_the_control_does_not_fail() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let t = f.t();
+    let a = "shape='(32, 128, 128)', group_size='128'";
+    let b = "shape='(64, 128, 128)', group_size='128'";
+    let c = "shape='(8, 256, 64)', group_size='64'";
+    let pin = pytest_log(t, "pin.log", &[a, b], false);
+    let shared = pytest_log(t, "streamed.log", &[a], true);
+    let own = pytest_log(t, "upstream.log", &[b, c], true);
+
+    let out = failures(&f, &[pin.clone(), shared.clone()]).code(0);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    // The report names each log as given (the fixture's output shows the temporary folder as $TMP).
+    let shared_key = f.scrub(&shared);
+    assert_eq!(report["schema"], 1);
+    assert_eq!(report["control"]["failed"], 2);
+    assert_eq!(report["control"]["complete"], false);
+    assert_eq!(report[&shared_key]["also_failed_by_control"], 1);
+    assert_eq!(report[&shared_key]["complete"], true);
+    assert_eq!(report[&shared_key]["timed_out"][0], "test_qmm");
+
+    let out = failures(&f, &[pin, format!("{shared},{own}")]).code(1);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let key = f.scrub(&format!("{shared},{own}"));
+    assert_eq!(report[&key]["failed"], 3);
+    assert_eq!(
+        report[&key]["not_failed_by_control"][0],
+        "test_qmm shape=(8,256,64),group_size=64"
+    );
+}
