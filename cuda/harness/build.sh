@@ -7,7 +7,8 @@
 #   build.sh TREE CUTLASS_DIR CCCL_INCLUDE FMT_DIR OUT_DIR [extra nvcc flags...]
 #
 # NVCC (default: nvcc on PATH), ARCH (default: sm_90a) and CUDA_LIBDIR (extra -L for
-# cudart, e.g. the pip wheel's lib folder) may be set.
+# cudart, e.g. the pip wheel's lib folder) may be set; PROFILE_ONLY=1 builds only
+# profile.cu (qmv_profile, the target of gpu-session.sh's profile phase).
 set -euo pipefail
 tree=$1 cutlass=$2 cccl=$3 fmt=$4 out=$5
 shift 5
@@ -27,6 +28,11 @@ flags=(-std=c++20 -O3 -gencode=arch=compute_${code},code=sm_${code}
   -DMLX_USE_CUDA -I "$out" -I "$here" -I "$tree" -isystem "$cccl" -isystem "$cutlass/include"
   -isystem "$fmt/include" -DFMT_HEADER_ONLY "$@")
 nvcc=${NVCC:-nvcc}
+if [ "${PROFILE_ONLY:-0}" = 1 ]; then
+  # Only the Nsight Compute target (profile.cu): seconds, for a short GPU call.
+  "$nvcc" "${flags[@]}" -lineinfo ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} -o "$out/qmv_profile" "$here/profile.cu"
+  exit
+fi
 pids=()
 "$nvcc" "${flags[@]}" -c -o "$out/main.o" "$here/main.cu" & pids+=($!)
 for unit in float32 float16 bfloat16 candidates; do

@@ -13,6 +13,7 @@
 // any difference or CUDA error.
 #pragma once
 #include "qmv_kernels.cuh"
+#include "qmv_split.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -95,25 +96,30 @@ template <> struct QOf<8> { using type = uint8_t; };
 // ---------------------------------------------------------------- shapes
 // Launch shapes of the streamed kernel under test (the overlay's default is
 // cu::QmvStreamedShape).
-template <int W, int R, int V, int P>
+// S > 1: the split experiment of qmv_split.cuh (S warps share the 32 lanes of R rows; W == S;
+// bits 2/4/8 only).
+template <int W, int R, int V, int P, int S = 1>
 struct LaunchShape {
   static constexpr int warps_per_block = W;
   static constexpr int rows_per_warp = R;
   static constexpr int vecs = V;
   static constexpr int prefetch = P;
+  static constexpr int split = S;
 };
 
 // The overlay's own choice of launch shape by M (cu::qmv_streamed_by_m).
 struct ByM {
-  static constexpr int warps_per_block = 0, rows_per_warp = 0, vecs = 0, prefetch = 0;
+  static constexpr int warps_per_block = 0, rows_per_warp = 0, vecs = 0, prefetch = 0,
+                       split = 0;
 };
 
 template <typename Sh>
 std::string shape_name() {
   if constexpr (std::is_same_v<Sh, ByM>) return "by_m";
   char b[64];
-  snprintf(b, sizeof b, "w%d_r%d_v%d_p%d", Sh::warps_per_block,
-           Sh::rows_per_warp, Sh::vecs, Sh::prefetch);
+  int n = snprintf(b, sizeof b, "w%d_r%d_v%d_p%d", Sh::warps_per_block,
+                   Sh::rows_per_warp, Sh::vecs, Sh::prefetch);
+  if (Sh::split > 1) snprintf(b + n, sizeof b - n, "_s%d", Sh::split);
   return b;
 }
 
@@ -155,7 +161,11 @@ void run_upstream(const Buffers<T, bits, gs>& b, Problem p, int c, T* out) {
 
 template <typename Sh, typename T, int bits, int gs>
 void run_streamed(const Buffers<T, bits, gs>& b, Problem p, int c, T* out) {
-  if constexpr (std::is_same_v<Sh, ByM>) {
+  if constexpr (Sh::split > 1) {
+    cu::qmv_split<Sh, gs, true>(b.x, b.wq(c), b.scales + b.sb_elems * c,
+                                b.biases + b.sb_elems * c, out, p.m, p.n, p.k, p.l,
+                                p.l == 1, launch);
+  } else if constexpr (std::is_same_v<Sh, ByM>) {
     cu::qmv_streamed_by_m<gs, true>(b.x, b.wq(c), b.scales + b.sb_elems * c,
                                     b.biases + b.sb_elems * c, out, p.m, p.n, p.k,
                                     p.l, p.l == 1, launch);
@@ -178,7 +188,7 @@ ParityTotals parity_bfloat16();
 ParityTotals parity_candidates();
 
 #ifndef HARNESS_SHAPES
-#define HARNESS_SHAPES ByM, LaunchShape<4, 2, 1, 8>, LaunchShape<4, 2, 2, 8>, LaunchShape<4, 2, 4, 4>, LaunchShape<4, 2, 4, 8>, LaunchShape<4, 2, 8, 4>, LaunchShape<4, 1, 8, 8>, LaunchShape<8, 2, 8, 2>
+#define HARNESS_SHAPES ByM, LaunchShape<4, 2, 1, 8>, LaunchShape<4, 2, 2, 8>, LaunchShape<4, 2, 4, 4>, LaunchShape<4, 2, 8, 4>, LaunchShape<4, 2, 4, 2, 4>, LaunchShape<4, 2, 8, 2, 4>, LaunchShape<4, 4, 8, 2, 4>, LaunchShape<4, 8, 8, 2, 4>, LaunchShape<4, 2, 16, 2, 4>, LaunchShape<4, 4, 16, 2, 4>, LaunchShape<4, 4, 16, 4, 4>
 #endif
 #ifndef HARNESS_PARITY_SHAPE
 #define HARNESS_PARITY_SHAPE ByM

@@ -1,0 +1,25 @@
+// A target for Nsight Compute: one launch of upstream's qmv at M = 1 and of a few streamed launch
+// shapes (bf16, 4-bit, gs 64) on one weight shape, so that `ncu -k regex:qmv` reports exactly
+// these kernels (gpu-session.sh's profile phase).
+//
+//   qmv_profile [N K]   (default: the 128256 x 4096 head)
+#include "harness.cuh"
+
+int main(int argc, char** argv) {
+  int n = argc > 2 ? atoi(argv[1]) : 128256;
+  int k = argc > 2 ? atoi(argv[2]) : 4096;
+  using T = cutlass::bfloat16_t;
+  Buffers<T, 4, 64> b({16, n, k, 1}, 1, 7);
+  auto run = [&]<typename Sh>(int m) {
+    run_streamed<Sh>(b, Problem{m, n, k, 1}, 0, b.out);
+  };
+  run_upstream(b, Problem{1, n, k, 1}, 0, b.out);
+  run.template operator()<LaunchShape<4, 2, 1, 8>>(1);
+  run.template operator()<LaunchShape<4, 2, 4, 4>>(4);
+  run.template operator()<LaunchShape<4, 2, 8, 4>>(8);
+  run.template operator()<LaunchShape<4, 4, 8, 2, 4>>(8);
+  run.template operator()<LaunchShape<4, 4, 16, 2, 4>>(16);
+  CHECK(cudaDeviceSynchronize());
+  printf("profile: %d x %d done\n", n, k);
+  return 0;
+}
