@@ -1,7 +1,5 @@
 //! `build-mlx --backend cuda --bundle`: the offline build a GPU machine without Rust receives.
 
-use std::process::Command;
-
 use crate::fixture::Fixture;
 
 /// A bundle holds the materialized tree (overlays applied), each pinned source at its commit
@@ -59,17 +57,7 @@ fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
         ])
         .ok();
     assert!(out.stdout.contains("dep"), "{}", out.stdout);
-    let unpacked = f.t().join("unpacked");
-    std::fs::create_dir_all(&unpacked).unwrap();
-    let tar = Command::new("tar")
-        .args(["-xzf"])
-        .arg(&archive)
-        .arg("-C")
-        .arg(&unpacked)
-        .status()
-        .unwrap();
-    assert!(tar.success());
-    let b = unpacked.join("mlx-cuda-bundle");
+    let b = f.unpack_bundle(&archive, "unpacked");
     assert_eq!(f.read(b.join("mlx/src/lib.c")), "int a;\nlong b;\n");
     assert_eq!(f.read(b.join("deps/dep/include/dep.h")), "#define DEP 1\n");
     assert!(!b.join("deps/dep/docs").exists());
@@ -142,18 +130,6 @@ fn bundle_python_adds_nanobind_and_the_python_defines() {
         ));
     }
     std::fs::write(f.root.join("pins.toml"), pins).unwrap();
-    let unpack = |archive: &std::path::Path, to: &str| {
-        let dir = f.t().join(to);
-        std::fs::create_dir_all(&dir).unwrap();
-        let ok = Command::new("tar")
-            .arg("-xzf")
-            .arg(archive)
-            .arg("-C")
-            .arg(&dir)
-            .status();
-        assert!(ok.unwrap().success());
-        dir.join("mlx-cuda-bundle")
-    };
     let with = f.t().join("with.tar.gz");
     let args = [
         "build-mlx",
@@ -163,7 +139,7 @@ fn bundle_python_adds_nanobind_and_the_python_defines() {
         with.to_str().unwrap(),
     ];
     f.xtask(&[&args[..], &["--bundle-python"]].concat()).ok();
-    let b = unpack(&with, "with");
+    let b = f.unpack_bundle(&with, "with");
     assert_eq!(f.read(b.join("deps/nanobind/src/nb.cpp")), "// nanobind\n");
     assert_eq!(
         f.read(b.join("deps/nanobind/ext/robin_map/include/tsl.h")),
@@ -188,7 +164,7 @@ fn bundle_python_adds_nanobind_and_the_python_defines() {
         without.to_str().unwrap(),
     ])
     .ok();
-    let b = unpack(&without, "without");
+    let b = f.unpack_bundle(&without, "without");
     assert!(!b.join("deps/nanobind").exists());
     assert!(!b.join("cmake-defines-python.txt").exists());
 }

@@ -47,17 +47,7 @@ fn bundle_with_control(f: &Fixture) -> PathBuf {
     let archive_arg = archive.to_str().unwrap();
     f.xtask(&["build-mlx", "--backend", "cuda", "--bundle", archive_arg])
         .ok();
-    let unpacked = f.t().join("unpacked");
-    std::fs::create_dir_all(&unpacked).unwrap();
-    let tar = Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(&unpacked)
-        .status()
-        .unwrap();
-    assert!(tar.success());
-    unpacked.join("mlx-cuda-bundle")
+    f.unpack_bundle(&archive, "unpacked")
 }
 
 fn control(f: &Fixture, bundle: &Path, args: &[&str]) -> Out {

@@ -299,6 +299,22 @@ impl Fixture {
         dir
     }
 
+    /// Unpacks a `build-mlx --bundle` archive into the temporary folder `to`; returns its
+    /// `mlx-cuda-bundle` folder.
+    pub fn unpack_bundle(&self, archive: &Path, to: &str) -> PathBuf {
+        let dir = self.t().join(to);
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = Command::new("tar")
+            .arg("-xzf")
+            .arg(archive)
+            .arg("-C")
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "tar -xzf {}", archive.display());
+        dir.join("mlx-cuda-bundle")
+    }
+
     pub fn read(&self, p: impl AsRef<Path>) -> String {
         std::fs::read_to_string(p.as_ref()).unwrap()
     }
