@@ -15,8 +15,11 @@
 #           as .devcarry/ptx-cache.tar.gz: every later session's tests start warm)
 #   control the built tree taken back to the unpatched pin (cuda/bundle/control.sh), rebuilt, and
 #           MLX's qmm/qmv tests run on it (test-python.sh pin), with the upstream policy's PTX cache
-# Results land in $OUT. env: DEADLINE (seconds this call may use, default 570), BENCH_SHAPES
-# (indices into the five shapes; default all), SKIP_PEERS, TEST_SELECT (test-python.sh).
+# Results land in $OUT (logs packed into logs.tar.gz when there are more than 8 files, the most
+# that comes back). env: DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices
+# into the five shapes; default all), SKIP_PEERS, TEST_SELECT and TEST_TIMEOUT (test-python.sh),
+# TUNE_GPU, PROFILE_SHAPE ("N K"), CONTROL_SELECT, PACK_OUT=0 (for a second invocation running
+# in the background of this one, which packs at its end).
 set -uo pipefail
 W=/tmp/run; mkdir -p $W
 B=$W/mlx-cuda-bundle
@@ -136,7 +139,9 @@ keep_ptx() {
 }
 
 # At most 8 files come back from $OUT: keep the results (JSON, CSV, env.txt), pack the logs.
+# PACK_OUT=0 leaves $OUT alone: for an invocation running beside another that packs at its end.
 pack_out() {
+  [ "${PACK_OUT:-1}" = 1 ] || return 0
   local n; n=$(find $OUT -maxdepth 1 -type f | wc -l)
   [ "$n" -gt 8 ] || return 0
   local logs; logs=$(cd $OUT && ls | grep -vE '\.(json|jsonl|csv)$|^env\.txt$|\.tar\.gz$')
