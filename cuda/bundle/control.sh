@@ -15,7 +15,13 @@ dir=$(cd "${1:?overlay folder}" && pwd)
 # git apply and hash-object on the bundle's tree alone, even when the bundle lies inside a git
 # work tree (git apply would take paths from that repository's top).
 export GIT_CEILING_DIRECTORIES=$bundle
+case "${2:-}" in
+  ""|--forward) ;;
+  *) echo "control.sh: unknown argument ${2} (only --forward)" >&2; exit 2 ;;
+esac
+[ -f "$dir/series" ] || { echo "control.sh: $dir/series: no such file" >&2; exit 2; }
 mapfile -t series < <(grep -v '^\s*#' "$dir/series" | sed '/^\s*$/d')
+[ ${#series[@]} -gt 0 ] || { echo "control.sh: $dir/series lists no overlay" >&2; exit 2; }
 cd "$bundle/mlx"
 if [ "${2:-}" = --forward ]; then
   for p in "${series[@]}"; do git apply "$dir/$p"; done

@@ -11,15 +11,16 @@
 #           benchmark, all on one GPU, then collect.py -> $OUT/results.json
 #   both    tests (both policies at once) on the second GPU while bench runs on the first
 #   profile Nsight Compute on cuda/harness/profile.cu (no MLX build): ncu.csv
-#   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.gz (carry it back in
-#           as .devcarry/ptx-cache.tar.gz: every later session's tests start warm)
+#   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
+#           as .devcarry/ptx-cache.tar.xz: every later session's tests start warm)
 #   control the built tree taken back to the unpatched pin (cuda/bundle/control.sh), rebuilt, and
-#           MLX's qmm/qmv tests run on it (test-python.sh pin), with the upstream policy's PTX cache
+#           MLX's qmm/qmv tests run on it (test-python.sh pin), with the upstream policy's PTX cache;
+#           the next phase that unpacks applies the series again (and `build` rebuilds)
 # Results land in $OUT (logs packed into logs.tar.gz when there are more than 8 files, the most
 # that comes back). env: DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices
 # into the five shapes; default all), SKIP_PEERS, TEST_SELECT and TEST_TIMEOUT (test-python.sh),
-# TUNE_GPU, PROFILE_SHAPE ("N K"), CONTROL_SELECT, PACK_OUT=0 (for a second invocation running
-# in the background of this one, which packs at its end).
+# TUNE_GPU, PROFILE_SHAPE ("N K"), CONTROL_SELECT. Two invocations may run at once (say `tune`
+# in the background of `build`): unpacking is locked, and the last one to leave packs $OUT.
 set -uo pipefail
 W=/tmp/run; mkdir -p $W
 B=$W/mlx-cuda-bundle
@@ -37,22 +38,46 @@ env_txt() {
   cat $OUT/env.txt
 }
 
-# Unpack the carried bundle unless it is the one already unpacked (a new one starts over).
+# Unpack the carried bundle unless it is the one already unpacked (a new one starts over), and
+# copy this checkout's cuda/ over the bundle's every time (its harness sources iterate faster than
+# the tree). A tree left at the pin by `control` gets its series back first. Under a lock: two
+# invocations may run at once (one in the background of the other).
 unpack() {
-  cmp -s .devcarry/bundle.tar.gz $W/bundle.tar.gz && [ -d $B ] && return 0
-  rm -rf $B $W/built $W/control $W/hb && tar -xzf .devcarry/bundle.tar.gz -C $W && cp .devcarry/bundle.tar.gz $W/
-  # This checkout's harness sources win over the bundle's (they iterate faster than the tree).
-  cp -r cuda/lib cuda/harness cuda/bench cuda/bundle $B/cuda/
+  (
+    flock 8
+    if ! { cmp -s .devcarry/bundle.tar.gz $W/bundle.tar.gz && [ -d $B ]; }; then
+      rm -rf $B $W/built $W/control $W/hb $W/hp && tar -xzf .devcarry/bundle.tar.gz -C $W \
+        && cp .devcarry/bundle.tar.gz $W/ || exit 1
+    fi
+    cp -r cuda/lib cuda/harness cuda/bench cuda/bundle $B/cuda/
+    if [ -f $W/control ]; then
+      NO_BUILD=1 bash $B/cuda/bundle/control.sh overlays/mlx --forward || exit 1
+      rm -f $W/control $W/built
+    fi
+  ) 8> $W/unpack.lock
+}
+
+# The hash of what a harness binary is built from (its sources and the tree's qmv.cu).
+harness_hash() {
+  cat $H/*.cu $H/*.cuh $H/build.sh $B/mlx/mlx/backend/cuda/quantized/qmm/qmv.cu | sha256sum | cut -c1-16
 }
 
 harness_build() {
+  [ -x $W/hb/qmv_harness ] && [ "$(cat $W/hb/.hash 2>/dev/null)" = "$(harness_hash)" ] && return 0
+  rm -rf $W/hb
+  bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hb -Xptxas=-v \
+    > $OUT/harness-build.log 2>&1 || { tail -30 $OUT/harness-build.log; return 1; }
+  harness_hash > $W/hb/.hash
+}
+
+build() {
   [ -x $W/hb/qmv_harness ] && return 0
   bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hb -Xptxas=-v \
     > $OUT/harness-build.log 2>&1 || { tail -30 $OUT/harness-build.log; return 1; }
 }
 
 build() {
-  unpack
+  unpack || return 1
   if [ -f $W/built ]; then echo "build: reused (same bundle)"; return 0; fi
   local py=0; [ -f $B/cmake-defines-python.txt ] && py=1
   PYTHON_BINDINGS=$py bash $B/cuda/bundle/build.sh > $OUT/build.log 2>&1 \
@@ -71,10 +96,10 @@ build() {
 # The kernel harness alone (seconds to build, no MLX build): parity of the by-M choice for every
 # dtype/bits/gs, parity of every candidate launch shape, and the benchmark of all of them.
 tune() {
-  unpack; harness_build || return 1
+  unpack && harness_build || return 1
   echo "harness build: $(( $(date +%s) - t0 )) s"
-  grep -A3 "Compiling entry.*qmv_s" $OUT/harness-build.log | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" \
-    | sort | uniq -c | sort -rn | head -12
+  [ -f $OUT/harness-build.log ] && grep -A3 "Compiling entry.*qmv_s" $OUT/harness-build.log \
+    | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | sort | uniq -c | sort -rn | head -12
   export CUDA_VISIBLE_DEVICES=$1
   $W/hb/qmv_harness parity > $OUT/tune.jsonl; echo "parity rc=$?"; tail -1 $OUT/tune.jsonl
   $W/hb/qmv_harness parity-shapes >> $OUT/tune.jsonl; echo "parity-shapes rc=$?"; tail -1 $OUT/tune.jsonl
@@ -119,32 +144,36 @@ bench() {
 
 # MLX's NVRTC output is cached per module name (MLX_PTX_CACHE_DIR): first-use compiles of CUTLASS
 # kernels are what makes test_qmm and the gather/qvm tests run past a command's limit. A cache
-# carried in as .devcarry/ptx-cache.tar.gz (made by the keep-ptx phase) seeds every policy's
+# carried in as .devcarry/ptx-cache.tar.xz (made by the keep-ptx phase) seeds every policy's
 # folder once; keep-ptx packs the union of this machine's folders into $OUT.
 seed_ptx() {
-  [ -f .devcarry/ptx-cache.tar.gz ] && [ ! -f $W/ptx-seeded ] || return 0
-  mkdir -p $W/ptx-carried && tar -xzf .devcarry/ptx-cache.tar.gz -C $W/ptx-carried
-  for d in streamed upstream bench; do mkdir -p $W/ptx-$d && cp -rn $W/ptx-carried/. $W/ptx-$d/; done
-  touch $W/ptx-seeded; echo "ptx cache seeded: $(ls $W/ptx-carried | wc -l) modules"
+  (
+    flock 8
+    [ -f .devcarry/ptx-cache.tar.xz ] && [ ! -f $W/ptx-seeded ] || exit 0
+    mkdir -p $W/ptx-carried && tar -xJf .devcarry/ptx-cache.tar.xz -C $W/ptx-carried
+    for d in streamed upstream bench; do mkdir -p $W/ptx-$d && cp -rn $W/ptx-carried/. $W/ptx-$d/; done
+    touch $W/ptx-seeded; echo "ptx cache seeded: $(ls $W/ptx-carried | wc -l) modules"
+  ) 8> $W/unpack.lock
 }
 
 keep_ptx() {
   rm -rf $W/ptx-all && mkdir -p $W/ptx-all
   for d in $W/ptx-*/; do [ "$d" = $W/ptx-all/ ] || cp -rn "$d". $W/ptx-all/; done
-  tar -czf $OUT/ptx-cache.tar.gz -C $W/ptx-all .
-  local mib=$(( $(stat -c %s $OUT/ptx-cache.tar.gz) >> 20 ))
-  echo "ptx cache: $(ls $W/ptx-all | wc -l) modules, $mib MiB packed"
-  # What comes back from $OUT is at most 16 MiB a file.
-  [ $mib -lt 16 ] || { rm $OUT/ptx-cache.tar.gz; echo "ptx cache too large to come back"; }
+  # xz: PTX is text and the pack must stay under the 16 MiB a file that comes back from $OUT.
+  tar -cJf $OUT/ptx-cache.tar.xz -C $W/ptx-all .
+  local mib=$(( $(stat -c %s $OUT/ptx-cache.tar.xz) >> 20 ))
+  echo "ptx cache: $(ls $W/ptx-all | wc -l) modules, $(du -sm $W/ptx-all | cut -f1) MiB, $mib MiB packed"
+  [ $mib -lt 16 ] || { rm $OUT/ptx-cache.tar.xz; echo "ptx cache too large to come back"; }
 }
 
-# At most 8 files come back from $OUT: keep the results (JSON, CSV, env.txt), pack the logs.
-# PACK_OUT=0 leaves $OUT alone: for an invocation running beside another that packs at its end.
+# At most 8 files come back from $OUT: keep the results (JSON, CSV, env.txt), pack the logs. Every
+# invocation holds $W/session.lock shared while it runs; the last one to leave packs.
 pack_out() {
-  [ "${PACK_OUT:-1}" = 1 ] || return 0
+  flock -u 9
+  flock -xn 9 || return 0
   local n; n=$(find $OUT -maxdepth 1 -type f | wc -l)
   [ "$n" -gt 8 ] || return 0
-  local logs; logs=$(cd $OUT && ls | grep -vE '\.(json|jsonl|csv)$|^env\.txt$|\.tar\.gz$')
+  local logs; logs=$(cd $OUT && ls | grep -vE '\.(json|jsonl|csv)$|^env\.txt$|\.tar\.(gz|xz)$')
   (cd $OUT && tar -czf logs.tar.gz $logs && rm -f $logs)
   echo "\$OUT: $n files, logs packed into logs.tar.gz"
 }
@@ -152,7 +181,8 @@ pack_out() {
 # Nsight Compute on the profile target (cuda/harness/profile.cu): speed of light, occupancy,
 # warp stall reasons, memory and scheduler statistics of each qmv kernel it launches.
 profile() {
-  unpack
+  unpack || return 1
+  rm -rf $W/hp
   PROFILE_ONLY=1 bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hp \
     > $OUT/profile-build.log 2>&1 || { tail -30 $OUT/profile-build.log; return 1; }
   echo "profile build: $(( $(date +%s) - t0 )) s"
@@ -166,9 +196,11 @@ profile() {
 
 # The unpatched pin in the same build folder, and the tests that reach qmv/qmm on it.
 control() {
-  bash $B/cuda/bundle/control.sh overlays/mlx > $OUT/control-build.log 2>&1 \
-    || { tail -30 $OUT/control-build.log; return 1; }
   rm -f $W/built; touch $W/control
+  if ! bash $B/cuda/bundle/control.sh overlays/mlx > $OUT/control-build.log 2>&1; then
+    # A tree half reverted is neither: the next unpack starts from the bundle again.
+    tail -30 $OUT/control-build.log; rm -f $W/bundle.tar.gz $W/control; return 1
+  fi
   tail -3 $OUT/control-build.log; echo "control build: $(( $(date +%s) - t0 )) s"
   CUDA_VISIBLE_DEVICES=$1 MLX_PTX_CACHE_DIR=$W/ptx-upstream \
     TEST_SELECT=${CONTROL_SELECT:-'(qmm or qmv) and not gather and not qmm_non_transposed'} \
@@ -176,12 +208,14 @@ control() {
   echo "tests pin rc=$?"
 }
 
+exec 9> $W/session.lock
+flock -s 9
 env_txt
 trap pack_out EXIT
 seed_ptx
 for phase in "$@"; do
   case $phase in
-    unpack) unpack ;;
+    unpack) unpack || exit 1 ;;
     build) build || exit 1 ;;
     tune)  tune ${TUNE_GPU:-$(( ngpu > 1 ? 1 : 0 ))} || exit 1 ;;
     tests) [ -f $W/built ] || { echo "build first"; exit 2; }
@@ -192,7 +226,7 @@ for phase in "$@"; do
            (tests 1 1) & tp=$!; bench 0; wait $tp ;;
     profile) profile 0 || exit 1 ;;
     keep-ptx) keep_ptx ;;
-    control) [ -f $W/built ] || { echo "build first"; exit 2; }; control 0 ;;
+    control) [ -f $W/built ] || { echo "build first"; exit 2; }; control 0 || exit 1 ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
   echo "after $phase: $(( $(date +%s) - t0 )) s"

@@ -20,7 +20,8 @@ fn fixture() -> Fixture {
 }
 
 /// A bundle of a fixture whose series changes one file twice and adds another, with the project's
-/// real control.sh in it; returns the unpacked bundle folder.
+/// real control.sh in it; returns the unpacked bundle folder. It is unpacked inside a git work
+/// tree, where a plain `git apply` would take its paths from that repository's top and skip them.
 fn bundle_with_control(f: &Fixture) -> PathBuf {
     f.add_overlay(
         "Make b wider",
@@ -47,7 +48,10 @@ fn bundle_with_control(f: &Fixture) -> PathBuf {
     let archive_arg = archive.to_str().unwrap();
     f.xtask(&["build-mlx", "--backend", "cuda", "--bundle", archive_arg])
         .ok();
-    f.unpack_bundle(&archive, "unpacked")
+    let repo = f.t().join("checkout");
+    std::fs::create_dir_all(&repo).unwrap();
+    f.git(&repo, &["init", "-q"]);
+    f.unpack_bundle(&archive, "checkout/unpacked")
 }
 
 fn control(f: &Fixture, bundle: &Path, args: &[&str]) -> Out {
@@ -81,6 +85,30 @@ fn control_takes_the_bundle_back_to_the_pin_and_forward_again() {
     assert_eq!(files_under(&b.join("mlx"), &[]), patched);
 }
 
+/// A series file that lists nothing, or an argument it does not know, is refused (exit 2) with the
+/// tree untouched.
+#[test]
+fn control_refuses_an_empty_series_and_unknown_arguments() {
+    let f = fixture();
+    let b = bundle_with_control(&f);
+    let before = files_under(&b.join("mlx"), &[]);
+    let out = control(&f, &b, &["--backward"]).code(2);
+    assert!(
+        out.stderr.contains("unknown argument --backward"),
+        "{}",
+        out.snapshot()
+    );
+    let series = f.root.join("overlays/up/series");
+    std::fs::write(&series, "# nothing yet\n").unwrap();
+    let out = control(&f, &b, &[]).code(2);
+    assert!(
+        out.stderr.contains("lists no overlay"),
+        "{}",
+        out.snapshot()
+    );
+    assert_eq!(files_under(&b.join("mlx"), &[]), before);
+}
+
 /// A touched file that differs from the pin after the series is reverted (an edit outside every
 /// hunk, so `git apply -R` succeeds) is named, and the script fails.
 #[test]
@@ -100,26 +128,33 @@ fn control_names_a_touched_file_that_is_not_the_pins() {
     );
 }
 
+/// A pytest log as test-python.sh writes it (xdist, pytest-subtests): each failing subtest on its
+/// progress line and, when the run got to its summary, again in the short summary.
 fn pytest_log(dir: &Path, name: &str, failed: &[&str], summary: bool) -> String {
+    let test = "test_quantized.py::TestQuantized::test_qmm";
     let mut text = String::from("============ test session starts ============\n");
     for sub in failed {
-        text.push_str(&format!(
-            "[gw0] [ 50%] SUBFAILED({sub}) test_quantized.py::TestQuantized::test_qmm \n"
-        ));
+        text.push_str(&format!("[gw0] [ 50%] SUBFAILED({sub}) {test} \n"));
     }
-    text.push_str(
-        "[gw0] [ 90%] SUBPASSED(shape=(8, 128, 128)) test_quantized.py::TestQuantized::test_qmm \n",
-    );
+    text.push_str(&format!(
+        "[gw0] [ 90%] SUBPASSED(shape=(8, 128, 128)) {test} \n"
+    ));
     if summary {
-        text.push_str("FAILED test_quantized.py::TestQuantized::test_qmm - Failed: Timeout (>480.0s) from pytest-timeout.\n");
-        text.push_str(
-            "===== 2 failed, 26 passed, 2000 subtests passed in 529.18s (0:08:49) =====\n",
-        );
+        text.push_str("=========== short test summary info ===========\n");
+        for sub in failed {
+            text.push_str(&format!(
+                "SUBFAILED({sub}) {test} - AssertionError: array(nan) not less than 0.0015\n"
+            ));
+        }
+        text.push_str(&format!("FAILED {test} - {TIMEOUT}\n"));
+        text.push_str("===== 2 failed, 26 passed, 2000 subtests passed in 529.18s =====\n");
     }
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path.to_str().unwrap().to_string()
 }
+
+const TIMEOUT: &str = "Failed: Timeout (>480.0s) from pytest-timeout.";
 
 fn failures(f: &Fixture, args: &[String]) -> Out {
     let out = Command::new("python3")
@@ -154,7 +189,10 @@ fn failures_names_what_the_control_does_not_fail() {
     assert_eq!(report[&shared_key]["complete"], true);
     assert_eq!(report[&shared_key]["timed_out"][0], "test_qmm");
 
-    let out = failures(&f, &[pin, format!("{shared},{own}")]).code(1);
+    // Each subtest counted once, though the summary names it again.
+    assert_eq!(report[&shared_key]["failed"], 1);
+
+    let out = failures(&f, &[pin.clone(), format!("{shared},{own}")]).code(1);
     let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let key = f.scrub(&format!("{shared},{own}"));
     assert_eq!(report[&key]["failed"], 3);
@@ -162,4 +200,26 @@ fn failures_names_what_the_control_does_not_fail() {
         report[&key]["not_failed_by_control"][0],
         "test_qmm shape=(8,256,64),group_size=64"
     );
+
+    // A crashed worker fails a whole test outside its subtests: counted, and named.
+    let crash = t.join("crash.log");
+    let crashed = "test_quantized.py::TestQuantized::test_throw - worker 'gw5' crashed";
+    let text = f.read(&shared).replace(
+        &format!("test_quantized.py::TestQuantized::test_qmm - {TIMEOUT}"),
+        crashed,
+    );
+    std::fs::write(&crash, text).unwrap();
+    let crash = crash.to_str().unwrap().to_string();
+    let out = failures(&f, &[pin.clone(), crash]).code(1);
+    assert!(
+        out.stdout.contains("\"test_throw (whole test)\""),
+        "{}",
+        out.snapshot()
+    );
+
+    // A log with no test result in it (an aborted run) is an error, not a pass.
+    let empty = t.join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    let out = failures(&f, &[pin, empty.to_str().unwrap().to_string()]).code(2);
+    assert!(out.stderr.contains("no test result"), "{}", out.snapshot());
 }
