@@ -64,6 +64,30 @@ pub fn workspace() -> std::path::PathBuf {
         .to_path_buf()
 }
 
+/// The xtask binary outside a fixture's project: with `--root root` when given (else in this
+/// test's folder, so on this workspace's pins.toml) and the tool's cache in `cache` when given.
+/// Exit code, stdout and stderr as they are (nothing scrubbed).
+pub fn run_xtask(
+    root: Option<&Path>,
+    cache: Option<&Path>,
+    args: &[&str],
+) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    if let Some(root) = root {
+        cmd.arg("--root").arg(root);
+    }
+    cmd.args(args);
+    if let Some(cache) = cache {
+        cmd.env("OVERLAY_CACHE_DIR", cache);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// git with the fixture's identity and dates but the user's real global config, which carries the
 /// `insteadOf` rule that reaches an upstream's local mirror (the real-history tests); its stdout.
 pub fn real_git(dir: &Path, home: &Path, args: &[&str]) -> String {

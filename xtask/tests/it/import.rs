@@ -532,6 +532,8 @@ mod real_mlx {
     use std::path::{Path, PathBuf};
     use std::process::Command;
 
+    use crate::fixture::run_xtask;
+
     const PIN: &str = "9a795735ad9a42664e08f42361b405ed570bcf1a";
     const CUDA: &str = "mlx/backend/cuda";
 
@@ -552,17 +554,7 @@ mod real_mlx {
     }
 
     fn xtask(root: &Path, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .arg("--root")
-            .arg(root)
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        run_xtask(Some(root), None, args)
     }
 
     /// `<commit>`'s version of `path` with its copyright line marked as the fork's.

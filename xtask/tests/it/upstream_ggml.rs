@@ -5,9 +5,8 @@
 //! the accept-list hunk, one changes a `Depends-On` symbol), like MLX's real-history tests.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::fixture::{assert_same_tree, real_git, workspace};
+use crate::fixture::{assert_same_tree, real_git, run_xtask, workspace};
 
 const PIN: &str = "d99724f2b141fed9e1a9f402213506c081433465";
 const URL: &str = "https://github.com/ggml-org/ggml";
@@ -44,17 +43,7 @@ fn project(t: &Path, series: &[&str], url: Option<&str>, default: bool) -> PathB
 }
 
 fn xtask(root: &Path, cache: Option<&Path>, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    cmd.arg("--root").arg(root).args(args);
-    if let Some(c) = cache {
-        cmd.env("OVERLAY_CACHE_DIR", c);
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    run_xtask(Some(root), cache, args)
 }
 
 fn clone_at_pin(t: &Path, name: &str) -> PathBuf {
@@ -319,14 +308,8 @@ fn ggml_drift_bump_export_on_a_synthetic_continuation() {
 #[test]
 fn workspace_ggml_series_is_clean_and_has_its_kernels() {
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap(),
-        )
+        let (code, out, err) = run_xtask(None, None, args);
+        (code, out + &err)
     };
     let (code, out) = run(&["--upstream", "ggml", "check"]);
     assert_eq!(code, 0, "{out}");

@@ -2,9 +2,8 @@
 //! machines reach it through git's `url.<mirror>.insteadOf` (see README).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::fixture::{assert_same_tree, real_git, workspace};
+use crate::fixture::{assert_same_tree, real_git, run_xtask, workspace};
 
 const PIN: &str = "9a795735ad9a42664e08f42361b405ed570bcf1a";
 
@@ -100,30 +99,14 @@ fn real_mlx_series_equals_git_am() {
     let overlays = root.join("overlays/mlx");
 
     let dir = t.join("tree");
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "--root",
-            root.to_str().unwrap(),
-            "apply",
-            "--dir",
-            dir.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (code, _, err) = run_xtask(
+        Some(&root),
+        None,
+        &["apply", "--dir", dir.to_str().unwrap()],
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["--root", root.to_str().unwrap(), "check"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = run_xtask(Some(&root), None, &["check"]);
+    assert_eq!(code, 0, "{out}");
 
     let am = t.join("am");
     git(
@@ -141,16 +124,8 @@ fn real_mlx_series_equals_git_am() {
 /// This workspace's own series is clean at the pin.
 #[test]
 fn workspace_series_is_clean_at_the_pin() {
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .arg("check")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, out, err) = run_xtask(None, None, &["check"]);
+    assert_eq!(code, 0, "{out}\n{err}");
 }
 
 /// Real drift: a series on real MLX files, measured against 846d176. `a082cb91d` edits `qmm_nax`
@@ -211,19 +186,7 @@ fn real_mlx_drift_to_846d176() {
 
     let (root, _) = project_from_commits(t, &clone, 2);
 
-    let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .arg("--root")
-            .arg(&root)
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
-    };
+    let run = |args: &[&str]| run_xtask(Some(&root), None, args);
     let (code, out, err) = run(&["drift", "--to", PIN]);
     assert_eq!(code, 0, "drift at the pin is clean: {out}{err}");
     let (code, out, err) = run(&["drift", "--to", "846d176", "--per-commit"]);
@@ -253,17 +216,7 @@ fn real_mlx_drift_to_846d176() {
 /// its upstreamable overlays onto the pin and onto 846d176, each verified with `git am` by the command.
 #[test]
 fn workspace_series_drift_and_export_on_real_mlx() {
-    let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
-    };
+    let run = |args: &[&str]| run_xtask(None, None, args);
     let (code, out, err) = run(&["drift", "--to", "846d176", "--per-commit", "--json"]);
     assert!(code == 0 || code == 1, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
