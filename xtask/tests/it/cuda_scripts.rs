@@ -106,7 +106,36 @@ fn control_refuses_an_empty_series_and_unknown_arguments() {
         "{}",
         out.snapshot()
     );
+    std::fs::remove_file(&series).unwrap();
+    let out = control(&f, &b, &[]).code(2);
+    assert!(
+        out.stderr.contains("series: no such file"),
+        "{}",
+        out.snapshot()
+    );
     assert_eq!(files_under(&b.join("mlx"), &[]), before);
+}
+
+/// test-python.sh names the policies it knows and exits 2 on any other, before it looks for the
+/// bundle's extension or writes its output folder.
+#[test]
+fn test_python_refuses_an_unknown_policy() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let outdir = f.t().join("out");
+    let out = Command::new("bash")
+        .arg(workspace().join("cuda/bundle/test-python.sh"))
+        .arg("fast")
+        .arg(&outdir)
+        .output()
+        .unwrap();
+    let out = f.out(out).code(2);
+    assert!(
+        out.stderr
+            .contains("policy: upstream, streamed or pin, not fast"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(!outdir.exists());
 }
 
 /// A touched file that differs from the pin after the series is reverted (an edit outside every
@@ -220,6 +249,15 @@ fn failures_names_what_the_control_does_not_fail() {
     // A log with no test result in it (an aborted run) is an error, not a pass.
     let empty = t.join("empty.log");
     std::fs::write(&empty, "").unwrap();
-    let out = failures(&f, &[pin, empty.to_str().unwrap().to_string()]).code(2);
+    let out = failures(&f, &[pin.clone(), empty.to_str().unwrap().to_string()]).code(2);
     assert!(out.stderr.contains("no test result"), "{}", out.snapshot());
+
+    // A log that is not there is named; no report is printed.
+    let missing = t.join("missing.log").to_str().unwrap().to_string();
+    let out = failures(&f, &[pin, missing]).code(2);
+    assert!(
+        out.stderr.contains("missing.log") && out.stdout.is_empty(),
+        "{}",
+        out.snapshot()
+    );
 }
