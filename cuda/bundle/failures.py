@@ -12,7 +12,10 @@ error) counts as "(whole test)". Exit 1 when any log has a failure the control d
 2 when a log cannot be read or holds no test result at all, else 0.
 A log that ended early only shows what it reached: the JSON says whether pytest printed its
 summary line ("complete") and which tests ran past pytest-timeout ("timed_out"; their subtests
-after that point did not run).
+after that point did not run). A subtest that pytest-timeout stopped midway is "interrupted", not
+failed: its progress line carries the unraisable-exception warning that unittest's subTest raises
+when its test was stopped (there is no result to compare). "not_run_by_control" names the tests
+with failures that the control log never ran at all: nothing there to attribute them to.
 """
 import json
 import re
@@ -24,28 +27,40 @@ SUB = re.compile(r"SUBFAILED\((.*?)\) test_\w+\.py::\w+::(\w+)")
 WHOLE = re.compile(r"^(?:FAILED|ERROR) \S+::(\w+)(?: - (.*))?$", re.M)
 SUMMARY = re.compile(r"=+ .*(passed|failed).* in [0-9.]+s")
 ANY_RESULT = re.compile(r"\b(?:SUB)?(?:PASSED|FAILED)\b|^ERROR ", re.M)
+# Any result of a test, whole or subtest: the tests a log ran.
+RAN = re.compile(r"(?:PASSED|FAILED|SKIPPED)(?:\(.*?\))? test_\w+\.py::\w+::(\w+)")
+# Printed on a subtest's progress line when pytest-timeout stopped its test inside the subtest.
+STOPPED = "unraisableexception"
 
 
 class Unusable(Exception):
     pass
 
 
-def read(paths):
-    """Failures (test, subtest or "(whole test)"), whether every log printed its summary, and the
-    tests that ran past pytest-timeout."""
-    failed, complete, timed_out = set(), True, set()
-    for path in paths.split(","):
-        text = open(path, encoding="utf-8", errors="replace").read()
+class Log:
+    """What one policy's logs (paths joined by commas) say."""
+
+    def __init__(self, paths):
+        self.failed, self.interrupted, self.timed_out, self.ran = set(), set(), set(), set()
+        self.complete = True
+        for path in paths.split(","):
+            self.add(path, open(path, encoding="utf-8", errors="replace").read())
+        self.failed -= self.interrupted
+
+    def add(self, path, text):
         if not ANY_RESULT.search(text):
             raise Unusable(f"{path}: no test result in it (an empty or aborted run?)")
-        failed |= {(m.group(2), re.sub(r"[\s']", "", m.group(1))) for m in SUB.finditer(text)}
+        for m in SUB.finditer(text):
+            sub = (m.group(2), re.sub(r"[\s']", "", m.group(1)))
+            rest = text[m.end():text.find("\n", m.end())]
+            (self.interrupted if STOPPED in rest else self.failed).add(sub)
         for m in WHOLE.finditer(text):
             if (m.group(2) or "").startswith("Failed: Timeout"):
-                timed_out.add(m.group(1))
+                self.timed_out.add(m.group(1))
             else:
-                failed.add((m.group(1), "(whole test)"))
-        complete = complete and bool(SUMMARY.search(text))
-    return failed, complete, sorted(timed_out)
+                self.failed.add((m.group(1), "(whole test)"))
+        self.ran |= set(RAN.findall(text))
+        self.complete = self.complete and bool(SUMMARY.search(text))
 
 
 def main(argv):
@@ -59,21 +74,27 @@ def main(argv):
         return 2
 
 
+def by_test(subtests):
+    return dict(sorted(Counter(t for t, _ in subtests).items()))
+
+
 def compare(argv):
-    control, control_complete, control_timeouts = read(argv[1])
-    report = {"schema": 1, "control": {"log": argv[1], "complete": control_complete,
-                                       "timed_out": control_timeouts,
-                                       "failed": len(control),
-                                       "by_test": dict(sorted(Counter(t for t, _ in control).items()))}}
+    control = Log(argv[1])
+    report = {"schema": 2, "control": {"log": argv[1], "complete": control.complete,
+                                       "timed_out": sorted(control.timed_out),
+                                       "failed": len(control.failed),
+                                       "by_test": by_test(control.failed)}}
     own = 0
     for paths in argv[2:]:
-        failed, complete, timeouts = read(paths)
-        extra = sorted(failed - control)
+        log = Log(paths)
+        extra = sorted(log.failed - control.failed)
         own += len(extra)
-        report[paths] = {"complete": complete, "timed_out": timeouts, "failed": len(failed),
-                         "by_test": dict(sorted(Counter(t for t, _ in failed).items())),
-                         "also_failed_by_control": len(failed & control),
-                         "not_failed_by_control": [f"{t} {s}" for t, s in extra]}
+        report[paths] = {"complete": log.complete, "timed_out": sorted(log.timed_out),
+                         "failed": len(log.failed), "by_test": by_test(log.failed),
+                         "interrupted": [f"{t} {s}" for t, s in sorted(log.interrupted)],
+                         "also_failed_by_control": len(log.failed & control.failed),
+                         "not_failed_by_control": [f"{t} {s}" for t, s in extra],
+                         "not_run_by_control": sorted({t for t, _ in extra} - control.ran)}
     print(json.dumps(report, indent=1))
     return 1 if own else 0
 

@@ -13,6 +13,7 @@
 #   profile Nsight Compute on cuda/harness/profile.cu (no MLX build): ncu.csv
 #   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
 #           as .devcarry/ptx-cache.tar.xz: every later session's tests start warm)
+#   smoke   quantized_matmul on the shapes upstream sends to qmm_sm90 (sm90_smoke.py), on SMOKE_GPU
 #   control the built tree taken back to the unpatched pin (cuda/bundle/control.sh), rebuilt, and
 #           MLX's qmm/qmv tests run on it (test-python.sh pin), with the upstream policy's PTX cache;
 #           the next phase that unpacks applies the series again (and `build` rebuilds)
@@ -68,12 +69,6 @@ harness_build() {
   bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hb -Xptxas=-v \
     > $OUT/harness-build.log 2>&1 || { tail -30 $OUT/harness-build.log; return 1; }
   harness_hash > $W/hb/.hash
-}
-
-build() {
-  [ -x $W/hb/qmv_harness ] && return 0
-  bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hb -Xptxas=-v \
-    > $OUT/harness-build.log 2>&1 || { tail -30 $OUT/harness-build.log; return 1; }
 }
 
 build() {
@@ -194,6 +189,15 @@ profile() {
   echo "ncu rc=$? ($(wc -l < $OUT/ncu.csv) lines)"; tail -3 $OUT/ncu.err
 }
 
+# quantized_matmul on the per-channel shapes upstream sends to qmm_sm90 (sm90_smoke.py), with the
+# upstream policy's PTX cache: a minute, where MLX's tests reach them after many minutes.
+smoke() {
+  [ -e $B/mlx/python/include ] || ln -s ../../install/include $B/mlx/python/include
+  CUDA_VISIBLE_DEVICES=$1 MLX_PTX_CACHE_DIR=$W/ptx-upstream PYTHONPATH=$B/mlx/python \
+    timeout $(( $(left) - 5 )) python3 $B/cuda/bundle/sm90_smoke.py 4 8 2>&1 | tee $OUT/sm90-smoke.log
+  echo "sm90 smoke rc=${PIPESTATUS[0]}"
+}
+
 # The unpatched pin in the same build folder, and the tests that reach qmv/qmm on it.
 control() {
   rm -f $W/built; touch $W/control
@@ -227,6 +231,7 @@ for phase in "$@"; do
     profile) profile 0 || exit 1 ;;
     keep-ptx) keep_ptx ;;
     control) [ -f $W/built ] || { echo "build first"; exit 2; }; control 0 || exit 1 ;;
+    smoke) [ -f $W/built ] || { echo "build first"; exit 2; }; smoke ${SMOKE_GPU:-0} ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
   echo "after $phase: $(( $(date +%s) - t0 )) s"

@@ -8,13 +8,18 @@
 #     writes OUTDIR/pytest-POLICY.log (pytest -v) and OUTDIR/pytest-POLICY.xml (JUnit)
 #   env: TEST_FILE (default test_quantized.py), TEST_SELECT (pytest -k expression; default below),
 #   TEST_WORKERS (xdist, default 4), TEST_TIMEOUT (seconds per test, default 300), MLX_PTX_CACHE_DIR (kept per policy
-#   under OUTDIR's parent unless set)
+#   under OUTDIR's parent unless set), TEST_SHARD (a test's node id, e.g.
+#   test_quantized.py::TestQuantized::test_qmm: taken out of the main run and its subtests split
+#   over TEST_SHARDS processes, default 9, by shard_subtests.py; logs
+#   OUTDIR/pytest-POLICY-shardI.log)
 set -uo pipefail
 bundle=$(cd "$(dirname "$0")/../.." && pwd)
 policy=${1:?policy: upstream or streamed}
 out=${2:?output folder}
 shift 2
 case "$policy" in upstream|streamed|pin) ;; *) echo "policy: upstream, streamed or pin, not $policy" >&2; exit 2;; esac
+shards=${TEST_SHARDS:-9}
+[[ "$shards" =~ ^[1-9][0-9]*$ ]] || { echo "TEST_SHARDS: a count of processes, not $shards" >&2; exit 2; }
 ls "$bundle"/mlx/python/mlx/core*.so > /dev/null 2>&1 || {
   echo "no mlx.core extension in $bundle/mlx/python/mlx: build with PYTHON_BINDINGS=1" >&2; exit 2; }
 mkdir -p "$out"
@@ -36,9 +41,22 @@ cd "$bundle/mlx/python/tests"
 # No plugin autoloading: one of the GPU image's pytest plugins (not identified; plain unittest and
 # pytest without them pass) makes every C++ exception MLX throws a segmentation fault.
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
-python3 -m pytest -v -p no:cacheprovider -p xdist -p timeout -n "${TEST_WORKERS:-4}" --timeout "${TEST_TIMEOUT:-300}" \
-  -k "${TEST_SELECT:-$DEFAULT_SELECT}" --durations=0 --junitxml "$out/pytest-$policy.xml" \
-  "${TEST_FILE:-test_quantized.py}" "$@" > "$out/pytest-$policy.log" 2>&1
+pytest=(python3 -m pytest -v -p no:cacheprovider -p timeout --timeout "${TEST_TIMEOUT:-300}")
+shard_pids=()
+if [ -n "${TEST_SHARD:-}" ]; then
+  set -- "$@" --deselect "$TEST_SHARD"
+  for (( i=0; i<shards; i++ )); do
+    SUBTEST_SHARD=$i/$shards PYTHONPATH=$PYTHONPATH:$bundle/cuda/bundle "${pytest[@]}" -p shard_subtests \
+      "$TEST_SHARD" > "$out/pytest-$policy-shard$i.log" 2>&1 &
+    shard_pids+=($!)
+  done
+fi
+"${pytest[@]}" -p xdist -n "${TEST_WORKERS:-4}" -k "${TEST_SELECT:-$DEFAULT_SELECT}" --durations=0 \
+  --junitxml "$out/pytest-$policy.xml" "${TEST_FILE:-test_quantized.py}" "$@" > "$out/pytest-$policy.log" 2>&1
 rc=$?
 tail -3 "$out/pytest-$policy.log"
+for i in "${!shard_pids[@]}"; do
+  wait "${shard_pids[$i]}" || rc=1
+  echo "shard $i: $(tail -1 "$out/pytest-$policy-shard$i.log")"
+done
 exit $rc

@@ -116,6 +116,119 @@ fn control_refuses_an_empty_series_and_unknown_arguments() {
     assert_eq!(files_under(&b.join("mlx"), &[]), before);
 }
 
+/// A subtest pytest-timeout stopped midway is "interrupted", not a failure (exit 0 when nothing else
+/// fails); a failure in a test the control never ran is named as such, and is still the overlays'
+/// until shown otherwise (exit 1).
+#[test]
+fn failures_sets_interrupted_subtests_apart() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let t = f.t();
+    let a = "shape='(32, 128, 128)', group_size='128'";
+    let pin = pytest_log(t, "pin.log", &[a], false);
+    let test = "test_quantized.py::TestQuantized::test_qmm_non_transposed";
+    let cut = t.join("cut.log");
+    std::fs::write(
+        &cut,
+        format!(
+            "[gw7] [ 77%] SUBPASSED(M='31', group_size='64') {test} \n\
+             [gw7] [100%] FAILED {test} \n\
+             [gw7] [100%] SUBFAILED(M='33', group_size='64') {test} /venv/_pytest/unraisableexception.py:67: PytestUnraisableExceptionWarning\n"
+        ),
+    )
+    .unwrap();
+    let cut = cut.to_str().unwrap().to_string();
+    let out = failures(&f, &[pin.clone(), cut.clone()]).code(0);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let key = f.scrub(&cut);
+    assert_eq!(report[&key]["failed"], 0, "{}", out.snapshot());
+    assert_eq!(
+        report[&key]["interrupted"][0],
+        "test_qmm_non_transposed M=33,group_size=64"
+    );
+
+    let failed = t.join("failed.log");
+    std::fs::write(
+        &failed,
+        f.read(Path::new(&cut)).replace(
+            "/venv/_pytest/unraisableexception.py:67: PytestUnraisableExceptionWarning",
+            "",
+        ),
+    )
+    .unwrap();
+    let failed = failed.to_str().unwrap().to_string();
+    let out = failures(&f, &[pin, failed.clone()]).code(1);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let key = f.scrub(&failed);
+    assert_eq!(report[&key]["failed"], 1, "{}", out.snapshot());
+    assert_eq!(
+        report[&key]["not_run_by_control"][0],
+        "test_qmm_non_transposed"
+    );
+}
+
+/// shard_subtests.py's product: N shards run every combination exactly once, and no (first,
+/// second) factor pair, whose kernels a shard compiles, in two shards; a malformed shard is refused.
+#[test]
+fn shard_subtests_splits_a_product_without_overlap() {
+    let script = r#"
+import itertools, sys
+sys.path.insert(0, sys.argv[1])
+from shard_subtests import sharded_product, parse
+f = ([128, 64, 32], [2, 4, 8], [8, 32, 33, 64], [128, 256], [True, False])
+for n in (1, 4, 9, 10):
+    shards = [list(sharded_product(i, n)(*f)) for i in range(n)]
+    every = sorted(c for s in shards for c in s)
+    assert every == sorted(itertools.product(*f)), n
+    keys = [{c[:2] for c in s} for s in shards]
+    assert sum(len(k) for k in keys) == len(set().union(*keys)) == 9, n
+for bad in ("3/3", "x/9", "1"):
+    try:
+        parse(bad)
+    except ValueError as e:
+        print(e)
+    else:
+        raise SystemExit(f"{bad} accepted")
+"#;
+    let f = Fixture::new(&[("a", "a\n")]);
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(workspace().join("cuda/bundle"))
+        .output()
+        .unwrap();
+    let out = f.out(out).code(0);
+    assert_eq!(
+        out.stdout,
+        "shard 3 of 3: want 0 <= I < N\n\
+         SUBTEST_SHARD='x/9': want I/N, e.g. 0/9\n\
+         SUBTEST_SHARD='1': want I/N, e.g. 0/9\n",
+        "{}",
+        out.snapshot()
+    );
+}
+
+/// test-python.sh refuses a TEST_SHARDS that is not a count, before it writes anything.
+#[test]
+fn test_python_refuses_a_bad_shard_count() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let outdir = f.t().join("out");
+    let out = Command::new("bash")
+        .arg(workspace().join("cuda/bundle/test-python.sh"))
+        .arg("streamed")
+        .arg(&outdir)
+        .env("TEST_SHARDS", "0")
+        .output()
+        .unwrap();
+    let out = f.out(out).code(2);
+    assert!(
+        out.stderr
+            .contains("TEST_SHARDS: a count of processes, not 0"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(!outdir.exists());
+}
+
 /// test-python.sh names the policies it knows and exits 2 on any other, before it looks for the
 /// bundle's extension or writes its output folder.
 #[test]
@@ -211,7 +324,7 @@ fn failures_names_what_the_control_does_not_fail() {
     let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     // The report names each log as given (the fixture's output shows the temporary folder as $TMP).
     let shared_key = f.scrub(&shared);
-    assert_eq!(report["schema"], 1);
+    assert_eq!(report["schema"], 2);
     assert_eq!(report["control"]["failed"], 2);
     assert_eq!(report["control"]["complete"], false);
     assert_eq!(report[&shared_key]["also_failed_by_control"], 1);
