@@ -1,0 +1,17 @@
+# Sourced by ci/cuda-*-check: NVIDIA's CUDA 13.0 wheels from PyPI (the GPU machine's release),
+# installed once into the tool's cache in a folder keyed by their versions.
+#   cuda_wheels VERSION...   prints the folder (pip's --target), installing it when missing
+NVCC_WHEELS="nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-nvvm==13.0.88"
+NVRTC_WHEELS="nvidia-cuda-nvrtc==13.0.88"
+cuda_wheels() {
+  local root=${OVERLAY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/overlay}
+  local name; name=$(echo "$@" | sha256sum | cut -c1-12)
+  case "$1" in nvidia-cuda-nvrtc*) name=nvrtc-$name ;; *) name=nvcc-$name ;; esac
+  local dir=$root/$name
+  if [ ! -d "$dir" ]; then
+    rm -rf "$dir.tmp"
+    python3 -m pip install -q --disable-pip-version-check --no-deps --target "$dir.tmp" "$@" >&2
+    mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir"
+}
