@@ -207,48 +207,27 @@ for bad in ("3/3", "x/9", "1"):
     );
 }
 
-/// test-python.sh refuses a TEST_SHARDS that is not a count, before it writes anything.
+/// test-python.sh refuses, with exit 2 and before it looks for the bundle's extension or writes
+/// its output folder, a policy it does not know and a TEST_SHARDS that is not a count.
 #[test]
-fn test_python_refuses_a_bad_shard_count() {
-    let f = Fixture::new(&[("a", "a\n")]);
-    let outdir = f.t().join("out");
-    let out = Command::new("bash")
-        .arg(workspace().join("cuda/bundle/test-python.sh"))
-        .arg("streamed")
-        .arg(&outdir)
-        .env("TEST_SHARDS", "0")
-        .output()
-        .unwrap();
-    let out = f.out(out).code(2);
-    assert!(
-        out.stderr
-            .contains("TEST_SHARDS: a count of processes, not 0"),
-        "{}",
-        out.snapshot()
-    );
-    assert!(!outdir.exists());
-}
-
-/// test-python.sh names the policies it knows and exits 2 on any other, before it looks for the
-/// bundle's extension or writes its output folder.
-#[test]
-fn test_python_refuses_an_unknown_policy() {
-    let f = Fixture::new(&[("a", "a\n")]);
-    let outdir = f.t().join("out");
-    let out = Command::new("bash")
-        .arg(workspace().join("cuda/bundle/test-python.sh"))
-        .arg("fast")
-        .arg(&outdir)
-        .output()
-        .unwrap();
-    let out = f.out(out).code(2);
-    assert!(
-        out.stderr
-            .contains("policy: upstream, streamed or pin, not fast"),
-        "{}",
-        out.snapshot()
-    );
-    assert!(!outdir.exists());
+fn test_python_refuses_an_unknown_policy_and_a_bad_shard_count() {
+    let refused = |policy: &str, shards: &str, message: &str| {
+        let f = Fixture::new(&[("a", "a\n")]);
+        let outdir = f.t().join("out");
+        let out = Command::new("bash")
+            .arg(workspace().join("cuda/bundle/test-python.sh"))
+            .arg(policy)
+            .arg(&outdir)
+            .env("TEST_SHARDS", shards)
+            .output()
+            .unwrap();
+        let out = f.out(out).code(2);
+        assert!(out.stderr.contains(message), "{}", out.snapshot());
+        assert!(!outdir.exists());
+    };
+    refused("fast", "9", "policy: upstream, streamed or pin, not fast");
+    refused("streamed", "0", "TEST_SHARDS: a count of processes, not 0");
+    refused("upstream", "x", "TEST_SHARDS: a count of processes, not x");
 }
 
 /// A touched file that differs from the pin after the series is reverted (an edit outside every
