@@ -45,20 +45,25 @@ class Log:
         self.complete = True
         for path in paths.split(","):
             self.add(path, open(path, encoding="utf-8", errors="replace").read())
-        self.failed -= self.interrupted
+        # Stopped in one log but failing in another (a rerun, say): a failure.
+        self.interrupted -= self.failed
 
     def add(self, path, text):
         if not ANY_RESULT.search(text):
             raise Unusable(f"{path}: no test result in it (an empty or aborted run?)")
+        failed, interrupted = set(), set()
         for m in SUB.finditer(text):
             sub = (m.group(2), re.sub(r"[\s']", "", m.group(1)))
             rest = text[m.end():text.find("\n", m.end())]
-            (self.interrupted if STOPPED in rest else self.failed).add(sub)
+            (interrupted if STOPPED in rest else failed).add(sub)
         for m in WHOLE.finditer(text):
             if (m.group(2) or "").startswith("Failed: Timeout"):
                 self.timed_out.add(m.group(1))
             else:
-                self.failed.add((m.group(1), "(whole test)"))
+                failed.add((m.group(1), "(whole test)"))
+        # Within one log the short summary restates a stopped subtest as failed.
+        self.failed |= failed - interrupted
+        self.interrupted |= interrupted
         self.ran |= set(RAN.findall(text))
         self.complete = self.complete and bool(SUMMARY.search(text))
 

@@ -141,13 +141,16 @@ bench() {
 # kernels are what makes test_qmm and the gather/qvm tests run past a command's limit. A cache
 # carried in as .devcarry/ptx-cache.tar.xz (made by the keep-ptx phase) seeds every policy's
 # folder once; keep-ptx packs the union of this machine's folders into $OUT.
+# MLX caches a module as several files (its PTX, its kernel names, its source): count the names.
+modules() { ls "$1" | sed 's/\.[^.]*$//' | sort -u | wc -l; }
+
 seed_ptx() {
   (
     flock 8
     [ -f .devcarry/ptx-cache.tar.xz ] && [ ! -f $W/ptx-seeded ] || exit 0
     mkdir -p $W/ptx-carried && tar -xJf .devcarry/ptx-cache.tar.xz -C $W/ptx-carried
     for d in streamed upstream bench; do mkdir -p $W/ptx-$d && cp -rn $W/ptx-carried/. $W/ptx-$d/; done
-    touch $W/ptx-seeded; echo "ptx cache seeded: $(ls $W/ptx-carried | wc -l) modules"
+    touch $W/ptx-seeded; echo "ptx cache seeded: $(modules $W/ptx-carried) modules"
   ) 8> $W/unpack.lock
 }
 
@@ -157,7 +160,7 @@ keep_ptx() {
   # xz: PTX is text and the pack must stay under the 16 MiB a file that comes back from $OUT.
   tar -cJf $OUT/ptx-cache.tar.xz -C $W/ptx-all .
   local mib=$(( $(stat -c %s $OUT/ptx-cache.tar.xz) >> 20 ))
-  echo "ptx cache: $(ls $W/ptx-all | wc -l) modules, $(du -sm $W/ptx-all | cut -f1) MiB, $mib MiB packed"
+  echo "ptx cache: $(modules $W/ptx-all) modules ($(ls $W/ptx-all | wc -l) files), $(du -sm $W/ptx-all | cut -f1) MiB, $mib MiB packed"
   [ $mib -lt 16 ] || { rm $OUT/ptx-cache.tar.xz; echo "ptx cache too large to come back"; }
 }
 
@@ -192,10 +195,13 @@ profile() {
 # quantized_matmul on the per-channel shapes upstream sends to qmm_sm90 (sm90_smoke.py), with the
 # upstream policy's PTX cache: a minute, where MLX's tests reach them after many minutes.
 smoke() {
+  [ "$(left)" -gt 30 ] || { echo "smoke: $(left) s left, not enough"; return 1; }
   [ -e $B/mlx/python/include ] || ln -s ../../install/include $B/mlx/python/include
   CUDA_VISIBLE_DEVICES=$1 MLX_PTX_CACHE_DIR=$W/ptx-upstream PYTHONPATH=$B/mlx/python \
     timeout $(( $(left) - 5 )) python3 $B/cuda/bundle/sm90_smoke.py 4 8 2>&1 | tee $OUT/sm90-smoke.log
-  echo "sm90 smoke rc=${PIPESTATUS[0]}"
+  local rc=${PIPESTATUS[0]}
+  echo "sm90 smoke rc=$rc"
+  return $rc
 }
 
 # The unpatched pin in the same build folder, and the tests that reach qmv/qmm on it.
@@ -231,7 +237,7 @@ for phase in "$@"; do
     profile) profile 0 || exit 1 ;;
     keep-ptx) keep_ptx ;;
     control) [ -f $W/built ] || { echo "build first"; exit 2; }; control 0 || exit 1 ;;
-    smoke) [ -f $W/built ] || { echo "build first"; exit 2; }; smoke ${SMOKE_GPU:-0} ;;
+    smoke) [ -f $W/built ] || { echo "build first"; exit 2; }; smoke ${SMOKE_GPU:-0} || exit 1 ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
   echo "after $phase: $(( $(date +%s) - t0 )) s"

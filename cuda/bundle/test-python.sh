@@ -10,8 +10,8 @@
 #   TEST_WORKERS (xdist, default 4), TEST_TIMEOUT (seconds per test, default 300), MLX_PTX_CACHE_DIR (kept per policy
 #   under OUTDIR's parent unless set), TEST_SHARD (a test's node id, e.g.
 #   test_quantized.py::TestQuantized::test_qmm: taken out of the main run and its subtests split
-#   over TEST_SHARDS processes, default 9, by shard_subtests.py; logs
-#   OUTDIR/pytest-POLICY-shardI.log)
+#   over TEST_SHARDS processes, default 9, by shard_subtests.py, each with a copy of the PTX cache
+#   merged back at the end; logs OUTDIR/pytest-POLICY-shardI.log)
 set -uo pipefail
 bundle=$(cd "$(dirname "$0")/../.." && pwd)
 policy=${1:?policy: upstream or streamed}
@@ -44,10 +44,16 @@ export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 pytest=(python3 -m pytest -v -p no:cacheprovider -p timeout --timeout "${TEST_TIMEOUT:-300}")
 shard_pids=()
 if [ -n "${TEST_SHARD:-}" ]; then
-  set -- "$@" --deselect "$TEST_SHARD"
+  # The main run leaves the test out (SHARDED_TEST); each shard compiles into a cache of its own,
+  # seeded from the policy's (MLX rewrites a cache file in place: a process reading it while
+  # another writes could load half a module), merged back when all are done.
+  export PYTHONPATH=$PYTHONPATH:$bundle/cuda/bundle SHARDED_TEST=$TEST_SHARD
+  set -- "$@" -p shard_subtests
+  mkdir -p "$MLX_PTX_CACHE_DIR"
   for (( i=0; i<shards; i++ )); do
-    SUBTEST_SHARD=$i/$shards PYTHONPATH=$PYTHONPATH:$bundle/cuda/bundle "${pytest[@]}" -p shard_subtests \
-      "$TEST_SHARD" > "$out/pytest-$policy-shard$i.log" 2>&1 &
+    rm -rf "$MLX_PTX_CACHE_DIR-shard$i" && cp -r "$MLX_PTX_CACHE_DIR" "$MLX_PTX_CACHE_DIR-shard$i"
+    SUBTEST_SHARD=$i/$shards SHARDED_TEST= MLX_PTX_CACHE_DIR=$MLX_PTX_CACHE_DIR-shard$i \
+      "${pytest[@]}" -p shard_subtests "$TEST_SHARD" > "$out/pytest-$policy-shard$i.log" 2>&1 &
     shard_pids+=($!)
   done
 fi
@@ -57,6 +63,7 @@ rc=$?
 tail -3 "$out/pytest-$policy.log"
 for i in "${!shard_pids[@]}"; do
   wait "${shard_pids[$i]}" || rc=1
+  cp -rn "$MLX_PTX_CACHE_DIR-shard$i/." "$MLX_PTX_CACHE_DIR/" && rm -rf "$MLX_PTX_CACHE_DIR-shard$i"
   echo "shard $i: $(tail -1 "$out/pytest-$policy-shard$i.log")"
 done
 exit $rc

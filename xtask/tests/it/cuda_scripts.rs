@@ -156,7 +156,7 @@ fn failures_sets_interrupted_subtests_apart() {
     )
     .unwrap();
     let failed = failed.to_str().unwrap().to_string();
-    let out = failures(&f, &[pin, failed.clone()]).code(1);
+    let out = failures(&f, &[pin.clone(), failed.clone()]).code(1);
     let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let key = f.scrub(&failed);
     assert_eq!(report[&key]["failed"], 1, "{}", out.snapshot());
@@ -164,23 +164,40 @@ fn failures_sets_interrupted_subtests_apart() {
         report[&key]["not_run_by_control"][0],
         "test_qmm_non_transposed"
     );
+    // Stopped in one log, failing in another joined to it: a failure, not an interruption.
+    let joined = format!("{cut},{failed}");
+    let out = failures(&f, &[pin, joined.clone()]).code(1);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let key = f.scrub(&joined);
+    assert_eq!(report[&key]["failed"], 1, "{}", out.snapshot());
+    assert_eq!(report[&key]["interrupted"], serde_json::json!([]));
 }
 
-/// shard_subtests.py's product: N shards run every combination exactly once, and no (first,
-/// second) factor pair, whose kernels a shard compiles, in two shards; a malformed shard is refused.
+/// shard_subtests.py's product: N shards run every combination exactly once, no (first, second)
+/// factor pair, whose kernels a shard compiles, in two shards, and a test's later `product` calls
+/// whole; the main run leaves out exactly the sharded test (not test_qmm_shapes with test_qmm); a
+/// malformed shard is refused.
 #[test]
 fn shard_subtests_splits_a_product_without_overlap() {
     let script = r#"
 import itertools, sys
 sys.path.insert(0, sys.argv[1])
-from shard_subtests import sharded_product, parse
+from shard_subtests import ShardedProduct, parse, is_test
 f = ([128, 64, 32], [2, 4, 8], [8, 32, 33, 64], [128, 256], [True, False])
 for n in (1, 4, 9, 10):
-    shards = [list(sharded_product(i, n)(*f)) for i in range(n)]
+    shards = []
+    for i in range(n):
+        product = ShardedProduct(i, n)
+        shards.append(list(product(*f)))
+        # A later call in the same test (a nested loop) is left whole.
+        assert list(product([1, 2], [3])) == [(1, 3), (2, 3)], (i, n)
     every = sorted(c for s in shards for c in s)
     assert every == sorted(itertools.product(*f)), n
     keys = [{c[:2] for c in s} for s in shards]
     assert sum(len(k) for k in keys) == len(set().union(*keys)) == 9, n
+t = "test_quantized.py::TestQuantized::test_qmm"
+assert is_test("python/tests/" + t, t) and is_test(t, t)
+assert not is_test("python/tests/" + t + "_shapes", t) and not is_test("x" + t, t)
 for bad in ("3/3", "x/9", "1"):
     try:
         parse(bad)
