@@ -8,10 +8,12 @@ cuda_wheels() {
   local name; name=$(echo "$@" | sha256sum | cut -c1-12)
   case "$1" in nvidia-cuda-nvrtc*) name=nvrtc-$name ;; *) name=nvcc-$name ;; esac
   local dir=$root/$name
+  # Called as $(cuda_wheels ...), where set -e does not reach: every failure returns.
   if [ ! -d "$dir" ]; then
     rm -rf "$dir.tmp"
-    python3 -m pip install -q --disable-pip-version-check --no-deps --target "$dir.tmp" "$@" >&2
-    mv "$dir.tmp" "$dir"
+    python3 -m pip install -q --disable-pip-version-check --no-deps --target "$dir.tmp" "$@" >&2 \
+      || { echo "cuda-wheels: pip could not install $*" >&2; return 1; }
+    mv "$dir.tmp" "$dir" || return 1
   fi
   echo "$dir"
 }
