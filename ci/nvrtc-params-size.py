@@ -46,5 +46,6 @@ def main(lib_path, source_path, name, arch, *includes):
 
 if __name__ == "__main__":
     if len(sys.argv) < 5:
-        sys.exit(__doc__.strip())
+        print(__doc__.strip(), file=sys.stderr)
+        sys.exit(2)
     sys.exit(main(*sys.argv[1:]))

@@ -137,12 +137,10 @@ fn failures_sets_interrupted_subtests_apart() {
     )
     .unwrap();
     let cut = cut.to_str().unwrap().to_string();
-    let out = failures(&f, &[pin.clone(), cut.clone()]).code(0);
-    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    let key = f.scrub(&cut);
-    assert_eq!(report[&key]["failed"], 0, "{}", out.snapshot());
+    let (out, _, part) = report(&f, &pin, &cut, 0);
+    assert_eq!(part["failed"], 0, "{}", out.snapshot());
     assert_eq!(
-        report[&key]["interrupted"][0],
+        part["interrupted"][0],
         "test_qmm_non_transposed M=33,group_size=64"
     );
 
@@ -156,21 +154,14 @@ fn failures_sets_interrupted_subtests_apart() {
     )
     .unwrap();
     let failed = failed.to_str().unwrap().to_string();
-    let out = failures(&f, &[pin.clone(), failed.clone()]).code(1);
-    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    let key = f.scrub(&failed);
-    assert_eq!(report[&key]["failed"], 1, "{}", out.snapshot());
-    assert_eq!(
-        report[&key]["not_run_by_control"][0],
-        "test_qmm_non_transposed"
-    );
+    let (out, _, part) = report(&f, &pin, &failed, 1);
+    assert_eq!(part["failed"], 1, "{}", out.snapshot());
+    assert_eq!(part["not_run_by_control"][0], "test_qmm_non_transposed");
     // Stopped in one log, failing in another joined to it: a failure, not an interruption.
     let joined = format!("{cut},{failed}");
-    let out = failures(&f, &[pin, joined.clone()]).code(1);
-    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    let key = f.scrub(&joined);
-    assert_eq!(report[&key]["failed"], 1, "{}", out.snapshot());
-    assert_eq!(report[&key]["interrupted"], serde_json::json!([]));
+    let (out, _, part) = report(&f, &pin, &joined, 1);
+    assert_eq!(part["failed"], 1, "{}", out.snapshot());
+    assert_eq!(part["interrupted"], serde_json::json!([]));
 }
 
 /// shard_subtests.py's product: N shards run every combination exactly once, no (first, second)
@@ -303,6 +294,21 @@ fn failures(f: &Fixture, args: &[String]) -> Out {
     f.out(out)
 }
 
+/// failures.py's JSON for `control` against one policy's `logs` (paths joined by commas), exiting
+/// with `code`: the output, the whole report, and the policy's part of it (the report names each
+/// log as given; the fixture's output shows the temporary folder as $TMP).
+fn report(
+    f: &Fixture,
+    control: &str,
+    logs: &str,
+    code: i32,
+) -> (Out, serde_json::Value, serde_json::Value) {
+    let out = failures(f, &[control.to_string(), logs.to_string()]).code(code);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let part = report[&f.scrub(logs)].clone();
+    (out, report, part)
+}
+
 /// Failures the control shares pass (exit 0); one it does not is named (exit 1); a log cut short
 /// says so, and a test that ran past pytest's limit is listed.
 #[test]
@@ -316,26 +322,21 @@ fn failures_names_what_the_control_does_not_fail() {
     let shared = pytest_log(t, "streamed.log", &[a], true);
     let own = pytest_log(t, "upstream.log", &[b, c], true);
 
-    let out = failures(&f, &[pin.clone(), shared.clone()]).code(0);
-    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    // The report names each log as given (the fixture's output shows the temporary folder as $TMP).
-    let shared_key = f.scrub(&shared);
-    assert_eq!(report["schema"], 2);
-    assert_eq!(report["control"]["failed"], 2);
-    assert_eq!(report["control"]["complete"], false);
-    assert_eq!(report[&shared_key]["also_failed_by_control"], 1);
-    assert_eq!(report[&shared_key]["complete"], true);
-    assert_eq!(report[&shared_key]["timed_out"][0], "test_qmm");
+    let (_, whole, part) = report(&f, &pin, &shared, 0);
+    assert_eq!(whole["schema"], 2);
+    assert_eq!(whole["control"]["failed"], 2);
+    assert_eq!(whole["control"]["complete"], false);
+    assert_eq!(part["also_failed_by_control"], 1);
+    assert_eq!(part["complete"], true);
+    assert_eq!(part["timed_out"][0], "test_qmm");
 
     // Each subtest counted once, though the summary names it again.
-    assert_eq!(report[&shared_key]["failed"], 1);
+    assert_eq!(part["failed"], 1);
 
-    let out = failures(&f, &[pin.clone(), format!("{shared},{own}")]).code(1);
-    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    let key = f.scrub(&format!("{shared},{own}"));
-    assert_eq!(report[&key]["failed"], 3);
+    let (_, _, part) = report(&f, &pin, &format!("{shared},{own}"), 1);
+    assert_eq!(part["failed"], 3);
     assert_eq!(
-        report[&key]["not_failed_by_control"][0],
+        part["not_failed_by_control"][0],
         "test_qmm shape=(8,256,64),group_size=64"
     );
 
