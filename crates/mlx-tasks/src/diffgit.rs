@@ -319,7 +319,11 @@ fn compare_pair(
         .map(|o| (o.name.clone(), o.review.clone()))
         .collect();
     let labels = ("old pin", "overlay", "new upstream");
-    let guidance = overlay::bump::Guidance { review, renames };
+    let guidance = overlay::bump::Guidance {
+        review,
+        renames,
+        ..Default::default()
+    };
     let out = overlay::bump::bump_guided(
         &from,
         &to,

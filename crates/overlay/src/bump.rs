@@ -620,6 +620,8 @@ pub struct Guidance {
     pub review: BTreeMap<String, Vec<String>>,
     /// Upstream's renames between the pins (old path -> new path).
     pub renames: BTreeMap<String, String>,
+    /// Trailers a resolved overlay gets (what the resolution audit's confirmation recorded).
+    pub trailers: BTreeMap<String, Vec<String>>,
 }
 
 /// [`bump`] with drift's review list and upstream's renames.
@@ -738,6 +740,14 @@ impl Walk<'_> {
             return Err(Error::refused(&ov.path, None, crate::Refusal::ResolutionEmpty).with_help("if upstream now has them all, use --drop-upstreamed; else resolve the conflict in the tree"));
         }
         let (raw, _) = rewrite(ov, files, &self.new_chain, tree, src)?;
+        let raw = match self.guidance.trailers.get(&ov.name) {
+            Some(t) if !t.is_empty() => {
+                let raw = crate::audit::add_trailers(&raw, t);
+                parse_overlay(&ov.name, &ov.path, &raw)?;
+                raw
+            }
+            _ => raw,
+        };
         let (raw, notes) = drop_vanished_dependencies(ov, raw, self.new_base, src)?;
         for p in &changed {
             match tree.entries.get(p) {

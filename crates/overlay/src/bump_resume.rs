@@ -28,6 +28,8 @@ pub struct Options {
     pub drop_upstreamed: bool,
     /// Forecast every conflict instead of stopping at the first (`--dry-run`).
     pub dry_run: bool,
+    /// Accept a resolution the audit finds losing lines, recording the confirmation as trailers.
+    pub accept_reverts: bool,
 }
 
 /// What one run works on.
@@ -198,10 +200,13 @@ impl Run<'_> {
             _ => None,
         };
         let done = self.state.map(|s| s.done_pairs()).unwrap_or_default();
+        let mut guidance = self.guidance(&report)?;
         if let (Some((_, tree)), Some(s)) = (&resolved, self.state) {
             self.refuse_markers(tree, s, &new_base)?;
+            let trailers =
+                self.audit_resolution(tree, s, (&old_base, &new_base), &guidance, opts)?;
+            guidance.trailers.insert(s.resolving.clone(), trailers);
         }
-        let guidance = self.guidance(&report)?;
         if opts.dry_run {
             let f = forecast::forecast(
                 &old_base,
@@ -263,6 +268,121 @@ impl Run<'_> {
         }
     }
 
+    /// The resolution audit (`crate::audit`): a resolution that loses lines of upstream or of an
+    /// earlier overlay is refused ([`Refusal::ResolutionReverts`]) unless accepted; returns the
+    /// trailers that record what was accepted.
+    fn audit_resolution(
+        &self,
+        tree: &Tree,
+        s: &SessionState,
+        (old_base, new_base): (&Tree, &Tree),
+        guidance: &Guidance,
+        opts: &Options,
+    ) -> Result<Vec<String>> {
+        let losses = self.resolution_losses(tree, s, (old_base, new_base), guidance)?;
+        let open: Vec<&crate::audit::Loss> = losses.iter().filter(|l| !l.accepted).collect();
+        if open.is_empty() {
+            return Ok(Vec::new());
+        }
+        if !opts.accept_reverts {
+            return Err(Error::from(Refusal::ResolutionReverts {
+                overlay: s.resolving.clone(),
+                losses: crate::audit::summarize(&open),
+            })
+            .with_help(format!(
+                "restore those lines in {} and --continue again; or, if dropping them is what you want, --continue --accept-reverts (recorded in the overlay as trailers)",
+                self.session.dir.display()
+            )));
+        }
+        let open: Vec<crate::audit::Loss> = open.into_iter().cloned().collect();
+        Ok(crate::audit::confirming_trailers(&open, self.from))
+    }
+
+    /// What the resolution in `tree` loses: the overlay's new version over the carried chain,
+    /// against its previous version over the old chain.
+    fn resolution_losses(
+        &self,
+        tree: &Tree,
+        s: &SessionState,
+        (old_base, new_base): (&Tree, &Tree),
+        guidance: &Guidance,
+    ) -> Result<Vec<crate::audit::Loss>> {
+        let at = self
+            .series
+            .overlays
+            .iter()
+            .position(|o| o.name == s.resolving);
+        let Some(at) = at else {
+            return Ok(Vec::new());
+        };
+        let ov = &self.series.overlays[at];
+        let mut old_before = old_base.clone();
+        for o in &self.series.overlays[..at] {
+            old_before.apply_overlay(o, self.repo)?;
+        }
+        let mut old_after = old_before.clone();
+        old_after.apply_overlay(ov, self.repo)?;
+        let earlier = self.carried_overlays(s)?;
+        let back: BTreeMap<&String, &String> =
+            guidance.renames.iter().map(|(a, b)| (b, a)).collect();
+        let paths: std::collections::BTreeSet<String> = crate::drift::overlay_paths(ov)
+            .into_iter()
+            .flat_map(|p| [guidance.renames.get(&p).cloned(), Some(p)])
+            .flatten()
+            .collect();
+        let base_text = |p: &str| -> Result<Option<crate::apply::Text>> {
+            let old = back.get(&p.to_string()).map_or(p, |o| o.as_str());
+            Ok(Some(crate::check::text_of(
+                &old_before,
+                Some(old),
+                self.repo,
+            )?))
+        };
+        let raw = crate::audit::audit_overlay(
+            &crate::audit::OverlayAudit {
+                pin: new_base,
+                earlier: &earlier,
+                post: tree,
+                previous: Some((&old_before, &old_after)),
+                paths: &paths,
+            },
+            self.repo,
+            &base_text,
+        )?;
+        let history = crate::audit::History {
+            repo: self.repo.repo(),
+            base: self.from,
+            pin: self.to,
+        };
+        let confirmed = crate::reverts::recorded(ov)?.confirmed();
+        let mut out = Vec::new();
+        for (path, raw) in &raw {
+            out.extend(crate::audit::attribute(
+                Some(&history),
+                path,
+                raw,
+                &confirmed,
+            )?);
+        }
+        Ok(out)
+    }
+
+    /// The overlays carried before the one being resolved, as they apply at the new pin.
+    fn carried_overlays(&self, s: &SessionState) -> Result<Vec<crate::patch::Overlay>> {
+        let mut out = Vec::new();
+        for Carried { name, text } in &s.carried {
+            let Some(raw) = text else { continue };
+            let path = self
+                .series
+                .overlays
+                .iter()
+                .find(|o| &o.name == name)
+                .map_or_else(|| self.series.dir.join(name), |o| o.path.clone());
+            out.push(crate::patch::parse_overlay(name, &path, raw)?);
+        }
+        Ok(out)
+    }
+
     /// Conflict markers left in the files the merge wrote are not a resolution
     /// ([`Refusal::ConflictMarkers`]).
     fn refuse_markers(&self, tree: &Tree, s: &SessionState, new_base: &Tree) -> Result<()> {
@@ -315,6 +435,7 @@ impl Run<'_> {
                 self.to,
                 &drift::relevant_paths(self.series),
             )?,
+            trailers: BTreeMap::new(),
         })
     }
 

@@ -224,6 +224,16 @@ pub enum Refusal {
         /// Each file with what changed: `path (modified|added|deleted|type or mode changed)`.
         files: Vec<String>,
     },
+    /// `bump-pin --continue`: the resolution drops lines of upstream or of an earlier overlay that
+    /// the overlay did not drop before, or brings back lines upstream deleted (the audit,
+    /// `crate::audit`).
+    #[error("the resolution of {overlay} loses lines that are not its own to drop:\n    {}\nnothing was written", losses.join("\n    "))]
+    ResolutionReverts {
+        /// The overlay being resolved.
+        overlay: String,
+        /// Each run of lost lines, described (`crate::audit::summarize`).
+        losses: Vec<String>,
+    },
     /// `bump-pin --continue`: the resolved bump tree carries none of the overlay's changes.
     #[error("the resolved tree carries none of this overlay's changes")]
     ResolutionEmpty,

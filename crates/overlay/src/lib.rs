@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod apply;
+pub mod audit;
 pub mod blame;
 pub mod bump;
 pub mod bump_resume;

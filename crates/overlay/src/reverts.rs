@@ -70,6 +70,8 @@ pub struct Recorded {
     pub per_file: BTreeMap<String, git2::Oid>,
     /// `Reverts-Upstream: <commit>`.
     pub accepted: BTreeSet<git2::Oid>,
+    /// `Reverts-Overlay: <name>`: earlier overlays whose lines it drops on purpose.
+    pub accepted_overlays: BTreeSet<String>,
 }
 
 impl Recorded {
@@ -81,6 +83,13 @@ impl Recorded {
     /// not looked at.
     pub fn is_empty(&self) -> bool {
         self.base.is_none() && self.per_file.is_empty()
+    }
+    /// What the trailers confirm, for the audit.
+    pub fn confirmed(&self) -> crate::audit::Confirmed {
+        crate::audit::Confirmed {
+            commits: self.accepted.clone(),
+            overlays: self.accepted_overlays.clone(),
+        }
     }
 }
 
@@ -120,6 +129,9 @@ pub fn recorded(ov: &Overlay) -> Result<Recorded> {
             let id = full_id(first)
                 .ok_or_else(|| bad("expected \"<40-hex commit>\" (and an optional note)"))?;
             rec.accepted.insert(id);
+        } else if k.eq_ignore_ascii_case(crate::audit::ACCEPT_OVERLAY_TRAILER) && !first.is_empty()
+        {
+            rec.accepted_overlays.insert(first.to_string());
         }
     }
     Ok(rec)
@@ -319,27 +331,39 @@ fn blame_lines(
     q: &FileQuestion<'_>,
     lines: &[usize],
 ) -> Result<Vec<Option<git2::Oid>>> {
-    let (lo, hi) = (lines[0] + 1, lines[lines.len() - 1] + 1);
+    blame_between(repo, q.path, q.base, q.pin, lines)
+}
+
+/// The commit in `base..pin` (first parents) that added each of `lines` (0-based lines of
+/// `path` at `pin`, ascending); `None` for a line blame gives to the base.
+pub(crate) fn blame_between(
+    repo: &git2::Repository,
+    path: &str,
+    base: git2::Oid,
+    pin: git2::Oid,
+    lines: &[usize],
+) -> Result<Vec<Option<git2::Oid>>> {
+    let (Some(first), Some(last)) = (lines.iter().min(), lines.iter().max()) else {
+        return Ok(Vec::new());
+    };
+    if base == pin || !is_ancestor(repo, base, pin)? {
+        return Ok(vec![None; lines.len()]);
+    }
     let mut opts = git2::BlameOptions::new();
-    opts.newest_commit(q.pin)
-        .oldest_commit(q.base)
+    opts.newest_commit(pin)
+        .oldest_commit(base)
         .first_parent(true)
-        .min_line(lo)
-        .max_line(hi);
+        .min_line(first + 1)
+        .max_line(last + 1);
     let blame = repo
-        .blame_file(Path::new(q.path), Some(&mut opts))
-        .map_err(|e| {
-            Error::git(
-                format!("blaming {} between {} and {}", q.path, q.base, q.pin),
-                e,
-            )
-        })?;
+        .blame_file(Path::new(path), Some(&mut opts))
+        .map_err(|e| Error::git(format!("blaming {path} between {base} and {pin}"), e))?;
     Ok(lines
         .iter()
         .map(|&l| {
             blame
                 .get_line(l + 1)
-                .filter(|h| !h.is_boundary() && h.final_commit_id() != q.base)
+                .filter(|h| !h.is_boundary() && h.final_commit_id() != base)
                 .map(|h| h.final_commit_id())
         })
         .collect())

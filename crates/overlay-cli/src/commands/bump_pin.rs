@@ -41,6 +41,10 @@ pub struct BumpArgs {
     /// Allow a target that is not a descendant of the pin (it reverts upstream commits)
     #[arg(long)]
     pub allow_downgrade: bool,
+    /// With --continue: accept a resolution that drops lines of upstream or of an earlier overlay
+    /// (recorded in the overlay as Reverts-Upstream: / Reverts-Overlay: trailers)
+    #[arg(long, requires = "cont")]
+    pub accept_reverts: bool,
 }
 
 /// A bump tree without a bump state: what a killed `--continue`, `--abort` or conflict write leaves.
@@ -276,6 +280,7 @@ impl Bump<'_> {
         overlay::bump_resume::Options {
             drop_upstreamed: self.a.drop_upstreamed,
             dry_run: self.a.dry_run,
+            accept_reverts: self.a.accept_reverts,
         }
     }
 

@@ -1,0 +1,697 @@
+//! The resolution audit: every line a new version of an overlay drops that is not its own to drop.
+//!
+//! A new version of an overlay (a conflict resolved at `bump-pin --continue`, an import, a refresh)
+//! is a text `post` written over the text it applies to, `pre` (upstream at the pin with the
+//! earlier overlays applied). Two kinds of lines in `pre` are protected:
+//!
+//! - lines an **earlier overlay** of the series added (ownership is followed through the chain of
+//!   earlier overlays, each step a git diff);
+//! - lines **upstream** added or changed after the overlay's base (`base`: the text the overlay's
+//!   previous version applied to, or upstream's file at its `Base:` commit): the lines of `pre` a
+//!   git diff `base -> pre` adds that no earlier overlay owns.
+//!
+//! A protected line `post` deletes is a [`LossKind::Dropped`] loss, and a line upstream deleted
+//! after the base that `post` still has where `base` had it (and `pre` has nowhere) is a
+//! [`LossKind::Resurrected`] one. Decided by content, not position, a deleted line is still kept
+//! when:
+//!
+//! - the overlay's previous version deleted the same line (its own decision, carried);
+//! - `post` adds the same tokens elsewhere in the file (the line moved or was re-indented);
+//! - an added line of the same hunk extends it (its tokens, in order, with at most as many new
+//!   ones: `#define V 2` kept as `#define V 2 // fork`);
+//! - for a line upstream *added* (its diff hunk removed nothing), an added line of the same hunk
+//!   has the same tokens but for identifiers the base's file has (a guard kept under the older
+//!   names of its variables).
+//!
+//! Blank lines (no tokens) are not audited. Which upstream commit a loss comes from is the caller's
+//! question ([`attribute`]), since only it knows the commits the texts are at.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::apply::Text;
+use crate::check::text_of;
+use crate::error::Result;
+use crate::patch::Overlay;
+use crate::reverts::line_diff;
+use crate::tree::{BlobSource, Tree};
+
+/// The trailer confirming that an overlay drops lines an earlier overlay adds, on purpose.
+pub const ACCEPT_OVERLAY_TRAILER: &str = "Reverts-Overlay";
+
+/// Who a protected line belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Origin {
+    /// An earlier overlay of the series added it.
+    Overlay {
+        /// The overlay's file name.
+        name: String,
+    },
+    /// Upstream added, changed or deleted it after the overlay's base.
+    Upstream {
+        /// The commit (`None`: none found between the base and the pin, e.g. a line an earlier
+        /// overlay's previous version had).
+        commit: Option<String>,
+        /// The commit's subject line (empty without a commit).
+        subject: String,
+    },
+}
+
+/// What happened to a protected line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossKind {
+    /// The overlay deletes it.
+    Dropped,
+    /// Upstream deleted it after the base, and the overlay brings it back.
+    Resurrected,
+}
+
+/// One line a new version of an overlay loses (or brings back).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Loss {
+    /// The file.
+    pub file: String,
+    /// Dropped or resurrected.
+    pub kind: LossKind,
+    /// Whose line it is.
+    pub origin: Origin,
+    /// 1-based: in `pre` for a dropped line, in `post` for a resurrected one.
+    pub line: usize,
+    /// The line's text.
+    pub text: String,
+    /// A trailer confirms it (`Reverts-Upstream: <commit>`, `Reverts-Overlay: <name>`).
+    pub accepted: bool,
+}
+
+/// Who owns a line of `pre`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// Upstream's line, at this 0-based line of upstream's file at the pin.
+    Upstream(usize),
+    /// Added by the earlier overlay of this name.
+    Overlay(String),
+}
+
+/// The owners of the lines of the last text of a chain: `pin` (upstream's file) then each earlier
+/// overlay's result, named.
+pub fn owners(pin: &Text, steps: &[(&str, &Text)]) -> Result<Vec<Owner>> {
+    let mut own: Vec<Owner> = (0..pin.lines.len()).map(Owner::Upstream).collect();
+    let mut prev = pin;
+    for (name, text) in steps {
+        if *text == prev {
+            continue;
+        }
+        let d = line_diff(prev, text)?;
+        own = d
+            .new_to_old
+            .iter()
+            .map(|o| match o {
+                Some(o) => own[*o].clone(),
+                None => Owner::Overlay(name.to_string()),
+            })
+            .collect();
+        prev = text;
+    }
+    Ok(own)
+}
+
+/// One file's question.
+pub struct FileAudit<'a> {
+    /// The file.
+    pub path: &'a str,
+    /// What the overlay's base had (see the module's doc); `None`: upstream's lines at the pin are
+    /// not protected (the overlay is written at its base).
+    pub base: Option<&'a Text>,
+    /// The text the overlay applies to.
+    pub pre: &'a Text,
+    /// The owner of each line of `pre` ([`owners`]).
+    pub owners: &'a [Owner],
+    /// The overlay's result.
+    pub post: &'a Text,
+    /// The lines the overlay's previous version deleted (its own decisions), if any.
+    pub own_removed: &'a [String],
+}
+
+/// A loss before attribution: upstream's lines name their line at the pin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawLoss {
+    /// Dropped or resurrected.
+    pub kind: LossKind,
+    /// The owner (for a resurrected line: `Upstream` with its 0-based line in `base`).
+    pub owner: Owner,
+    /// 0-based: in `pre` (dropped) or `post` (resurrected).
+    pub at: usize,
+    /// The line's text.
+    pub text: String,
+}
+
+/// The losses of one file, in line order: dropped lines, then resurrected ones.
+pub fn audit_file(q: &FileAudit<'_>) -> Result<Vec<RawLoss>> {
+    if q.pre == q.post {
+        return Ok(Vec::new());
+    }
+    let d = line_diff(q.pre, q.post)?;
+    let upstream = match q.base {
+        Some(b) => Some(Upstream::new(b, q.pre)?),
+        None => None,
+    };
+    let mut kept = Kept::new(q, &d);
+    let mut out = Vec::new();
+    for &i in &d.removed {
+        let owner = &q.owners[i];
+        let protected = match (owner, &upstream) {
+            (Owner::Overlay(_), _) => true,
+            (Owner::Upstream(_), Some(u)) => u.added.contains(&i),
+            (Owner::Upstream(_), None) => false,
+        };
+        let renamable = matches!(owner, Owner::Upstream(_))
+            && upstream.as_ref().is_some_and(|u| u.pure_added.contains(&i));
+        if protected && !kept.keeps(i, renamable.then(|| q.base).flatten()) {
+            out.push(RawLoss {
+                kind: LossKind::Dropped,
+                owner: owner.clone(),
+                at: i,
+                text: q.pre.lines[i].clone(),
+            });
+        }
+    }
+    if let Some(b) = q.base {
+        out.extend(resurrected(b, q.pre, q.post)?);
+    }
+    Ok(out)
+}
+
+/// Upstream's change since the base, as lines of `pre`.
+struct Upstream {
+    /// Lines of `pre` the diff `base -> pre` adds.
+    added: BTreeSet<usize>,
+    /// Those of them in a hunk that removes nothing (added, not changed).
+    pure_added: BTreeSet<usize>,
+}
+
+impl Upstream {
+    fn new(base: &Text, pre: &Text) -> Result<Upstream> {
+        let d = line_diff(base, pre)?;
+        let added: BTreeSet<usize> = d.added.iter().copied().collect();
+        let old_of_new = &d.new_to_old;
+        let removed: BTreeSet<usize> = d.removed.iter().copied().collect();
+        let pure_added = added
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let (lo, hi) = gap(old_of_new, i, base.lines.len());
+                !(lo..hi).any(|o| removed.contains(&o))
+            })
+            .collect();
+        Ok(Upstream { added, pure_added })
+    }
+}
+
+/// For an unpaired line `i` of the new side, the range of old lines between its paired
+/// neighbours (the old side of its hunk).
+fn gap(new_to_old: &[Option<usize>], i: usize, old_len: usize) -> (usize, usize) {
+    let lo = new_to_old[..i]
+        .iter()
+        .rev()
+        .find_map(|o| *o)
+        .map_or(0, |o| o + 1);
+    let hi = new_to_old[i + 1..]
+        .iter()
+        .find_map(|o| *o)
+        .unwrap_or(old_len);
+    (lo, hi)
+}
+
+/// What of `post` can keep a deleted line of `pre`.
+struct Kept<'a> {
+    pre: &'a Text,
+    post: &'a Text,
+    /// The base's identifiers, once asked for.
+    base_idents: Option<BTreeSet<String>>,
+    /// Token strings of the lines the overlay's previous version deleted, with their counts.
+    own: BTreeMap<Vec<Tok>, usize>,
+    /// Token strings of `post`'s added lines, with their counts (moved or re-indented lines).
+    moved: BTreeMap<Vec<Tok>, usize>,
+    /// For each line of `pre`, its line in `post` when unchanged.
+    pre_to_post: Vec<Option<usize>>,
+    /// `post`'s added lines.
+    added: BTreeSet<usize>,
+}
+
+impl<'a> Kept<'a> {
+    fn new(q: &FileAudit<'a>, d: &crate::reverts::LineDiff) -> Kept<'a> {
+        let mut pre_to_post = vec![None; q.pre.lines.len()];
+        for (n, o) in d.new_to_old.iter().enumerate() {
+            if let Some(o) = o {
+                pre_to_post[*o] = Some(n);
+            }
+        }
+        Kept {
+            pre: q.pre,
+            post: q.post,
+            base_idents: None,
+            own: counts(q.own_removed.iter().map(|l| tokens(l))),
+            moved: counts(d.added.iter().map(|&n| tokens(&q.post.lines[n]))),
+            pre_to_post,
+            added: d.added.iter().copied().collect(),
+        }
+    }
+
+    /// Whether deleted line `i` of `pre` is kept by content (module doc); `renames_from`: the base,
+    /// when the line may be kept under the base's identifiers.
+    fn keeps(&mut self, i: usize, renames_from: Option<&Text>) -> bool {
+        let t = tokens(&self.pre.lines[i]);
+        if t.is_empty() || take(&mut self.own, &t) || take(&mut self.moved, &t) {
+            return true;
+        }
+        if let (Some(b), None) = (renames_from, &self.base_idents) {
+            self.base_idents = Some(identifiers(b));
+        }
+        let base = renames_from.and(self.base_idents.as_ref());
+        self.hunk_of(i).iter().any(|&n| {
+            let r = tokens(&self.post.lines[n]);
+            extends(&t, &r) || base.is_some_and(|b| renamed(&t, &r, b))
+        })
+    }
+
+    /// The added lines of `post` in the hunk that deletes line `i` of `pre`.
+    fn hunk_of(&self, i: usize) -> Vec<usize> {
+        let lo = self.pre_to_post[..i]
+            .iter()
+            .rev()
+            .find_map(|o| *o)
+            .map_or(0, |o| o + 1);
+        let hi = self.pre_to_post[i + 1..]
+            .iter()
+            .find_map(|o| *o)
+            .unwrap_or(self.post.lines.len());
+        (lo..hi).filter(|n| self.added.contains(n)).collect()
+    }
+}
+
+fn counts(it: impl Iterator<Item = Vec<Tok>>) -> BTreeMap<Vec<Tok>, usize> {
+    let mut m = BTreeMap::new();
+    for t in it.filter(|t| !t.is_empty()) {
+        *m.entry(t).or_insert(0) += 1;
+    }
+    m
+}
+
+fn take(m: &mut BTreeMap<Vec<Tok>, usize>, t: &[Tok]) -> bool {
+    match m.get_mut(t) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Lines upstream deleted after the base that `post` keeps where the base had them, and `pre`
+/// has nowhere.
+fn resurrected(base: &Text, pre: &Text, post: &Text) -> Result<Vec<RawLoss>> {
+    let gone: BTreeSet<usize> = line_diff(base, pre)?.removed.into_iter().collect();
+    if gone.is_empty() {
+        return Ok(Vec::new());
+    }
+    let in_pre: BTreeSet<Vec<Tok>> = pre.lines.iter().map(|l| tokens(l)).collect();
+    let d = line_diff(base, post)?;
+    let mut out = Vec::new();
+    for (n, o) in d.new_to_old.iter().enumerate() {
+        let Some(o) = o.filter(|o| gone.contains(o)) else {
+            continue;
+        };
+        let t = tokens(&post.lines[n]);
+        if t.is_empty() || in_pre.contains(&t) {
+            continue;
+        }
+        out.push(RawLoss {
+            kind: LossKind::Resurrected,
+            owner: Owner::Upstream(o),
+            at: n,
+            text: post.lines[n].clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// A token: its text, and whether it is an identifier.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tok {
+    text: String,
+    ident: bool,
+}
+
+/// A line's tokens, whitespace-insensitive: identifiers, numbers, string and character literals,
+/// a `//` comment to the end of the line, and single punctuation characters.
+pub fn tokens(line: &str) -> Vec<Tok> {
+    let c: Vec<char> = line.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        let start = i;
+        let ch = c[i];
+        let ident = ch.is_alphabetic() || ch == '_';
+        if ch.is_whitespace() {
+            i += 1;
+            continue;
+        } else if ident || ch.is_ascii_digit() {
+            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_' || (!ident && c[i] == '.'))
+            {
+                i += 1;
+            }
+        } else if ch == '/' && c.get(i + 1) == Some(&'/') {
+            i = c.len();
+        } else if ch == '"' || ch == '\'' {
+            i += 1;
+            while i < c.len() && c[i] != ch {
+                i += if c[i] == '\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(c.len());
+        } else {
+            i += 1;
+        }
+        let text: String = c[start..i].iter().collect();
+        let text = if text.starts_with("//") {
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        } else {
+            text
+        };
+        out.push(Tok { text, ident });
+    }
+    out
+}
+
+/// `r` keeps every token of `t` in order and adds at most as many as `t` has.
+fn extends(t: &[Tok], r: &[Tok]) -> bool {
+    if r.len() > 2 * t.len() {
+        return false;
+    }
+    let mut it = r.iter();
+    t.iter().all(|x| it.any(|y| y == x))
+}
+
+/// `r` is `t` with some identifiers replaced by identifiers `base` has.
+fn renamed(t: &[Tok], r: &[Tok], base: &BTreeSet<String>) -> bool {
+    t.len() == r.len()
+        && t.iter().zip(r).all(|(a, b)| {
+            a == b || (a.ident && b.ident && base.contains(&b.text) && !b.text.is_empty())
+        })
+}
+
+fn identifiers(text: &Text) -> BTreeSet<String> {
+    text.lines
+        .iter()
+        .flat_map(|l| tokens(l))
+        .filter(|t| t.ident)
+        .map(|t| t.text)
+        .collect()
+}
+
+/// One new version of an overlay, as trees: `pre` is `pin` with the `earlier` overlays applied.
+pub struct OverlayAudit<'a> {
+    /// Upstream at the pin the new version is written at.
+    pub pin: &'a Tree,
+    /// The earlier overlays of the series, as they apply at that pin.
+    pub earlier: &'a [Overlay],
+    /// The overlay's result.
+    pub post: &'a Tree,
+    /// The previous version's `pre` and `post` (a bump's old chain), whose deletions are the
+    /// overlay's own decisions.
+    pub previous: Option<(&'a Tree, &'a Tree)>,
+    /// The files to audit.
+    pub paths: &'a BTreeSet<String>,
+}
+
+/// The raw losses of each audited file (only files with losses), in path order; `base_text`
+/// gives a file's base (module doc) — for a bump, the previous version's `pre`.
+pub fn audit_overlay(
+    a: &OverlayAudit<'_>,
+    src: &dyn BlobSource,
+    base_text: &dyn Fn(&str) -> Result<Option<Text>>,
+) -> Result<Vec<(String, Vec<RawLoss>)>> {
+    let mut chain = vec![a.pin.clone()];
+    for ov in a.earlier {
+        let mut next = chain.last().expect("the pin").clone();
+        next.apply_overlay(ov, src)?;
+        chain.push(next);
+    }
+    let mut out = Vec::new();
+    for path in a.paths {
+        let text = |t: &Tree| text_of(t, Some(path), src);
+        let post = text(a.post)?;
+        let pre = text(chain.last().expect("the pin"))?;
+        if pre == post {
+            continue;
+        }
+        let texts: Vec<Text> = chain.iter().map(text).collect::<Result<_>>()?;
+        let steps: Vec<(&str, &Text)> = a
+            .earlier
+            .iter()
+            .zip(&texts[1..])
+            .map(|(o, t)| (o.name.as_str(), t))
+            .collect();
+        let own = owners(&texts[0], &steps)?;
+        let own_removed = match a.previous {
+            Some((before, after)) => removed_lines(&text(before)?, &text(after)?)?,
+            None => Vec::new(),
+        };
+        let base = base_text(path)?;
+        let raw = audit_file(&FileAudit {
+            path,
+            base: base.as_ref(),
+            pre: &pre,
+            owners: &own,
+            post: &post,
+            own_removed: &own_removed,
+        })?;
+        if !raw.is_empty() {
+            out.push((path.clone(), raw));
+        }
+    }
+    Ok(out)
+}
+
+fn removed_lines(before: &Text, after: &Text) -> Result<Vec<String>> {
+    Ok(line_diff(before, after)?
+        .removed
+        .into_iter()
+        .map(|i| before.lines[i].clone())
+        .collect())
+}
+
+/// Where a file's upstream lines come from: the commits between `base` and `pin`.
+pub struct History<'a> {
+    /// The upstream repository.
+    pub repo: &'a git2::Repository,
+    /// The commit the overlay's base is at.
+    pub base: git2::Oid,
+    /// The pin.
+    pub pin: git2::Oid,
+}
+
+/// What the overlay's trailers confirm.
+#[derive(Debug, Default, Clone)]
+pub struct Confirmed {
+    /// `Reverts-Upstream: <commit>`.
+    pub commits: BTreeSet<git2::Oid>,
+    /// `Reverts-Overlay: <name>`.
+    pub overlays: BTreeSet<String>,
+}
+
+/// Names each raw loss of `path`'s origin: an earlier overlay, or the upstream commit that added
+/// (blame, first parents, `base..pin`) or deleted the line; `history` is `None` when the texts are
+/// not at upstream commits (then upstream lines have no commit).
+pub fn attribute(
+    history: Option<&History<'_>>,
+    path: &str,
+    raw: &[RawLoss],
+    confirmed: &Confirmed,
+) -> Result<Vec<Loss>> {
+    let pin_lines: Vec<usize> = raw
+        .iter()
+        .filter(|r| r.kind == LossKind::Dropped)
+        .filter_map(|r| match r.owner {
+            Owner::Upstream(l) => Some(l),
+            Owner::Overlay(_) => None,
+        })
+        .collect();
+    let blamed: BTreeMap<usize, Option<git2::Oid>> = match (history, pin_lines.is_empty()) {
+        (Some(h), false) => pin_lines
+            .iter()
+            .copied()
+            .zip(crate::reverts::blame_between(
+                h.repo, path, h.base, h.pin, &pin_lines,
+            )?)
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    let mut out = Vec::new();
+    for r in raw {
+        let (origin, accepted) = match (&r.owner, r.kind) {
+            (Owner::Overlay(name), _) => (
+                Origin::Overlay { name: name.clone() },
+                confirmed.overlays.contains(name),
+            ),
+            (Owner::Upstream(l), LossKind::Dropped) => {
+                upstream_origin(history, blamed.get(l).copied().flatten(), confirmed)
+            }
+            (Owner::Upstream(_), LossKind::Resurrected) => {
+                let c = match history {
+                    Some(h) => deleted_by(h, path, &r.text)?,
+                    None => None,
+                };
+                upstream_origin(history, c, confirmed)
+            }
+        };
+        out.push(Loss {
+            file: path.to_string(),
+            kind: r.kind,
+            origin,
+            line: r.at + 1,
+            text: r.text.clone(),
+            accepted,
+        });
+    }
+    Ok(out)
+}
+
+fn upstream_origin(
+    history: Option<&History<'_>>,
+    commit: Option<git2::Oid>,
+    confirmed: &Confirmed,
+) -> (Origin, bool) {
+    let subject = match (history, commit) {
+        (Some(h), Some(c)) => h
+            .repo
+            .find_commit(c)
+            .ok()
+            .and_then(|c| c.summary().ok().flatten().map(str::to_string))
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    let accepted = commit
+        .or(history.map(|h| h.base))
+        .is_some_and(|c| confirmed.commits.contains(&c));
+    (
+        Origin::Upstream {
+            commit: commit.map(|c| c.to_string()),
+            subject,
+        },
+        accepted,
+    )
+}
+
+/// The first-parent commit in `base..pin` after which `path` no longer has `line` (by tokens).
+fn deleted_by(h: &History<'_>, path: &str, line: &str) -> Result<Option<git2::Oid>> {
+    let want = tokens(line);
+    let has = |c: git2::Oid| -> Result<bool> {
+        Ok(crate::reverts::text_at(h.repo, c, path)?
+            .is_some_and(|t| t.lines.iter().any(|l| tokens(l) == want)))
+    };
+    let mut walk = h
+        .repo
+        .revwalk()
+        .map_err(|e| crate::Error::git("walking the upstream history", e))?;
+    walk.simplify_first_parent()
+        .and_then(|_| walk.push(h.pin))
+        .and_then(|_| walk.hide(h.base))
+        .map_err(|e| crate::Error::git("walking the upstream history", e))?;
+    let commits: Vec<git2::Oid> = walk.filter_map(|c| c.ok()).collect();
+    let mut present = has(h.base)?;
+    for c in commits.into_iter().rev() {
+        let now = has(c)?;
+        if present && !now {
+            return Ok(Some(c));
+        }
+        present = now;
+    }
+    Ok(None)
+}
+
+/// One line for a report: which line, whose, what happened to it.
+pub fn describe(l: &Loss) -> String {
+    let whose = match &l.origin {
+        Origin::Overlay { name } => format!("overlay {name}"),
+        Origin::Upstream {
+            commit: Some(c),
+            subject,
+        } => format!("upstream {} \"{subject}\"", &c[..12.min(c.len())]),
+        Origin::Upstream { commit: None, .. } => "upstream".to_string(),
+    };
+    let what = match (l.kind, &l.origin) {
+        (LossKind::Dropped, Origin::Overlay { .. }) => "drops a line added by",
+        (LossKind::Dropped, Origin::Upstream { .. }) => "drops a line added or changed by",
+        (LossKind::Resurrected, _) => "brings back a line deleted by",
+    };
+    format!("{}:{}: {what} {whose}: {}", l.file, l.line, l.text.trim())
+}
+
+/// The losses as runs for a report: consecutive lines of one file with the same kind and origin
+/// (blank lines between them, which are not audited, do not break a run), one line each.
+pub fn summarize(losses: &[&Loss]) -> Vec<String> {
+    let mut runs: Vec<(&Loss, &Loss, usize)> = Vec::new();
+    for l in losses {
+        if let Some((first, last, n)) = runs.last_mut()
+            && first.file == l.file
+            && first.kind == l.kind
+            && first.origin == l.origin
+            && l.line > last.line
+            && l.line - last.line <= 2
+        {
+            *last = l;
+            *n += 1;
+            continue;
+        }
+        runs.push((l, l, 1));
+    }
+    runs.iter()
+        .map(|(first, last, n)| {
+            if *n == 1 {
+                return describe(first);
+            }
+            let d = describe(first);
+            let (_, rest) = d.split_once(": ").unwrap_or(("", &d));
+            let rest = rest.replacen("a line", &format!("{n} lines"), 1);
+            format!("{}:{}-{}: {rest} …", first.file, first.line, last.line)
+        })
+        .collect()
+}
+
+/// The trailers that confirm `losses` (`Reverts-Upstream: <commit>` for upstream's lines with a
+/// commit, `Reverts-Overlay: <name>` for earlier overlays'), each once, in order; `base` names
+/// upstream lines without a commit.
+pub fn confirming_trailers(losses: &[Loss], base: git2::Oid) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for l in losses {
+        let t = match &l.origin {
+            Origin::Overlay { name } => format!("{ACCEPT_OVERLAY_TRAILER}: {name}"),
+            Origin::Upstream { commit, .. } => format!(
+                "{}: {}",
+                crate::reverts::ACCEPT_TRAILER,
+                commit.clone().unwrap_or_else(|| base.to_string())
+            ),
+        };
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// `raw` (an overlay's text) with `trailers` appended to its trailer paragraph (those it lacks).
+pub fn add_trailers(raw: &str, trailers: &[String]) -> String {
+    let Some(end) = raw.find("\n---\n") else {
+        return raw.to_string();
+    };
+    let (head, rest) = raw.split_at(end + 1);
+    let mut s = head.to_string();
+    for t in trailers {
+        if !head.lines().any(|l| l == t) {
+            s.push_str(t);
+            s.push('\n');
+        }
+    }
+    s + rest
+}
