@@ -208,8 +208,8 @@ impl Upstream {
     }
 }
 
-/// For an unpaired line `i` of the new side, the range of old lines between its paired
-/// neighbours (the old side of its hunk).
+/// For an unpaired line `i` of one side, the range of the other side's lines between its paired
+/// neighbours (the other side of its hunk); `map` pairs this side's lines with the other's.
 fn gap(new_to_old: &[Option<usize>], i: usize, old_len: usize) -> (usize, usize) {
     let lo = new_to_old[..i]
         .iter()
@@ -308,10 +308,27 @@ fn take(m: &mut BTreeMap<Vec<Tok>, usize>, t: &[Tok]) -> bool {
     }
 }
 
-/// Lines upstream deleted after the base that `post` keeps where the base had them, and `pre`
-/// has nowhere.
+/// Lines upstream deleted (in a hunk that adds nothing: a changed line is a dropped one) after the
+/// base that `post` keeps where the base had them, and `pre` has nowhere.
 fn resurrected(base: &Text, pre: &Text, post: &Text) -> Result<Vec<RawLoss>> {
-    let gone: BTreeSet<usize> = line_diff(base, pre)?.removed.into_iter().collect();
+    let up = line_diff(base, pre)?;
+    let mut base_to_pre = vec![None; base.lines.len()];
+    for (n, o) in up.new_to_old.iter().enumerate() {
+        if let Some(o) = o {
+            base_to_pre[*o] = Some(n);
+        }
+    }
+    let added: BTreeSet<usize> = up.added.iter().copied().collect();
+    // Deleted, not changed: the hunk adds nothing in their place.
+    let gone: BTreeSet<usize> = up
+        .removed
+        .iter()
+        .copied()
+        .filter(|&o| {
+            let (lo, hi) = gap(&base_to_pre, o, pre.lines.len());
+            !(lo..hi).any(|n| added.contains(&n))
+        })
+        .collect();
     if gone.is_empty() {
         return Ok(Vec::new());
     }
@@ -694,4 +711,136 @@ pub fn add_trailers(raw: &str, trailers: &[String]) -> String {
         }
     }
     s + rest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Text {
+        Text::parse(s)
+    }
+
+    /// Audits `post` over `pre` (upstream's own at the pin, `base` its base), no earlier overlay.
+    fn upstream_losses(base: &str, pre: &str, post: &str, own: &[&str]) -> Vec<String> {
+        let (b, p, q) = (t(base), t(pre), t(post));
+        let owners: Vec<Owner> = (0..p.lines.len()).map(Owner::Upstream).collect();
+        let own: Vec<String> = own.iter().map(|s| s.to_string()).collect();
+        let q = FileAudit {
+            path: "f.c",
+            base: Some(&b),
+            pre: &p,
+            owners: &owners,
+            post: &q,
+            own_removed: &own,
+        };
+        audit_file(&q)
+            .unwrap()
+            .into_iter()
+            .map(|l| format!("{:?} {}", l.kind, l.text.trim()))
+            .collect()
+    }
+
+    #[test]
+    fn an_ours_resolution_drops_upstreams_change_a_redo_keeps_it() {
+        let base = "#define V 1\nint x;\n";
+        let pre = "#define V 2\nint x;\n";
+        let own = ["#define V 1"];
+        assert_eq!(
+            upstream_losses(base, pre, "#define V 1 // fork\nint x;\n", &own),
+            ["Dropped #define V 2"]
+        );
+        assert!(upstream_losses(base, pre, "#define V 2 // fork\nint x;\n", &own).is_empty());
+        // Keeping every line (additions only) is silent.
+        assert!(upstream_losses(base, pre, "#define V 2\n// fork\nint x;\n", &[]).is_empty());
+    }
+
+    #[test]
+    fn lines_moved_or_reindented_into_a_lambda_are_kept() {
+        let base = "void f() {\n}\n";
+        let pre = "void f() {\n  check(a);\n  run(a);\n}\n";
+        let post = "void f() {\n  auto g = [&]() {\n    check(a);\n    run(a);\n  };\n  g();\n}\n";
+        assert!(upstream_losses(base, pre, post, &[]).is_empty());
+        // Dropping one of them is named.
+        let post = "void f() {\n  auto g = [&]() {\n    run(a);\n  };\n  g();\n}\n";
+        assert_eq!(upstream_losses(base, pre, post, &[]), ["Dropped check(a);"]);
+    }
+
+    #[test]
+    fn a_guard_upstream_added_is_kept_under_the_bases_older_names() {
+        let base = "int f(int in) {\n  int y = in * 2;\n  log(y);\n  return y;\n}\n";
+        let pre =
+            "int f(int x) {\n  int y = x * 2;\n  log(y);\n  if (x < 0) return 0;\n  return y;\n}\n";
+        let post = "int f(int in) {\n  int y = in * 2;\n  log(y);\n  if (in < 0) return 0;\n  return y;\n}\n";
+        // The guard upstream added is kept (under `in`, a name the base has); the lines upstream
+        // changed (its rename) are undone by the copy: named.
+        assert_eq!(
+            upstream_losses(base, pre, post, &[]),
+            ["Dropped int f(int x) {", "Dropped int y = x * 2;"]
+        );
+        // A name the base never had is no "older name": the guard is dropped.
+        let post =
+            "int f(int x) {\n  int y = x * 2;\n  log(y);\n  if (z < 0) return 0;\n  return y;\n}\n";
+        assert_eq!(
+            upstream_losses(base, pre, post, &[]),
+            ["Dropped if (x < 0) return 0;"]
+        );
+    }
+
+    #[test]
+    fn lines_upstream_deleted_are_resurrected_when_kept_in_place() {
+        let base = "a();\nold_guard();\nb();\n";
+        let pre = "a();\nb();\n";
+        assert_eq!(
+            upstream_losses(base, pre, "a(); // fork\nold_guard();\nb();\n", &[]),
+            ["Resurrected old_guard();"]
+        );
+        assert!(upstream_losses(base, pre, "a(); // fork\nb();\n", &[]).is_empty());
+    }
+
+    #[test]
+    fn an_earlier_overlays_lines_are_protected_and_their_owner_named() {
+        let pin = t("a\nb\n");
+        let ov1 = t("a\nmine1\nmine2\nb\n");
+        let own = owners(&pin, &[("0001-x.patch", &ov1)]).unwrap();
+        assert_eq!(own[1], Owner::Overlay("0001-x.patch".into()));
+        assert_eq!(own[3], Owner::Upstream(1));
+        let post = t("a\nmine1\nb // fork\n");
+        let q = FileAudit {
+            path: "f",
+            base: None,
+            pre: &ov1,
+            owners: &own,
+            post: &post,
+            own_removed: &[],
+        };
+        let raw = audit_file(&q).unwrap();
+        let losses = attribute(None, "f", &raw, &Confirmed::default()).unwrap();
+        assert_eq!(losses.len(), 1, "{losses:?}");
+        assert_eq!(
+            describe(&losses[0]),
+            "f:3: drops a line added by overlay 0001-x.patch: mine2"
+        );
+        assert_eq!(
+            confirming_trailers(&losses, git2::Oid::zero()),
+            ["Reverts-Overlay: 0001-x.patch"]
+        );
+        let confirmed = Confirmed {
+            overlays: ["0001-x.patch".to_string()].into(),
+            ..Confirmed::default()
+        };
+        assert!(attribute(None, "f", &raw, &confirmed).unwrap()[0].accepted);
+    }
+
+    #[test]
+    fn trailers_go_into_the_trailer_paragraph_once() {
+        let raw = "Subject: x\n\nWhy.\n\nOverlay-Kind: local-only\n---\n f | 1 +\n";
+        let t = vec!["Reverts-Overlay: 0001-x.patch".to_string()];
+        let once = add_trailers(raw, &t);
+        assert_eq!(
+            once,
+            "Subject: x\n\nWhy.\n\nOverlay-Kind: local-only\nReverts-Overlay: 0001-x.patch\n---\n f | 1 +\n"
+        );
+        assert_eq!(add_trailers(&once, &t), once);
+    }
 }
