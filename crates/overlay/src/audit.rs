@@ -642,13 +642,14 @@ pub fn describe(l: &Loss) -> String {
         (LossKind::Dropped, Origin::Upstream { .. }) => "drops a line added or changed by",
         (LossKind::Resurrected, _) => "brings back a line deleted by",
     };
-    format!("{}:{}: {what} {whose}: {}", l.file, l.line, l.text.trim())
+    format!("{}:{}: {what} {whose}: `{}`", l.file, l.line, l.text.trim())
 }
 
 /// The losses as runs for a report: consecutive lines of one file with the same kind and origin
-/// (blank lines between them, which are not audited, do not break a run), one line each.
-pub fn summarize(losses: &[&Loss]) -> Vec<String> {
-    let mut runs: Vec<(&Loss, &Loss, usize)> = Vec::new();
+/// (blank lines between them, which are not audited, do not break a run), one line each, with the
+/// run's first loss.
+pub fn summarize<'a>(losses: &[&'a Loss]) -> Vec<(String, &'a Loss)> {
+    let mut runs: Vec<(&'a Loss, &'a Loss, usize)> = Vec::new();
     for l in losses {
         if let Some((first, last, n)) = runs.last_mut()
             && first.file == l.file
@@ -666,12 +667,13 @@ pub fn summarize(losses: &[&Loss]) -> Vec<String> {
     runs.iter()
         .map(|(first, last, n)| {
             if *n == 1 {
-                return describe(first);
+                return (describe(first), *first);
             }
             let d = describe(first);
             let (_, rest) = d.split_once(": ").unwrap_or(("", &d));
             let rest = rest.replacen("a line", &format!("{n} lines"), 1);
-            format!("{}:{}-{}: {rest} …", first.file, first.line, last.line)
+            let m = format!("{}:{}-{}: {rest} …", first.file, first.line, last.line);
+            (m, *first)
         })
         .collect()
 }
@@ -711,6 +713,88 @@ pub fn add_trailers(raw: &str, trailers: &[String]) -> String {
         }
     }
     s + rest
+}
+
+/// `check`'s audit of a series at `pin`: each overlay over the earlier ones, the lines of earlier
+/// overlays it drops (confirmed by `Reverts-Overlay:`) and, for an overlay with a `Base:`, the
+/// lines upstream deleted after it that it brings back (`Reverts-Upstream:`). Upstream lines an
+/// overlay drops are `reverts`' (`REVERTS`), not repeated here. Stops at the first overlay that
+/// does not apply (check's CONFLICT).
+pub fn series_findings(
+    repo: &git2::Repository,
+    src: &dyn BlobSource,
+    pin: git2::Oid,
+    series: &crate::series::Series,
+) -> Result<Vec<crate::check::Finding>> {
+    let pin_tree = crate::upstream::tree_of_commit(repo, pin)?;
+    let mut post = pin_tree.clone();
+    let mut out = Vec::new();
+    for (i, ov) in series.overlays.iter().enumerate() {
+        if post.apply_overlay(ov, src).is_err() {
+            break;
+        }
+        let rec = crate::reverts::recorded(ov)?;
+        let paths: BTreeSet<String> = crate::drift::overlay_paths(ov).into_iter().collect();
+        let base_text = |p: &str| -> Result<Option<Text>> {
+            match rec.base_for(p) {
+                Some(b) if repo.find_commit(b).is_ok() => Ok(Some(
+                    crate::reverts::text_at(repo, b, p)?.unwrap_or_else(|| Text::parse("")),
+                )),
+                _ => Ok(None),
+            }
+        };
+        let a = OverlayAudit {
+            pin: &pin_tree,
+            earlier: &series.overlays[..i],
+            post: &post,
+            previous: None,
+            paths: &paths,
+        };
+        for (path, raw) in audit_overlay(&a, src, &base_text)? {
+            let raw: Vec<RawLoss> = raw
+                .into_iter()
+                .filter(|r| r.kind == LossKind::Resurrected || matches!(r.owner, Owner::Overlay(_)))
+                .collect();
+            let history = rec.base_for(&path).map(|base| History { repo, base, pin });
+            let losses = attribute(history.as_ref(), &path, &raw, &rec.confirmed())?;
+            let open: Vec<&Loss> = losses.iter().filter(|l| !l.accepted).collect();
+            out.extend(
+                summarize(&open)
+                    .into_iter()
+                    .map(|(m, l)| finding(&ov.name, &path, &m, l)),
+            );
+        }
+    }
+    Ok(out)
+}
+
+fn finding(overlay: &str, path: &str, message: &str, l: &Loss) -> crate::check::Finding {
+    let confirm = match &l.origin {
+        Origin::Overlay { name } => format!("\"{ACCEPT_OVERLAY_TRAILER}: {name}\""),
+        Origin::Upstream { commit, .. } => format!(
+            "\"{}: {}\"",
+            crate::reverts::ACCEPT_TRAILER,
+            commit.as_deref().unwrap_or("<the base>")
+        ),
+    };
+    crate::check::Finding {
+        overlay: overlay.to_string(),
+        kind: crate::check::FindingKind::Drops,
+        file: Some(path.to_string()),
+        hunk: None,
+        patch_line: None,
+        message: {
+            let at = message.strip_prefix(&format!("{path}:")).unwrap_or(message);
+            let line = if at.split(':').next().is_some_and(|r| r.contains('-')) {
+                "lines"
+            } else {
+                "line"
+            };
+            format!(
+                "{line} {at}; restore them, or confirm with {confirm} in the overlay's trailers"
+            )
+        },
+    }
 }
 
 #[cfg(test)]
@@ -819,7 +903,7 @@ mod tests {
         assert_eq!(losses.len(), 1, "{losses:?}");
         assert_eq!(
             describe(&losses[0]),
-            "f:3: drops a line added by overlay 0001-x.patch: mine2"
+            "f:3: drops a line added by overlay 0001-x.patch: `mine2`"
         );
         assert_eq!(
             confirming_trailers(&losses, git2::Oid::zero()),

@@ -287,7 +287,10 @@ impl Run<'_> {
         if !opts.accept_reverts {
             return Err(Error::from(Refusal::ResolutionReverts {
                 overlay: s.resolving.clone(),
-                losses: crate::audit::summarize(&open),
+                losses: crate::audit::summarize(&open)
+                    .into_iter()
+                    .map(|(m, _)| m)
+                    .collect(),
             })
             .with_help(format!(
                 "restore those lines in {} and --continue again; or, if dropping them is what you want, --continue --accept-reverts (recorded in the overlay as trailers)",

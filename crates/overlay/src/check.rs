@@ -28,6 +28,9 @@ pub enum FindingKind {
     UnknownDependency,
     /// The overlay deletes upstream lines added after its recorded base (`reverts.rs`).
     Reverts,
+    /// The overlay drops lines an earlier overlay adds, or brings back lines upstream deleted after
+    /// its recorded base (`audit.rs`).
+    Drops,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -12,12 +12,13 @@ use crate::series::Series;
 use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
 
 /// Trailers that describe the overlay to the fork, not the change to upstream.
-const FORK_TRAILERS: [&str; 5] = [
+const FORK_TRAILERS: [&str; 6] = [
     "overlay-kind",
     "upstream-status",
     "depends-on",
     "base",
     "reverts-upstream",
+    "reverts-overlay",
 ];
 
 #[derive(Debug, Clone, serde::Serialize)]

@@ -22,6 +22,13 @@ pub fn check(g: &Global) -> Result<ExitCode> {
     let pin = git2::Oid::from_str(&up.rev)?;
     let reverts = overlay::reverts::series_reverts(repo.repo(), &repo, pin, &series)?;
     findings.extend(overlay::reverts::findings(&reverts));
+    // Lines of earlier overlays it drops, lines upstream deleted it brings back (issue 24).
+    findings.extend(overlay::audit::series_findings(
+        repo.repo(),
+        &repo,
+        pin,
+        &series,
+    )?);
     let mut h = String::new();
     let _ = writeln!(
         h,
@@ -43,6 +50,7 @@ pub fn check(g: &Global) -> Result<ExitCode> {
                 FindingKind::Unlisted => "UNLISTED",
                 FindingKind::UnknownDependency => "DEPENDS",
                 FindingKind::Reverts => "REVERTS",
+                FindingKind::Drops => "DROPS",
             };
             let at = match (&f.file, f.hunk, f.patch_line) {
                 (Some(file), Some(hk), Some(l)) => format!("{file} hunk #{hk} ({}:{l})", o.name),
