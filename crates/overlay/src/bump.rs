@@ -622,6 +622,28 @@ pub struct Guidance {
     pub renames: BTreeMap<String, String>,
     /// Trailers a resolved overlay gets (what the resolution audit's confirmation recorded).
     pub trailers: BTreeMap<String, Vec<String>>,
+    /// The old and new pins (short ids): when given, conflict markers say what each side is
+    /// ([`side_labels`]) instead of the bare labels.
+    pub pins: Option<(String, String)>,
+}
+
+/// Conflict-marker labels that say what each side of overlay `at`'s merge is: the old pin with the
+/// overlays before it, the overlay at the old pin, the new upstream with those overlays carried
+/// ("new upstream 846d17622 + overlays 0001-0008").
+pub fn side_labels(series: &Series, at: usize, (from, to): (&str, &str)) -> [String; 3] {
+    let num = |n: &str| n.split('-').next().unwrap_or(n).to_string();
+    let before = &series.overlays[..at];
+    let carried = match before {
+        [] => String::new(),
+        [one] => format!(" + overlay {}", num(&one.name)),
+        [first, .., last] => format!(" + overlays {}-{}", num(&first.name), num(&last.name)),
+    };
+    let name = series.overlays[at].name.trim_end_matches(".patch");
+    [
+        format!("old pin {from}{carried}"),
+        format!("overlay {name} at {from}"),
+        format!("new upstream {to}{carried}"),
+    ]
 }
 
 /// [`bump`] with drift's review list and upstream's renames.
@@ -648,7 +670,7 @@ pub fn bump_guided(
         conflict_tree: None,
     };
     let mut out = Vec::new();
-    for ov in &series.overlays {
+    for (at, ov) in series.overlays.iter().enumerate() {
         let mut old_next = walk.old_chain.clone();
         old_next.apply_overlay(ov, src)?;
         let step = if walk.conflict_tree.is_some() {
@@ -659,7 +681,7 @@ pub fn bump_guided(
         } else if let Some((_, tree)) = resolved.filter(|(name, _)| *name == ov.name) {
             walk.take_resolution(ov, tree)?
         } else {
-            walk.merge_next(ov, &old_next)?
+            walk.merge_next(ov, &old_next, (series, at))?
         };
         out.push(step);
         walk.old_chain = old_next;
@@ -762,17 +784,32 @@ impl Walk<'_> {
         })
     }
 
-    /// Merges `ov` (`old_next`: the old chain with it applied) onto the new chain: carried,
-    /// upstreamed, or a stop (conflict, or drift's review) whose tree awaits the user.
-    fn merge_next(&mut self, ov: &Overlay, old_next: &Tree) -> Result<OverlayBump> {
+    /// Merges `ov` (`old_next`: the old chain with it applied; `at`: its place in `series`) onto
+    /// the new chain: carried, upstreamed, or a stop (conflict, or drift's review) whose tree
+    /// awaits the user.
+    fn merge_next(
+        &mut self,
+        ov: &Overlay,
+        old_next: &Tree,
+        (series, at): (&Series, usize),
+    ) -> Result<OverlayBump> {
         let src = self.src;
+        let named = self
+            .guidance
+            .pins
+            .as_ref()
+            .map(|(f, t)| side_labels(series, at, (f, t)));
+        let labels = match &named {
+            Some([b, o, t]) => (b.as_str(), o.as_str(), t.as_str()),
+            None => self.labels,
+        };
         let (merged, conflicts) = merge_overlay(
             ov,
             &self.old_chain,
             old_next,
             &self.new_chain,
             src,
-            self.labels,
+            labels,
             &self.guidance.renames,
         )?;
         if !conflicts.is_empty() {

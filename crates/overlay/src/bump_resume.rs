@@ -18,7 +18,8 @@ use crate::tree::Tree;
 use crate::upstream::UpstreamRepo;
 use crate::{Error, Refusal, Result};
 
-/// The merge's conflict-marker labels (drift's classification uses the same).
+/// The merge's bare conflict-marker labels (drift's classification and the forecast use them; a
+/// bump's markers say what each side is, `bump::side_labels`).
 pub const LABELS: (&str, &str, &str) = ("old pin", "overlay", "new upstream");
 
 /// How to carry the series.
@@ -163,6 +164,10 @@ pub fn check_target(state: &SessionState, to: git2::Oid) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+fn short9(id: git2::Oid) -> String {
+    id.to_string()[..9].to_string()
 }
 
 fn short_id(id: git2::Oid) -> String {
@@ -439,6 +444,7 @@ impl Run<'_> {
                 &drift::relevant_paths(self.series),
             )?,
             trailers: BTreeMap::new(),
+            pins: Some((short9(self.from), short9(self.to))),
         })
     }
 
