@@ -127,7 +127,8 @@ fn a_conflict_writes_nothing_then_continue_finishes() {
     let tree = f.root.join("target/bump/up");
     let conflicted = f.read(tree.join("a.txt"));
     assert!(
-        conflicted.contains("<<<<<<< overlay") && conflicted.contains(">>>>>>> new upstream"),
+        conflicted.contains("<<<<<<< overlay 0001-Change-line-10 at ")
+            && conflicted.contains(">>>>>>> new upstream "),
         "{conflicted}"
     );
 

@@ -3,6 +3,7 @@
 
 mod agree;
 mod apply;
+mod audit;
 mod build_mlx;
 mod bump;
 mod bundle;
