@@ -715,6 +715,12 @@ pub fn add_trailers(raw: &str, trailers: &[String]) -> String {
     s + rest
 }
 
+/// `base` when it is an older commit than `pin` (an ancestor of it): a copy made at the pin or
+/// ahead of it carries upstream's work and reverts none of it.
+pub fn older_base(repo: &git2::Repository, base: git2::Oid, pin: git2::Oid) -> Option<git2::Oid> {
+    (base != pin && repo.graph_descendant_of(pin, base).unwrap_or(false)).then_some(base)
+}
+
 /// `check`'s audit of a series at `pin`: each overlay over the earlier ones, the lines of earlier
 /// overlays it drops (confirmed by `Reverts-Overlay:`) and, for an overlay with a `Base:`, the
 /// lines upstream deleted after it that it brings back (`Reverts-Upstream:`). Upstream lines an
@@ -736,8 +742,9 @@ pub fn series_findings(
         let rec = crate::reverts::recorded(ov)?;
         let paths: BTreeSet<String> = crate::drift::overlay_paths(ov).into_iter().collect();
         let base_text = |p: &str| -> Result<Option<Text>> {
-            match rec.base_for(p) {
-                Some(b) if repo.find_commit(b).is_ok() => Ok(Some(
+            let b = rec.base_for(p).filter(|b| repo.find_commit(*b).is_ok());
+            match b.and_then(|b| older_base(repo, b, pin)) {
+                Some(b) => Ok(Some(
                     crate::reverts::text_at(repo, b, p)?.unwrap_or_else(|| Text::parse("")),
                 )),
                 _ => Ok(None),

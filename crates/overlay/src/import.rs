@@ -482,10 +482,13 @@ pub fn import(
     let repo = up.repo();
     let copies = read_copies(dir)?;
     let pin_tree = up.tree_at(pin)?;
-    let mut result = pin_tree.clone();
+    let mut chain = vec![pin_tree.clone()];
     for ov in &series.overlays {
-        result.apply_overlay(ov, up)?;
+        let mut next = chain.last().expect("the pin").clone();
+        next.apply_overlay(ov, up)?;
+        chain.push(next);
     }
+    let result = chain.last().expect("the pin").clone();
     let cands = candidates(repo, pin, opts.branch_head, opts.bound)?;
     let mut search = Search::new(repo, &cands.list)?;
     let mut planned = Vec::new();
@@ -495,6 +498,7 @@ pub fn import(
             pin,
             pin_tree: &pin_tree,
             result: &result,
+            chain: (series, &chain),
         };
         planned.push(plan_file(&at, &mut search, opts, i, c)?);
     }
@@ -529,6 +533,8 @@ struct Trees<'a> {
     pin: git2::Oid,
     pin_tree: &'a Tree,
     result: &'a Tree,
+    /// The series and its chain: the pin, then the pin with each overlay applied in turn.
+    chain: (&'a Series, &'a [Tree]),
 }
 
 /// One copy: its base, sizes, reverts and file patch (none when it already is pin + series).
@@ -544,6 +550,7 @@ fn plan_file(
         pin,
         pin_tree,
         result,
+        ..
     } = *at;
     let repo = search.repo;
     let text_in = |t: &Tree| -> Result<Option<Text>> {
@@ -593,6 +600,11 @@ fn plan_file(
             deleted: &own.removed,
         };
         reverts = reverted(repo, &q, &BTreeSet::new())?;
+    }
+    if let (Some(pre), false) = (&pre, same) {
+        reverts.extend(audit_copy(at, repo, base.map(|b| b.0), c, pre)?);
+    }
+    {
         for r in &mut reverts {
             r.accepted = opts.accept_reverts;
         }
@@ -664,15 +676,100 @@ fn trailers(reports: &[&FileReport], kind: OverlayKind) -> Vec<(String, String)>
             }
         }
     }
-    let accepted: BTreeSet<&str> = reports
+    let accepted: BTreeSet<(&str, &str)> = reports
         .iter()
         .flat_map(|r| &r.reverts)
-        .map(|r| r.commit.as_deref().unwrap_or(&r.base))
+        .map(|r| match &r.overlay {
+            Some(o) => (crate::audit::ACCEPT_OVERLAY_TRAILER, o.as_str()),
+            None => (ACCEPT_TRAILER, r.commit.as_deref().unwrap_or(&r.base)),
+        })
         .collect();
-    for c in accepted {
-        t.push((ACCEPT_TRAILER.into(), c.into()));
+    for (k, v) in accepted {
+        t.push((k.into(), v.into()));
     }
     t
+}
+
+/// The audit of one copy over the pin plus the series (`crate::audit`): the earlier overlays'
+/// lines it drops, and the lines upstream deleted after its base that it brings back (what
+/// upstream lines it drops is `reverted`'s).
+fn audit_copy(
+    at: &Trees<'_>,
+    repo: &git2::Repository,
+    base: Option<git2::Oid>,
+    c: &Copy,
+    pre: &Text,
+) -> Result<Vec<Revert>> {
+    use crate::audit::{LossKind, Origin, Owner};
+    let base = base.and_then(|b| crate::audit::older_base(repo, b, at.pin));
+    let (series, chain) = at.chain;
+    let texts: Vec<Text> = chain
+        .iter()
+        .map(|t| crate::check::text_of(t, Some(&c.rel), at.src))
+        .collect::<crate::Result<_>>()?;
+    let steps: Vec<(&str, &Text)> = series
+        .overlays
+        .iter()
+        .zip(&texts[1..])
+        .map(|(o, t)| (o.name.as_str(), t))
+        .collect();
+    let owners = crate::audit::owners(&texts[0], &steps)?;
+    let base_text = match base {
+        Some(b) => {
+            Some(crate::reverts::text_at(repo, b, &c.rel)?.unwrap_or_else(|| Text::parse("")))
+        }
+        None => None,
+    };
+    let raw: Vec<_> = crate::audit::audit_file(&crate::audit::FileAudit {
+        path: &c.rel,
+        base: base_text.as_ref(),
+        pre,
+        owners: &owners,
+        post: &c.text,
+        own_removed: &[],
+    })?
+    .into_iter()
+    .filter(|r| r.kind == LossKind::Resurrected || matches!(r.owner, Owner::Overlay(_)))
+    .collect();
+    let history = base.map(|base| crate::audit::History {
+        repo,
+        base,
+        pin: at.pin,
+    });
+    let losses = crate::audit::attribute(history.as_ref(), &c.rel, &raw, &Default::default())?;
+    let base = base.unwrap_or(at.pin).to_string();
+    let mut out: Vec<Revert> = Vec::new();
+    for l in losses {
+        let (commit, subject, overlay) = match &l.origin {
+            Origin::Overlay { name } => (None, String::new(), Some(name.clone())),
+            Origin::Upstream { commit, subject } => (commit.clone(), subject.clone(), None),
+        };
+        let resurrected = l.kind == LossKind::Resurrected;
+        if let Some(last) = out.last_mut()
+            && (&last.commit, &last.overlay, last.resurrected) == (&commit, &overlay, resurrected)
+            && l.line > last.last_line
+            && l.line - last.last_line <= 2
+        {
+            last.last_line = l.line;
+            last.lines.push(l.text);
+            continue;
+        }
+        out.push(Revert {
+            file: c.rel.clone(),
+            base: base.clone(),
+            commit,
+            subject,
+            first_line: l.line,
+            last_line: l.line,
+            lines: vec![l.text],
+            accepted: false,
+            hunk: None,
+            patch_line: None,
+            overlay,
+            resurrected,
+        });
+    }
+    Ok(out)
 }
 
 type Write = (NewOverlay, PathBuf, String);

@@ -50,6 +50,14 @@ pub struct Revert {
     pub hunk: Option<usize>,
     /// The overlay's patch line that deletes the first line (see `hunk`).
     pub patch_line: Option<usize>,
+    /// The lines are an earlier overlay's, not upstream's (the audit, `crate::audit`): confirmed
+    /// by `Reverts-Overlay: <name>`; `commit` is then `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlay: Option<String>,
+    /// Upstream deleted the lines after the base (`commit`), and the copy brings them back;
+    /// `first_line` and `last_line` are then the copy's lines.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub resurrected: bool,
 }
 
 /// One overlay's reverts (only overlays with at least one are listed).
@@ -307,6 +315,8 @@ pub fn reverted(
             accepted,
             hunk: None,
             patch_line: None,
+            overlay: None,
+            resurrected: false,
         });
     }
     Ok(out)
@@ -478,6 +488,23 @@ pub fn describe(r: &Revert) -> String {
         Some(c) => format!("{} \"{}\"", &c[..12], r.subject),
         None => "a commit blame gives to the base (moved lines)".to_string(),
     };
+    if let Some(o) = &r.overlay {
+        return format!(
+            "deletes {} line(s) ({lines}) that the earlier overlay {o} adds",
+            r.lines.len()
+        );
+    }
+    if r.resurrected {
+        let by = match &r.commit {
+            Some(_) => by,
+            None => "upstream".to_string(),
+        };
+        return format!(
+            "brings back {} line(s) ({lines} of the copy) that {by} deleted after the base {}",
+            r.lines.len(),
+            &r.base[..12]
+        );
+    }
     format!(
         "deletes {} upstream line(s) ({lines} at the pin) that {by} added after the base {}",
         r.lines.len(),

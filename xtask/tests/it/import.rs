@@ -143,14 +143,23 @@ fn copy_made_at_a_later_base() {
 }
 
 /// A copy made before the pin that upstream only shortened since (b.c at c0, edited): base c1
-/// (the closest commit with that version), two commits before the pin; the lines upstream dropped come back (the copy has them), no
-/// deletion of upstream work, and `git am` gives the copy.
+/// (the closest commit with that version), two commits before the pin; the lines upstream dropped
+/// come back (the copy has them): refused until accepted, then `git am` gives the copy.
 #[test]
 fn copy_made_at_an_earlier_base() {
     let h = history();
     let copy = b_c0().replace("b 17\n", "b 17 (fork)\n");
     let dir = h.copies(&[("src/b.c", &copy)]);
-    let out = h.import(&dir, &[]).ok();
+    // The copy brings back the two lines c2 deleted: named, nothing written (issue 24, F).
+    let refused = h.import(&dir, &[]).code(1);
+    assert!(
+        refused
+            .stdout
+            .contains("REVERTS src/b.c: brings back 2 line(s)"),
+        "{}",
+        refused.stdout
+    );
+    let out = h.import(&dir, &["--accept-reverts"]).ok();
     let (_, v) = h.json(&dir, &["--dry-run"]);
     // The second (dry) run finds nothing left to do.
     assert_eq!(v["overlays"].as_array().unwrap().len(), 0, "{v:#}");
@@ -160,7 +169,6 @@ fn copy_made_at_an_earlier_base() {
         out.stdout
     );
     assert!(out.stdout.contains("  changed   src/b.c"), "{}", out.stdout);
-    assert!(!out.stdout.contains("REVERTS"), "{}", out.stdout);
     h.assert_git_am_gives(&[("src/b.c", &copy)]);
     let (_, v) = {
         // The report of a fresh import of the same copy into an empty series, for the numbers.
@@ -729,4 +737,65 @@ mod real_mlx {
         assert_eq!(code, 0, "{stdout}");
         assert!(stdout.contains("nothing to import"), "{stdout}");
     }
+}
+
+/// A copy made before an upstream commit that only deletes lines (c2 drops `b 5`, `b 6`) brings
+/// them back: refused with the deleting commit named, nothing written, until `--accept-reverts`,
+/// which records that commit (repro F, issue 24).
+#[test]
+fn copy_bringing_back_lines_upstream_deleted_is_refused_until_accepted() {
+    let h = history();
+    let copy = b_c0().replace("b 10\n", "b 10 (fork)\n");
+    let dir = h.copies(&[("src/b.c", &copy)]);
+    let before = h.f.project_snapshot();
+    let out = h.import(&dir, &["--base", &h.c[1]]).code(1);
+    let named = format!(
+        "brings back 2 line(s) (lines 5-6 of the copy) that {} \"b: drop two lines\" deleted after the base {}",
+        &h.c[2][..12],
+        &h.c[1][..12]
+    );
+    assert!(
+        out.stdout.contains(&named) && out.stdout.contains("+ b 5"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(before, h.f.project_snapshot(), "nothing written");
+    h.import(&dir, &["--base", &h.c[1], "--accept-reverts"])
+        .ok();
+    let ov = h.f.read(h.f.root.join("overlays/up/0001-import-b-c.patch"));
+    assert!(
+        ov.contains(&format!("Reverts-Upstream: {}\n", h.c[2])),
+        "{ov}"
+    );
+    h.f.xtask(&["check"]).ok();
+}
+
+/// A copy laid over a project that already has overlays, lacking an overlay's line, would undo
+/// it: refused naming the overlay, until `--accept-reverts` records `Reverts-Overlay:` (issue 24).
+#[test]
+fn copy_undoing_an_earlier_overlay_is_refused_until_accepted() {
+    let h = history();
+    h.f.git(&h.f.work, &["fetch", "-q", "origin"]);
+    h.f.git(&h.f.work, &["checkout", "-q", &h.f.pin]);
+    let first = h.f.add_overlay(
+        "fork: first line",
+        &[("src/a.c", Some(&a_c3().replace("a 1\n", "a 1 (overlay)\n")))],
+        "Overlay-Kind: local-only",
+    );
+    let copy = a_c3().replace("a 15\n", "a 15 (copy)\n");
+    let dir = h.copies(&[("src/a.c", &copy)]);
+    let before = h.f.project_snapshot();
+    let out = h.import(&dir, &[]).code(1);
+    assert!(
+        out.stdout.contains(&format!(
+            "deletes 1 line(s) (line 1) that the earlier overlay {first} adds"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(before, h.f.project_snapshot(), "nothing written");
+    h.import(&dir, &["--accept-reverts"]).ok();
+    let ov = h.f.read(h.f.root.join("overlays/up/0002-import-a-c.patch"));
+    assert!(ov.contains(&format!("Reverts-Overlay: {first}\n")), "{ov}");
+    h.f.xtask(&["check"]).ok();
 }

@@ -168,7 +168,7 @@ fn render(o: &Outcome, upstream: &str, a: &ImportArgs) -> String {
     if o.unconfirmed_reverts > 0 {
         let _ = writeln!(
             h,
-            "{} run(s) of upstream lines would be reverted; nothing was written\n  help: restore those lines in the copies, or rerun with --accept-reverts to keep the deletions (each commit is recorded as a Reverts-Upstream: trailer)",
+            "{} run(s) of upstream lines or of earlier overlays' lines would be reverted; nothing was written\n  help: restore those lines in the copies (or remove the lines upstream deleted), or rerun with --accept-reverts to keep the copies as they are (each upstream commit is recorded as a Reverts-Upstream: trailer, each earlier overlay as Reverts-Overlay:)",
             o.unconfirmed_reverts
         );
     } else if names.is_empty() {
@@ -203,7 +203,8 @@ fn revert_lines(h: &mut String, r: &Revert, indent: &str) {
     );
     for l in r.lines.iter().take(3) {
         // No trailing whitespace for an empty line: it does not survive copy and paste.
-        let _ = writeln!(h, "{indent}  {}", format!("- {l}").trim_end());
+        let sign = if r.resurrected { '+' } else { '-' };
+        let _ = writeln!(h, "{indent}  {}", format!("{sign} {l}").trim_end());
     }
     if r.lines.len() > 3 {
         let _ = writeln!(h, "{indent}  ... {} more", r.lines.len() - 3);
