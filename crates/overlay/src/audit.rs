@@ -167,7 +167,8 @@ pub fn audit_file(q: &FileAudit<'_>) -> Result<Vec<RawLoss>> {
         };
         let renamable = matches!(owner, Owner::Upstream(_))
             && upstream.as_ref().is_some_and(|u| u.pure_added.contains(&i));
-        if protected && !kept.keeps(i, renamable.then(|| q.base).flatten()) {
+        let change = upstream.as_ref().and_then(|u| u.changes.get(&i));
+        if protected && !kept.keeps(i, renamable.then(|| q.base).flatten(), change) {
             out.push(RawLoss {
                 kind: LossKind::Dropped,
                 owner: owner.clone(),
@@ -188,6 +189,9 @@ struct Upstream {
     added: BTreeSet<usize>,
     /// Those of them in a hunk that removes nothing (added, not changed).
     pure_added: BTreeSet<usize>,
+    /// For a changed line, the most similar line its hunk removed from the base (what upstream
+    /// changed it from).
+    changes: BTreeMap<usize, Vec<Tok>>,
 }
 
 impl Upstream {
@@ -196,15 +200,29 @@ impl Upstream {
         let added: BTreeSet<usize> = d.added.iter().copied().collect();
         let old_of_new = &d.new_to_old;
         let removed: BTreeSet<usize> = d.removed.iter().copied().collect();
-        let pure_added = added
-            .iter()
-            .copied()
-            .filter(|&i| {
-                let (lo, hi) = gap(old_of_new, i, base.lines.len());
-                !(lo..hi).any(|o| removed.contains(&o))
-            })
-            .collect();
-        Ok(Upstream { added, pure_added })
+        let mut pure_added = BTreeSet::new();
+        let mut changes = BTreeMap::new();
+        for &i in &added {
+            let (lo, hi) = gap(old_of_new, i, base.lines.len());
+            let t = tokens(&pre.lines[i]);
+            let closest = (lo..hi)
+                .filter(|o| removed.contains(o))
+                .map(|o| tokens(&base.lines[o]))
+                .max_by_key(|b| lcs(b, &t).len());
+            match closest {
+                None => {
+                    pure_added.insert(i);
+                }
+                Some(b) => {
+                    changes.insert(i, b);
+                }
+            }
+        }
+        Ok(Upstream {
+            added,
+            pure_added,
+            changes,
+        })
     }
 }
 
@@ -260,7 +278,9 @@ impl<'a> Kept<'a> {
 
     /// Whether deleted line `i` of `pre` is kept by content (module doc); `renames_from`: the base,
     /// when the line may be kept under the base's identifiers.
-    fn keeps(&mut self, i: usize, renames_from: Option<&Text>) -> bool {
+    /// `was`: the base's line upstream changed this one from, kept when an added line of the hunk
+    /// carries upstream's change ([`carries`]).
+    fn keeps(&mut self, i: usize, renames_from: Option<&Text>, was: Option<&Vec<Tok>>) -> bool {
         let t = tokens(&self.pre.lines[i]);
         if t.is_empty() || take(&mut self.own, &t) || take(&mut self.moved, &t) {
             return true;
@@ -271,7 +291,9 @@ impl<'a> Kept<'a> {
         let base = renames_from.and(self.base_idents.as_ref());
         self.hunk_of(i).iter().any(|&n| {
             let r = tokens(&self.post.lines[n]);
-            extends(&t, &r) || base.is_some_and(|b| renamed(&t, &r, b))
+            extends(&t, &r)
+                || base.is_some_and(|b| renamed(&t, &r, b))
+                || was.is_some_and(|b| carries(b, &t, &r))
         })
     }
 
@@ -407,6 +429,88 @@ fn extends(t: &[Tok], r: &[Tok]) -> bool {
     }
     let mut it = r.iter();
     t.iter().all(|x| it.any(|y| y == x))
+}
+
+/// The longest common subsequence of two token strings.
+fn lcs(a: &[Tok], b: &[Tok]) -> Vec<Tok> {
+    let mut m = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            m[i][j] = if a[i] == b[j] {
+                m[i + 1][j + 1] + 1
+            } else {
+                m[i + 1][j].max(m[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        if a[i] == b[j] {
+            out.push(a[i].clone());
+            (i, j) = (i + 1, j + 1);
+        } else if m[i + 1][j] >= m[i][j + 1] {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
+}
+
+/// What turning `old` into `new` adds and removes, as tokens not in their common subsequence.
+fn token_change(old: &[Tok], new: &[Tok]) -> (Vec<Tok>, Vec<Tok>) {
+    let common = lcs(old, new);
+    let rest = |v: &[Tok]| {
+        let mut c = common.iter().peekable();
+        v.iter()
+            .filter(|t| {
+                if c.peek() == Some(t) {
+                    c.next();
+                    false
+                } else {
+                    true
+                }
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    (rest(new), rest(old))
+}
+
+/// `r` carries upstream's change `b -> t` (token strings): no token upstream removed is back
+/// (beyond what `t` has), and every token upstream added is in `r`, except as many as the tokens
+/// of `b` that both upstream and `r` replaced (both sides changed the same words: `r` may keep
+/// its own).
+fn carries(b: &[Tok], t: &[Tok], r: &[Tok]) -> bool {
+    let (added, removed) = token_change(b, t);
+    let (_, r_removed) = token_change(b, r);
+    let count = |v: &[Tok], x: &Tok| v.iter().filter(|y| *y == x).count();
+    if removed.iter().any(|x| count(r, x) > count(t, x)) {
+        return false;
+    }
+    let mut pool = r.to_vec();
+    let missing = added
+        .iter()
+        .filter(|x| match pool.iter().position(|y| y == *x) {
+            Some(p) => {
+                pool.remove(p);
+                false
+            }
+            None => true,
+        })
+        .count();
+    let mut both: Vec<&Tok> = r_removed.iter().collect();
+    let replaced_by_both = removed
+        .iter()
+        .filter(|x| match both.iter().position(|y| y == x) {
+            Some(p) => {
+                both.remove(p);
+                true
+            }
+            None => false,
+        })
+        .count();
+    missing <= replaced_by_both
 }
 
 /// `r` is `t` with some identifiers replaced by identifiers `base` has.
@@ -842,6 +946,23 @@ mod tests {
             ["Dropped #define V 2"]
         );
         assert!(upstream_losses(base, pre, "#define V 2 // fork\nint x;\n", &own).is_empty());
+        // Both sides changed the same word: the resolution may keep its own and upstream's rest.
+        let (b2, p2) = ("x = l10;\n", "x = ten + up;\n");
+        assert!(upstream_losses(b2, p2, "x = TEN + up;\n", &["x = l10;"]).is_empty());
+        // Upstream's removed word back, or its added word gone while the fork changed none: lost.
+        assert_eq!(
+            upstream_losses(b2, p2, "x = l10 + up;\n", &[]),
+            ["Dropped x = ten + up;"]
+        );
+        assert_eq!(
+            upstream_losses(
+                "x = l10 + 1;\n",
+                "x = ten + 1;\n",
+                "x = l10 + 1; // f\n",
+                &[]
+            ),
+            ["Dropped x = ten + 1;"]
+        );
         // Keeping every line (additions only) is silent.
         assert!(upstream_losses(base, pre, "#define V 2\n// fork\nint x;\n", &[]).is_empty());
     }
