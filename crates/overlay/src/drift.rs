@@ -1050,8 +1050,11 @@ pub fn drift(
                 .with_help("--per-commit walks first parents from --to back to --from; pick a --from on that line"));
         }
         commits.reverse();
-        let key =
-            |t: &Tree| -> Vec<Option<git2::Oid>> { paths.iter().map(|p| t.blob_id(p)).collect() };
+        // A commit that changes only a mode (`chmod +x`) keeps every blob id: the key holds both.
+        let key = |t: &Tree| -> Vec<(Option<git2::Oid>, Option<u32>)> {
+            let mode = |p: &String| t.entries.get(p).map(|e| e.mode);
+            paths.iter().map(|p| (t.blob_id(p), mode(p))).collect()
+        };
         let mut prev_key = key(&from_tree);
         let none = BTreeMap::new();
         let mut prev: crate::blame::Evaluation = Arc::new(classify(
