@@ -25,6 +25,7 @@ pub mod materialize;
 pub mod patch;
 pub mod project;
 pub mod refresh;
+pub mod renames;
 pub mod render;
 pub mod reverts;
 pub mod revs;
