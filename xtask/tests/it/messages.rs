@@ -296,7 +296,11 @@ fn a_misspelt_trailer_key_is_refused_with_the_key_meant() {
     .assert_eq(&out.snapshot());
     for args in [&["drift"][..], &["bump-pin", "main"], &["apply"]] {
         let out = f.xtask(args).code(2);
-        assert!(out.stderr.contains("did you mean `Depends-On:`?"), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("did you mean `Depends-On:`?"),
+            "{args:?}: {}",
+            out.stderr
+        );
     }
     assert_eq!(before, f.project_snapshot(), "nothing written");
     assert!(!f.root.join("target/apply/up").exists());
