@@ -93,6 +93,10 @@ pub struct HunkDrift {
     /// With `--per-commit`: every commit that changed the hunk, in order (`crate::blame`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blame: Vec<crate::blame::HunkBlame>,
+    /// An `upstreamed` hunk that is upstream's own change between the pin and the overlay's later
+    /// `Base:` (the copy the overlay was made from already had it): no review.
+    #[serde(skip)]
+    pub from_base: bool,
 }
 
 /// A watched definition that upstream changed between the two commits.
@@ -283,12 +287,28 @@ pub fn classify(
     caches: &mut Caches,
     renames: &BTreeMap<String, String>,
 ) -> Result<Vec<OverlayDrift>> {
+    classify_based(from, to, series, src, caches, renames, &BTreeMap::new())
+}
+
+/// [`classify`], each overlay of `bases` judged from upstream at its recorded `Base:` (a tree
+/// of [`later_bases`]) rather than at `from`: its watched definitions are compared from there, and
+/// a hunk that is upstream's own change since `from` (the copy was taken later) asks no review.
+pub fn classify_based(
+    from: &Tree,
+    to: &Tree,
+    series: &Series,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+    renames: &BTreeMap<String, String>,
+    bases: &BTreeMap<String, Tree>,
+) -> Result<Vec<OverlayDrift>> {
     let mut chains = Chains {
         from_up: from,
         to_up: to,
         from_chain: from.clone(),
         to_chain: to.clone(),
         renames,
+        bases,
     };
     // Files of conflicting (or blocked) overlays, and which overlay holds each first.
     let mut stuck: BTreeMap<String, String> = BTreeMap::new();
@@ -331,6 +351,8 @@ struct Chains<'a> {
     from_chain: Tree,
     to_chain: Tree,
     renames: &'a BTreeMap<String, String>,
+    /// Upstream at an overlay's later `Base:`, by overlay name.
+    bases: &'a BTreeMap<String, Tree>,
 }
 
 impl OverlayDrift {
@@ -374,10 +396,11 @@ fn classify_one(
             chains.renames,
         )?;
     }
+    let base = chains.bases.get(&ov.name);
     let symbol_changes = watch_symbols(
         ov,
         watched,
-        (chains.from_up, chains.to_up),
+        (base.unwrap_or(chains.from_up), chains.to_up),
         chains.renames,
         src,
         caches,
@@ -392,6 +415,9 @@ fn classify_one(
         && hunks
             .iter()
             .all(|h| matches!(h.status, HunkStatus::Exact | HunkStatus::Moved));
+    if let Some(base) = base {
+        mark_from_base(ov, &mut hunks, base, src, caches)?;
+    }
     if textual {
         chains.from_chain = from_next;
         chains.to_chain = to_next;
@@ -475,7 +501,10 @@ fn finish(
     let status = if status != Status::Clean {
         status
     } else {
-        for h in hunks.iter().filter(|h| h.status == HunkStatus::Upstreamed) {
+        for h in hunks
+            .iter()
+            .filter(|h| h.status == HunkStatus::Upstreamed && !h.from_base)
+        {
             review.push(format!(
                 "{} hunk #{} is already upstream while the rest is not: check that the carried overlay does not add it twice, and update its Upstream-Status, which still describes the whole overlay",
                 h.file, h.hunk
@@ -492,7 +521,8 @@ fn finish(
             Status::Review
         } else if !symbol_changes.is_empty() || any(HunkStatus::Merged) {
             Status::ContextDrift
-        } else if any(HunkStatus::Moved) {
+        } else if any(HunkStatus::Moved) || hunks.iter().any(|h| h.from_base) {
+            // Upstream's own lines since the pin leave the overlay: rewritten, nothing to review.
             Status::Moved
         } else {
             Status::Clean
@@ -500,7 +530,7 @@ fn finish(
     };
     let upstreamed = hunks
         .iter()
-        .filter(|h| h.status == HunkStatus::Upstreamed)
+        .filter(|h| h.status == HunkStatus::Upstreamed && !h.from_base)
         .count();
     let mut changed_symbols: Vec<String> =
         symbol_changes.iter().map(|c| c.symbol.clone()).collect();
@@ -516,6 +546,78 @@ fn finish(
         symbol_changes,
         hunks,
     }
+}
+
+/// Marks the `upstreamed` hunks whose change upstream already has at the overlay's later base.
+fn mark_from_base(
+    ov: &Overlay,
+    hunks: &mut [HunkDrift],
+    base: &Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<()> {
+    for h in hunks
+        .iter_mut()
+        .filter(|h| h.status == HunkStatus::Upstreamed)
+    {
+        let Some(fp) = ov.files.iter().find(|f| f.path() == h.file) else {
+            continue;
+        };
+        let path = fp.old_path.as_deref().unwrap_or(fp.path());
+        let Some(text) = caches.text(base, path, src)? else {
+            continue;
+        };
+        let hunk = &fp.hunks[h.hunk - 1];
+        if crate::apply::already_applied_at(&text, hunk, 0, 0).is_some()
+            || locate(&text, &reverse(hunk), 0, 0).is_ok()
+        {
+            h.from_base = true;
+            h.reason = Some(
+                "upstream's own change after the pin: the overlay's Base: already has it".into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// For each overlay whose recorded `Base:` (`crate::reverts::recorded`) is later than `from` and
+/// not later than `to`: upstream at that base, on `paths` (a per-file base for its file; a path
+/// the base lacks stays as at `from`). The overlay's copy was taken there, so upstream's work
+/// from `from` to the base is already in it.
+pub fn later_bases(
+    repo: &git2::Repository,
+    series: &Series,
+    (from, to): (git2::Oid, git2::Oid),
+    from_tree: &Tree,
+    paths: &[String],
+) -> Result<BTreeMap<String, Tree>> {
+    let between = |b: git2::Oid| {
+        b != from
+            && repo.graph_descendant_of(b, from).unwrap_or(false)
+            && (b == to || repo.graph_descendant_of(to, b).unwrap_or(false))
+    };
+    let mut out = BTreeMap::new();
+    for ov in &series.overlays {
+        let rec = crate::reverts::recorded(ov)?;
+        let mut tree = from_tree.clone();
+        let mut later = false;
+        for p in paths {
+            let Some(b) = rec.base_for(p).filter(|b| between(*b)) else {
+                continue;
+            };
+            if let Some(e) = subset_tree(repo, b, std::slice::from_ref(p))?
+                .entries
+                .remove(p)
+            {
+                tree.entries.insert(p.clone(), e);
+                later = true;
+            }
+        }
+        if later {
+            out.insert(ov.name.clone(), tree);
+        }
+    }
+    Ok(out)
 }
 
 /// Places one file patch's hunks at the target chain (never with fuzz), recording each hunk's fate
@@ -543,6 +645,7 @@ fn place_file(
             symbol,
             reason,
             blame: Vec::new(),
+            from_base: false,
         });
     };
     // The old pin: which definition each hunk is in.
@@ -948,7 +1051,16 @@ pub fn drift(
     let mut caches = Caches::default();
     let from_tree = subset_tree(repo, from, &paths)?;
     let to_tree = subset_tree(repo, to, &paths)?;
-    let mut final_drift = classify(&from_tree, &to_tree, series, src, &mut caches, &renames)?;
+    let bases = later_bases(repo, series, (from, to), &from_tree, &paths)?;
+    let mut final_drift = classify_based(
+        &from_tree,
+        &to_tree,
+        series,
+        src,
+        &mut caches,
+        &renames,
+        &bases,
+    )?;
     let mut blames: Vec<Option<Blame>> = vec![None; final_drift.len()];
     let (mut commits_n, mut evaluated) = (None, None);
     if per_commit && from != to {
@@ -997,13 +1109,15 @@ pub fn drift(
             if k != prev_key {
                 n_eval += 1;
                 let renames = upstream_renames(repo, from, *c, &paths)?;
-                prev = Arc::new(classify(
+                let bases = later_bases(repo, series, (from, *c), &from_tree, &paths)?;
+                prev = Arc::new(classify_based(
                     &from_tree,
                     &t,
                     series,
                     src,
                     &mut caches,
                     &renames,
+                    &bases,
                 )?);
                 prev_key = k;
             }

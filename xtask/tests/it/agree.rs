@@ -277,3 +277,46 @@ fn a_partly_upstreamed_overlay_stops_for_review_then_continue_carries_the_rest()
     f.xtask(&["check"]).ok();
     f.xtask(&["drift", "--to", &new]).ok();
 }
+
+/// A C file with `g` (its body `g_body`) and a long `h` (its first line `h_first`).
+fn gh(g_body: &str, h_first: &str) -> String {
+    let pad: String = (1..=8).map(|i| format!("  int q{i} = {i};\n")).collect();
+    format!(
+        "int g(int x) {{\n{g_body}  return x;\n}}\n\n{pad_fn}int h(int a) {{\n{h_first}{pad}  return a;\n}}\n",
+        pad_fn = (1..=6).map(|i| format!("int k{i};\n")).collect::<String>()
+    )
+}
+
+/// Issue 24: an overlay copied from upstream at a commit after the pin (`Base:` records it)
+/// carries upstream's own work from the pin to that commit. Drift and bump-pin judged it from
+/// the pin: that work, upstream at the target too, read as "partly upstreamed" (a review stop)
+/// and as upstream changing `g`. Judged from its base, it is carried without a stop.
+#[test]
+fn an_overlay_based_after_the_pin_is_judged_from_its_base() {
+    let (g0, g1) = ("  x += 1;\n", "  x += 2; /* upstream */\n");
+    let f = Fixture::new(&[("src/f.c", &gh(g0, "  int b = a;\n")), ("README", "r\n")]);
+    let base = f.commit_upstream(&[("src/f.c", &gh(g1, "  int b = a;\n"))], "g: add 2");
+    let copy = gh(g1, "  int b = a * 3; /* fork */\n");
+    f.add_overlay(
+        "Tune h",
+        &[("src/f.c", Some(&copy))],
+        &format!("Overlay-Kind: upstreamable\nBase: {base}"),
+    );
+    let new = f.commit_upstream(&[("README", "r2\n")], "readme");
+    let v = drift_json(&f, 0);
+    let o = &v["overlays"][0];
+    assert_eq!(o["status"], "moved", "{v}");
+    assert_eq!(o["partially_upstreamed"], false, "{v}");
+    assert_eq!(o["changed_symbols"], serde_json::json!([]), "{v}");
+    assert_eq!(o["hunks"][0]["status"], "upstreamed", "{v}");
+    let out = f.xtask(&["bump-pin", "main"]).ok();
+    assert!(out.stdout.contains("rewritten"), "{}", out.stdout);
+    assert_eq!(pins_rev(&f), new);
+    let patch = f.read(f.root.join("overlays/up/0001-Tune-h.patch"));
+    assert!(
+        patch.contains("+  int b = a * 3; /* fork */") && !patch.contains("/* upstream */"),
+        "{patch}"
+    );
+    f.xtask(&["apply"]).ok();
+    assert_eq!(f.read(f.root.join("target/apply/up/src/f.c")), copy);
+}
