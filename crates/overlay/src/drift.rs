@@ -130,6 +130,10 @@ pub struct OverlayDrift {
     /// For `blocked`: the earlier conflicting overlay.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocked_by: Option<String>,
+    /// For `blocked`: the overlay classified on the conflicting overlay's side of each conflict,
+    /// as `bump-pin --dry-run` forecasts it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forecast: Option<BlockedForecast>,
     /// For `review`: why the bump stops at this overlay.
     pub review: Vec<String>,
     /// For `conflict`: the files where the 3-way merge leaves conflict markers.
@@ -141,6 +145,20 @@ pub struct OverlayDrift {
     pub symbol_changes: Vec<SymbolChange>,
     /// Each hunk's drift, in the overlay's order.
     pub hunks: Vec<HunkDrift>,
+}
+
+/// A blocked overlay's classification once the conflict before it is resolved on that
+/// overlay's side ("ours", as `crate::forecast` does): what drift would say of it then.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BlockedForecast {
+    /// Its status on that side.
+    pub status: Status,
+    /// With `--per-commit`: the last commit to change that status, when it ends at it.
+    pub blame: Option<Blame>,
+    /// The watched definitions upstream changed (a `Depends-On`, one a hunk sits in).
+    pub changed_symbols: Vec<String>,
+    /// Why the bump would stop at it for review, if it would.
+    pub review: Vec<String>,
 }
 
 /// Parsed texts and symbol indexes by blob id: unchanged blobs are never re-read or re-parsed.
@@ -312,27 +330,95 @@ pub fn classify_based(
     };
     // Files of conflicting (or blocked) overlays, and which overlay holds each first.
     let mut stuck: BTreeMap<String, String> = BTreeMap::new();
+    // The new side as the dry run carries it: each conflict resolved on the overlay's side.
+    let mut ahead = to.clone();
     let mut out = Vec::new();
     for ov in &series.overlays {
         let paths = overlay_paths(ov);
         if let Some(by) = paths.iter().find_map(|p| stuck.get(p)) {
             let by = by.clone();
+            let forecast = forecast_blocked(ov, &chains, &mut ahead, src, caches)?;
             chains.from_chain.apply_overlay(ov, src)?;
             for p in paths {
                 stuck.entry(p).or_insert_with(|| by.clone());
             }
-            out.push(OverlayDrift::blocked(&ov.name, by));
+            out.push(OverlayDrift {
+                forecast: Some(forecast),
+                ..OverlayDrift::blocked(&ov.name, by)
+            });
             continue;
         }
+        let before = chains.from_chain.clone();
         let d = classify_one(ov, &mut chains, src, caches)?;
         if d.status == Status::Conflict {
+            ahead = ours_side(
+                ov,
+                (&before, &chains.from_chain),
+                &ahead,
+                chains.renames,
+                src,
+            )?;
             for p in paths {
                 stuck.entry(p).or_insert_with(|| ov.name.clone());
+            }
+        } else {
+            for p in crate::forecast::carried_paths(ov, chains.renames) {
+                match chains.to_chain.entries.get(&p) {
+                    Some(e) => ahead.entries.insert(p, e.clone()),
+                    None => ahead.entries.remove(&p),
+                };
             }
         }
         out.push(d);
     }
     Ok(out)
+}
+
+/// A blocked overlay classified on `ahead` (the new side with each earlier conflict resolved on
+/// its overlay's side), which then carries it too.
+fn forecast_blocked(
+    ov: &Overlay,
+    chains: &Chains<'_>,
+    ahead: &mut Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<BlockedForecast> {
+    let mut side = Chains {
+        from_chain: chains.from_chain.clone(),
+        to_chain: ahead.clone(),
+        ..*chains
+    };
+    let d = classify_one(ov, &mut side, src, caches)?;
+    *ahead = if d.status == Status::Conflict {
+        let pair = (&chains.from_chain, &side.from_chain);
+        ours_side(ov, pair, ahead, chains.renames, src)?
+    } else {
+        side.to_chain
+    };
+    Ok(BlockedForecast {
+        status: d.status,
+        blame: None,
+        changed_symbols: d.changed_symbols,
+        review: d.review,
+    })
+}
+
+/// `new_before` with `ov` merged and each conflict resolved on the overlay's side, as the dry run
+/// goes on (`crate::forecast`).
+fn ours_side(
+    ov: &Overlay,
+    (old_before, old_after): (&Tree, &Tree),
+    new_before: &Tree,
+    renames: &BTreeMap<String, String>,
+    src: &dyn BlobSource,
+) -> Result<Tree> {
+    let labels = ("old pin", "overlay", "new upstream");
+    let (merged, _) =
+        crate::bump::merge_overlay(ov, old_before, old_after, new_before, src, labels, renames)?;
+    let paths = crate::forecast::carried_paths(ov, renames);
+    crate::forecast::ours_side(
+        ov, old_before, old_after, merged, new_before, &paths, renames, src, labels,
+    )
 }
 
 /// The paths an overlay reads or writes.
@@ -362,6 +448,7 @@ impl OverlayDrift {
             status: Status::Blocked,
             partially_upstreamed: false,
             blocked_by: Some(by),
+            forecast: None,
             review: Vec::new(),
             conflicts: Vec::new(),
             changed_symbols: Vec::new(),
@@ -540,6 +627,7 @@ fn finish(
         status,
         partially_upstreamed: upstreamed > 0 && upstreamed < hunks.len(),
         blocked_by: None,
+        forecast: None,
         review,
         conflicts,
         changed_symbols,
@@ -996,7 +1084,7 @@ pub fn subset_tree(repo: &git2::Repository, commit: git2::Oid, paths: &[String])
 }
 
 /// The commit an overlay's status is blamed on (`--per-commit`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Blame {
     /// The commit's id (full hex).
     pub sha: String,
@@ -1030,6 +1118,34 @@ pub struct ReportOverlay {
     /// With `--per-commit`: the last commit to change the overlay's status, when the status it
     /// changed to is the final one.
     pub blame: Option<Blame>,
+}
+
+/// The last commit of `history` whose `status` differs from its predecessor's (the first from
+/// `Clean`), if the status it changed to is `last`.
+fn last_change(
+    repo: &git2::Repository,
+    history: &[crate::blame::Step],
+    status: impl Fn(&[OverlayDrift]) -> Status,
+    last: Status,
+) -> Result<Option<Blame>> {
+    let mut at = None;
+    let mut before = Status::Clean;
+    for (c, _, st) in history {
+        if status(st) != before {
+            at = Some(*c);
+            before = status(st);
+        }
+    }
+    let Some(c) = at.filter(|_| before == last) else {
+        return Ok(None);
+    };
+    let commit = repo
+        .find_commit(c)
+        .map_err(|e| Error::git("reading commit", e))?;
+    Ok(Some(Blame {
+        sha: c.to_string(),
+        subject: commit.summary().ok().flatten().unwrap_or("").to_string(),
+    }))
 }
 
 /// Drift of `series` from `from` to `to`; with `per_commit`, also the first-parent commit at which
@@ -1123,24 +1239,15 @@ pub fn drift(
             }
             history.push((*c, t, prev.clone()));
         }
-        for (i, d) in final_drift.iter().enumerate() {
-            // The last commit whose status differs from its predecessor's, if it ends at the final one.
-            let mut at = None;
-            let mut before = Status::Clean;
-            for (c, _, st) in &history {
-                if st[i].status != before {
-                    at = Some(*c);
-                    before = st[i].status;
-                }
-            }
-            if let Some(c) = at.filter(|_| before == d.status) {
-                let commit = repo
-                    .find_commit(c)
-                    .map_err(|e| Error::git("reading commit", e))?;
-                blames[i] = Some(Blame {
-                    sha: c.to_string(),
-                    subject: commit.summary().ok().flatten().unwrap_or("").to_string(),
-                });
+        for i in 0..final_drift.len() {
+            let status = |st: &[OverlayDrift]| st[i].status;
+            blames[i] = last_change(repo, &history, status, final_drift[i].status)?;
+            if let Some(want) = final_drift[i].forecast.as_ref().map(|f| f.status) {
+                let forecast = |st: &[OverlayDrift]| {
+                    st[i].forecast.as_ref().map_or(st[i].status, |f| f.status)
+                };
+                let blame = last_change(repo, &history, forecast, want)?;
+                final_drift[i].forecast.as_mut().expect("checked").blame = blame;
             }
         }
         let per_hunk = crate::blame::hunk_blames(
