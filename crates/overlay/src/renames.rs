@@ -203,10 +203,10 @@ impl<'a> Pairing<'a> {
                     best.push((score, same, s, d));
                 }
             }
-            best.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+            best.sort_by_key(|c| std::cmp::Reverse((c.0, c.1)));
             all.extend(best.into_iter().take(CANDIDATES_PER_DST));
         }
-        all.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+        all.sort_by_key(|c| std::cmp::Reverse((c.0, c.1)));
         for (_, _, s, d) in all {
             if self.paired[d].is_none() && !self.used[s] {
                 self.pair(s, d);
