@@ -93,6 +93,10 @@ pub struct HunkDrift {
     /// With `--per-commit`: every commit that changed the hunk, in order (`crate::blame`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blame: Vec<crate::blame::HunkBlame>,
+    /// An `upstreamed` hunk that is upstream's own change between the pin and the overlay's later
+    /// `Base:` (the copy the overlay was made from already had it): no review.
+    #[serde(skip)]
+    pub from_base: bool,
 }
 
 /// A watched definition that upstream changed between the two commits.
@@ -126,6 +130,10 @@ pub struct OverlayDrift {
     /// For `blocked`: the earlier conflicting overlay.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocked_by: Option<String>,
+    /// For `blocked`: the overlay classified on the conflicting overlay's side of each conflict,
+    /// as `bump-pin --dry-run` forecasts it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forecast: Option<BlockedForecast>,
     /// For `review`: why the bump stops at this overlay.
     pub review: Vec<String>,
     /// For `conflict`: the files where the 3-way merge leaves conflict markers.
@@ -137,6 +145,20 @@ pub struct OverlayDrift {
     pub symbol_changes: Vec<SymbolChange>,
     /// Each hunk's drift, in the overlay's order.
     pub hunks: Vec<HunkDrift>,
+}
+
+/// A blocked overlay's classification once the conflict before it is resolved on that
+/// overlay's side ("ours", as `crate::forecast` does): what drift would say of it then.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BlockedForecast {
+    /// Its status on that side.
+    pub status: Status,
+    /// With `--per-commit`: the last commit to change that status, when it ends at it.
+    pub blame: Option<Blame>,
+    /// The watched definitions upstream changed (a `Depends-On`, one a hunk sits in).
+    pub changed_symbols: Vec<String>,
+    /// Why the bump would stop at it for review, if it would.
+    pub review: Vec<String>,
 }
 
 /// Parsed texts and symbol indexes by blob id: unchanged blobs are never re-read or re-parsed.
@@ -283,36 +305,120 @@ pub fn classify(
     caches: &mut Caches,
     renames: &BTreeMap<String, String>,
 ) -> Result<Vec<OverlayDrift>> {
+    classify_based(from, to, series, src, caches, renames, &BTreeMap::new())
+}
+
+/// [`classify`], each overlay of `bases` judged from upstream at its recorded `Base:` (a tree
+/// of [`later_bases`]) rather than at `from`: its watched definitions are compared from there, and
+/// a hunk that is upstream's own change since `from` (the copy was taken later) asks no review.
+pub fn classify_based(
+    from: &Tree,
+    to: &Tree,
+    series: &Series,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+    renames: &BTreeMap<String, String>,
+    bases: &BTreeMap<String, Tree>,
+) -> Result<Vec<OverlayDrift>> {
     let mut chains = Chains {
         from_up: from,
         to_up: to,
         from_chain: from.clone(),
         to_chain: to.clone(),
         renames,
+        bases,
     };
     // Files of conflicting (or blocked) overlays, and which overlay holds each first.
     let mut stuck: BTreeMap<String, String> = BTreeMap::new();
+    // The new side as the dry run carries it: each conflict resolved on the overlay's side.
+    let mut ahead = to.clone();
     let mut out = Vec::new();
     for ov in &series.overlays {
         let paths = overlay_paths(ov);
         if let Some(by) = paths.iter().find_map(|p| stuck.get(p)) {
             let by = by.clone();
+            let forecast = forecast_blocked(ov, &chains, &mut ahead, src, caches)?;
             chains.from_chain.apply_overlay(ov, src)?;
             for p in paths {
                 stuck.entry(p).or_insert_with(|| by.clone());
             }
-            out.push(OverlayDrift::blocked(&ov.name, by));
+            out.push(OverlayDrift {
+                forecast: Some(forecast),
+                ..OverlayDrift::blocked(&ov.name, by)
+            });
             continue;
         }
+        let before = chains.from_chain.clone();
         let d = classify_one(ov, &mut chains, src, caches)?;
         if d.status == Status::Conflict {
+            ahead = ours_side(
+                ov,
+                (&before, &chains.from_chain),
+                &ahead,
+                chains.renames,
+                src,
+            )?;
             for p in paths {
                 stuck.entry(p).or_insert_with(|| ov.name.clone());
+            }
+        } else {
+            for p in crate::forecast::carried_paths(ov, chains.renames) {
+                match chains.to_chain.entries.get(&p) {
+                    Some(e) => ahead.entries.insert(p, e.clone()),
+                    None => ahead.entries.remove(&p),
+                };
             }
         }
         out.push(d);
     }
     Ok(out)
+}
+
+/// A blocked overlay classified on `ahead` (the new side with each earlier conflict resolved on
+/// its overlay's side), which then carries it too.
+fn forecast_blocked(
+    ov: &Overlay,
+    chains: &Chains<'_>,
+    ahead: &mut Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<BlockedForecast> {
+    let mut side = Chains {
+        from_chain: chains.from_chain.clone(),
+        to_chain: ahead.clone(),
+        ..*chains
+    };
+    let d = classify_one(ov, &mut side, src, caches)?;
+    *ahead = if d.status == Status::Conflict {
+        let pair = (&chains.from_chain, &side.from_chain);
+        ours_side(ov, pair, ahead, chains.renames, src)?
+    } else {
+        side.to_chain
+    };
+    Ok(BlockedForecast {
+        status: d.status,
+        blame: None,
+        changed_symbols: d.changed_symbols,
+        review: d.review,
+    })
+}
+
+/// `new_before` with `ov` merged and each conflict resolved on the overlay's side, as the dry run
+/// goes on (`crate::forecast`).
+fn ours_side(
+    ov: &Overlay,
+    (old_before, old_after): (&Tree, &Tree),
+    new_before: &Tree,
+    renames: &BTreeMap<String, String>,
+    src: &dyn BlobSource,
+) -> Result<Tree> {
+    let labels = ("old pin", "overlay", "new upstream");
+    let (merged, _) =
+        crate::bump::merge_overlay(ov, old_before, old_after, new_before, src, labels, renames)?;
+    let paths = crate::forecast::carried_paths(ov, renames);
+    crate::forecast::ours_side(
+        ov, old_before, old_after, merged, new_before, &paths, renames, src, labels,
+    )
 }
 
 /// The paths an overlay reads or writes.
@@ -331,6 +437,8 @@ struct Chains<'a> {
     from_chain: Tree,
     to_chain: Tree,
     renames: &'a BTreeMap<String, String>,
+    /// Upstream at an overlay's later `Base:`, by overlay name.
+    bases: &'a BTreeMap<String, Tree>,
 }
 
 impl OverlayDrift {
@@ -340,6 +448,7 @@ impl OverlayDrift {
             status: Status::Blocked,
             partially_upstreamed: false,
             blocked_by: Some(by),
+            forecast: None,
             review: Vec::new(),
             conflicts: Vec::new(),
             changed_symbols: Vec::new(),
@@ -374,10 +483,11 @@ fn classify_one(
             chains.renames,
         )?;
     }
+    let base = chains.bases.get(&ov.name);
     let symbol_changes = watch_symbols(
         ov,
         watched,
-        (chains.from_up, chains.to_up),
+        (base.unwrap_or(chains.from_up), chains.to_up),
         chains.renames,
         src,
         caches,
@@ -392,6 +502,9 @@ fn classify_one(
         && hunks
             .iter()
             .all(|h| matches!(h.status, HunkStatus::Exact | HunkStatus::Moved));
+    if let Some(base) = base {
+        mark_from_base(ov, &mut hunks, base, src, caches)?;
+    }
     if textual {
         chains.from_chain = from_next;
         chains.to_chain = to_next;
@@ -475,7 +588,10 @@ fn finish(
     let status = if status != Status::Clean {
         status
     } else {
-        for h in hunks.iter().filter(|h| h.status == HunkStatus::Upstreamed) {
+        for h in hunks
+            .iter()
+            .filter(|h| h.status == HunkStatus::Upstreamed && !h.from_base)
+        {
             review.push(format!(
                 "{} hunk #{} is already upstream while the rest is not: check that the carried overlay does not add it twice, and update its Upstream-Status, which still describes the whole overlay",
                 h.file, h.hunk
@@ -492,7 +608,8 @@ fn finish(
             Status::Review
         } else if !symbol_changes.is_empty() || any(HunkStatus::Merged) {
             Status::ContextDrift
-        } else if any(HunkStatus::Moved) {
+        } else if any(HunkStatus::Moved) || hunks.iter().any(|h| h.from_base) {
+            // Upstream's own lines since the pin leave the overlay: rewritten, nothing to review.
             Status::Moved
         } else {
             Status::Clean
@@ -500,7 +617,7 @@ fn finish(
     };
     let upstreamed = hunks
         .iter()
-        .filter(|h| h.status == HunkStatus::Upstreamed)
+        .filter(|h| h.status == HunkStatus::Upstreamed && !h.from_base)
         .count();
     let mut changed_symbols: Vec<String> =
         symbol_changes.iter().map(|c| c.symbol.clone()).collect();
@@ -510,12 +627,85 @@ fn finish(
         status,
         partially_upstreamed: upstreamed > 0 && upstreamed < hunks.len(),
         blocked_by: None,
+        forecast: None,
         review,
         conflicts,
         changed_symbols,
         symbol_changes,
         hunks,
     }
+}
+
+/// Marks the `upstreamed` hunks whose change upstream already has at the overlay's later base.
+fn mark_from_base(
+    ov: &Overlay,
+    hunks: &mut [HunkDrift],
+    base: &Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+) -> Result<()> {
+    for h in hunks
+        .iter_mut()
+        .filter(|h| h.status == HunkStatus::Upstreamed)
+    {
+        let Some(fp) = ov.files.iter().find(|f| f.path() == h.file) else {
+            continue;
+        };
+        let path = fp.old_path.as_deref().unwrap_or(fp.path());
+        let Some(text) = caches.text(base, path, src)? else {
+            continue;
+        };
+        let hunk = &fp.hunks[h.hunk - 1];
+        if crate::apply::already_applied_at(&text, hunk, 0, 0).is_some()
+            || locate(&text, &reverse(hunk), 0, 0).is_ok()
+        {
+            h.from_base = true;
+            h.reason = Some(
+                "upstream's own change after the pin: the overlay's Base: already has it".into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// For each overlay whose recorded `Base:` (`crate::reverts::recorded`) is later than `from` and
+/// not later than `to`: upstream at that base, on `paths` (a per-file base for its file; a path
+/// the base lacks stays as at `from`). The overlay's copy was taken there, so upstream's work
+/// from `from` to the base is already in it.
+pub fn later_bases(
+    repo: &git2::Repository,
+    series: &Series,
+    (from, to): (git2::Oid, git2::Oid),
+    from_tree: &Tree,
+    paths: &[String],
+) -> Result<BTreeMap<String, Tree>> {
+    let between = |b: git2::Oid| {
+        b != from
+            && repo.graph_descendant_of(b, from).unwrap_or(false)
+            && (b == to || repo.graph_descendant_of(to, b).unwrap_or(false))
+    };
+    let mut out = BTreeMap::new();
+    for ov in &series.overlays {
+        let rec = crate::reverts::recorded(ov)?;
+        let mut tree = from_tree.clone();
+        let mut later = false;
+        for p in paths {
+            let Some(b) = rec.base_for(p).filter(|b| between(*b)) else {
+                continue;
+            };
+            if let Some(e) = subset_tree(repo, b, std::slice::from_ref(p))?
+                .entries
+                .remove(p)
+            {
+                tree.entries.insert(p.clone(), e);
+                later = true;
+            }
+        }
+        if later {
+            out.insert(ov.name.clone(), tree);
+        }
+    }
+    Ok(out)
 }
 
 /// Places one file patch's hunks at the target chain (never with fuzz), recording each hunk's fate
@@ -543,6 +733,7 @@ fn place_file(
             symbol,
             reason,
             blame: Vec::new(),
+            from_base: false,
         });
     };
     // The old pin: which definition each hunk is in.
@@ -885,83 +1076,7 @@ pub fn relevant_paths(series: &Series) -> Vec<String> {
     v
 }
 
-/// Upstream's renames from `from` to `to` of those `paths` that no longer exist at `to` (libgit2's
-/// rename detection, default threshold, keeping only moves that keep the file name), old path ->
-/// new path. Empty, at no cost, when every path is still there.
-pub fn upstream_renames(
-    repo: &git2::Repository,
-    from: git2::Oid,
-    to: git2::Oid,
-    paths: &[String],
-) -> Result<BTreeMap<String, String>> {
-    let tree = |c: git2::Oid| {
-        repo.find_commit(c)
-            .and_then(|c| c.tree())
-            .map_err(|e| Error::git(format!("reading the tree of {c}"), e))
-    };
-    let (a, b) = (tree(from)?, tree(to)?);
-    let gone: Vec<&String> = paths
-        .iter()
-        .filter(|p| {
-            a.get_path(std::path::Path::new(p.as_str())).is_ok()
-                && b.get_path(std::path::Path::new(p.as_str())).is_err()
-        })
-        .collect();
-    if gone.is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    let mut diff = repo
-        .diff_tree_to_tree(Some(&a), Some(&b), None)
-        .map_err(|e| Error::git("comparing upstream trees", e))?;
-    diff.find_similar(Some(git2::DiffFindOptions::new().renames(true)))
-        .map_err(|e| Error::git("finding upstream renames", e))?;
-    let mut out = BTreeMap::new();
-    for d in diff.deltas() {
-        if d.status() != git2::Delta::Renamed {
-            continue;
-        }
-        let (Some(o), Some(n)) = (d.old_file().path(), d.new_file().path()) else {
-            continue;
-        };
-        let (o, n) = (o.to_string_lossy(), n.to_string_lossy());
-        // libgit2's similarity pairs more files than git's merge does (a deleted workflow with a
-        // new, different one); a move that keeps the file's name is what both agree on.
-        let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
-        let similar = || -> Result<bool> {
-            let blob = |id| {
-                repo.find_blob(id)
-                    .map(|b| b.content().to_vec())
-                    .map_err(|e| Error::git("reading a renamed blob", e))
-            };
-            Ok(git_similar(
-                &blob(d.old_file().id())?,
-                &blob(d.new_file().id())?,
-            ))
-        };
-        if gone.iter().any(|g| g.as_str() == o) && name(&o) == name(&n) && similar()? {
-            out.insert(o.to_string(), n.to_string());
-        }
-    }
-    Ok(out)
-}
-
-/// git's rename score, approximately: the bytes of lines both files share (as a multiset) over the
-/// larger size, at least 50%.
-fn git_similar(a: &[u8], b: &[u8]) -> bool {
-    let mut have: HashMap<&[u8], usize> = HashMap::new();
-    for l in a.split_inclusive(|&c| c == b'\n') {
-        *have.entry(l).or_default() += 1;
-    }
-    let mut shared = 0usize;
-    for l in b.split_inclusive(|&c| c == b'\n') {
-        if let Some(n) = have.get_mut(l).filter(|n| **n > 0) {
-            *n -= 1;
-            shared += l.len();
-        }
-    }
-    let larger = a.len().max(b.len()).max(1);
-    shared * 2 >= larger
-}
+pub use crate::renames::upstream_renames;
 
 /// A tree holding only `paths` of a commit (those that exist).
 pub fn subset_tree(repo: &git2::Repository, commit: git2::Oid, paths: &[String]) -> Result<Tree> {
@@ -969,7 +1084,7 @@ pub fn subset_tree(repo: &git2::Repository, commit: git2::Oid, paths: &[String])
 }
 
 /// The commit an overlay's status is blamed on (`--per-commit`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Blame {
     /// The commit's id (full hex).
     pub sha: String,
@@ -1005,6 +1120,34 @@ pub struct ReportOverlay {
     pub blame: Option<Blame>,
 }
 
+/// The last commit of `history` whose `status` differs from its predecessor's (the first from
+/// `Clean`), if the status it changed to is `last`.
+fn last_change(
+    repo: &git2::Repository,
+    history: &[crate::blame::Step],
+    status: impl Fn(&[OverlayDrift]) -> Status,
+    last: Status,
+) -> Result<Option<Blame>> {
+    let mut at = None;
+    let mut before = Status::Clean;
+    for (c, _, st) in history {
+        if status(st) != before {
+            at = Some(*c);
+            before = status(st);
+        }
+    }
+    let Some(c) = at.filter(|_| before == last) else {
+        return Ok(None);
+    };
+    let commit = repo
+        .find_commit(c)
+        .map_err(|e| Error::git("reading commit", e))?;
+    Ok(Some(Blame {
+        sha: c.to_string(),
+        subject: commit.summary().ok().flatten().unwrap_or("").to_string(),
+    }))
+}
+
 /// Drift of `series` from `from` to `to`; with `per_commit`, also the first-parent commit at which
 /// each overlay reached its final status.
 pub fn drift(
@@ -1024,7 +1167,16 @@ pub fn drift(
     let mut caches = Caches::default();
     let from_tree = subset_tree(repo, from, &paths)?;
     let to_tree = subset_tree(repo, to, &paths)?;
-    let mut final_drift = classify(&from_tree, &to_tree, series, src, &mut caches, &renames)?;
+    let bases = later_bases(repo, series, (from, to), &from_tree, &paths)?;
+    let mut final_drift = classify_based(
+        &from_tree,
+        &to_tree,
+        series,
+        src,
+        &mut caches,
+        &renames,
+        &bases,
+    )?;
     let mut blames: Vec<Option<Blame>> = vec![None; final_drift.len()];
     let (mut commits_n, mut evaluated) = (None, None);
     if per_commit && from != to {
@@ -1050,8 +1202,11 @@ pub fn drift(
                 .with_help("--per-commit walks first parents from --to back to --from; pick a --from on that line"));
         }
         commits.reverse();
-        let key =
-            |t: &Tree| -> Vec<Option<git2::Oid>> { paths.iter().map(|p| t.blob_id(p)).collect() };
+        // A commit that changes only a mode (`chmod +x`) keeps every blob id: the key holds both.
+        let key = |t: &Tree| -> Vec<(Option<git2::Oid>, Option<u32>)> {
+            let mode = |p: &String| t.entries.get(p).map(|e| e.mode);
+            paths.iter().map(|p| (t.blob_id(p), mode(p))).collect()
+        };
         let mut prev_key = key(&from_tree);
         let none = BTreeMap::new();
         let mut prev: crate::blame::Evaluation = Arc::new(classify(
@@ -1070,36 +1225,29 @@ pub fn drift(
             if k != prev_key {
                 n_eval += 1;
                 let renames = upstream_renames(repo, from, *c, &paths)?;
-                prev = Arc::new(classify(
+                let bases = later_bases(repo, series, (from, *c), &from_tree, &paths)?;
+                prev = Arc::new(classify_based(
                     &from_tree,
                     &t,
                     series,
                     src,
                     &mut caches,
                     &renames,
+                    &bases,
                 )?);
                 prev_key = k;
             }
             history.push((*c, t, prev.clone()));
         }
-        for (i, d) in final_drift.iter().enumerate() {
-            // The last commit whose status differs from its predecessor's, if it ends at the final one.
-            let mut at = None;
-            let mut before = Status::Clean;
-            for (c, _, st) in &history {
-                if st[i].status != before {
-                    at = Some(*c);
-                    before = st[i].status;
-                }
-            }
-            if let Some(c) = at.filter(|_| before == d.status) {
-                let commit = repo
-                    .find_commit(c)
-                    .map_err(|e| Error::git("reading commit", e))?;
-                blames[i] = Some(Blame {
-                    sha: c.to_string(),
-                    subject: commit.summary().ok().flatten().unwrap_or("").to_string(),
-                });
+        for i in 0..final_drift.len() {
+            let status = |st: &[OverlayDrift]| st[i].status;
+            blames[i] = last_change(repo, &history, status, final_drift[i].status)?;
+            if let Some(want) = final_drift[i].forecast.as_ref().map(|f| f.status) {
+                let forecast = |st: &[OverlayDrift]| {
+                    st[i].forecast.as_ref().map_or(st[i].status, |f| f.status)
+                };
+                let blame = last_change(repo, &history, forecast, want)?;
+                final_drift[i].forecast.as_mut().expect("checked").blame = blame;
             }
         }
         let per_hunk = crate::blame::hunk_blames(

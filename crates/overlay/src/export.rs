@@ -11,16 +11,6 @@ use crate::render::render_patch_body;
 use crate::series::Series;
 use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
 
-/// Trailers that describe the overlay to the fork, not the change to upstream.
-const FORK_TRAILERS: [&str; 6] = [
-    "overlay-kind",
-    "upstream-status",
-    "depends-on",
-    "base",
-    "reverts-upstream",
-    "reverts-overlay",
-];
-
 #[derive(Debug, Clone, serde::Serialize)]
 /// One overlay rewritten for upstream.
 pub struct Exported {
@@ -92,9 +82,8 @@ pub fn clean_message(body: &str, signoff: Option<&str>) -> String {
     let mut lines: Vec<&str> = body
         .lines()
         .filter(|l| {
-            !l.split_once(':').is_some_and(|(k, _)| {
-                FORK_TRAILERS.contains(&k.trim().to_ascii_lowercase().as_str())
-            })
+            !l.split_once(':')
+                .is_some_and(|(k, _)| crate::patch::trailers::is_fork_trailer(k.trim()))
         })
         .collect();
     while lines.last().is_some_and(|l| l.trim().is_empty()) {

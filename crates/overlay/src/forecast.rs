@@ -59,7 +59,7 @@ impl Forecast {
 }
 
 /// The paths an overlay's merge may write: its own, and where upstream moved them.
-fn carried_paths(ov: &Overlay, renames: &BTreeMap<String, String>) -> BTreeSet<String> {
+pub(crate) fn carried_paths(ov: &Overlay, renames: &BTreeMap<String, String>) -> BTreeSet<String> {
     crate::drift::overlay_paths(ov)
         .into_iter()
         .flat_map(|p| [renames.get(&p).cloned(), Some(p)])
@@ -181,7 +181,7 @@ pub fn forecast(
 /// the files it wrote replaced by its "ours" part; a file upstream deleted that the overlay
 /// changed comes back as the overlay has it, one the overlay deleted that upstream changed goes.
 #[allow(clippy::too_many_arguments)]
-fn ours_side(
+pub(crate) fn ours_side(
     ov: &Overlay,
     old_before: &Tree,
     old_after: &Tree,

@@ -26,6 +26,7 @@ pub mod materialize;
 pub mod patch;
 pub mod project;
 pub mod refresh;
+pub mod renames;
 pub mod render;
 pub mod reverts;
 pub mod revs;

@@ -277,3 +277,110 @@ fn a_partly_upstreamed_overlay_stops_for_review_then_continue_carries_the_rest()
     f.xtask(&["check"]).ok();
     f.xtask(&["drift", "--to", &new]).ok();
 }
+
+/// A C file with `g` (its body `g_body`) and a long `h` (its first line `h_first`).
+fn gh(g_body: &str, h_first: &str) -> String {
+    let pad: String = (1..=8).map(|i| format!("  int q{i} = {i};\n")).collect();
+    format!(
+        "int g(int x) {{\n{g_body}  return x;\n}}\n\n{pad_fn}int h(int a) {{\n{h_first}{pad}  return a;\n}}\n",
+        pad_fn = (1..=6).map(|i| format!("int k{i};\n")).collect::<String>()
+    )
+}
+
+/// Issue 24: an overlay copied from upstream at a commit after the pin (`Base:` records it)
+/// carries upstream's own work from the pin to that commit. Drift and bump-pin judged it from
+/// the pin: that work, upstream at the target too, read as "partly upstreamed" (a review stop)
+/// and as upstream changing `g`. Judged from its base, it is carried without a stop.
+#[test]
+fn an_overlay_based_after_the_pin_is_judged_from_its_base() {
+    let (g0, g1) = ("  x += 1;\n", "  x += 2; /* upstream */\n");
+    let f = Fixture::new(&[("src/f.c", &gh(g0, "  int b = a;\n")), ("README", "r\n")]);
+    let base = f.commit_upstream(&[("src/f.c", &gh(g1, "  int b = a;\n"))], "g: add 2");
+    let copy = gh(g1, "  int b = a * 3; /* fork */\n");
+    f.add_overlay(
+        "Tune h",
+        &[("src/f.c", Some(&copy))],
+        &format!("Overlay-Kind: upstreamable\nBase: {base}"),
+    );
+    let new = f.commit_upstream(&[("README", "r2\n")], "readme");
+    let v = drift_json(&f, 0);
+    let o = &v["overlays"][0];
+    assert_eq!(o["status"], "moved", "{v}");
+    assert_eq!(o["partially_upstreamed"], false, "{v}");
+    assert_eq!(o["changed_symbols"], serde_json::json!([]), "{v}");
+    assert_eq!(o["hunks"][0]["status"], "upstreamed", "{v}");
+    let out = f.xtask(&["bump-pin", "main"]).ok();
+    assert!(out.stdout.contains("rewritten"), "{}", out.stdout);
+    assert_eq!(pins_rev(&f), new);
+    let patch = f.read(f.root.join("overlays/up/0001-Tune-h.patch"));
+    assert!(
+        patch.contains("+  int b = a * 3; /* fork */") && !patch.contains("/* upstream */"),
+        "{patch}"
+    );
+    f.xtask(&["apply"]).ok();
+    assert_eq!(f.read(f.root.join("target/apply/up/src/f.c")), copy);
+}
+
+/// Issue 24: an overlay after a conflict in its file is `blocked`, with the conflict's blame
+/// only; that its own `Depends-On` changed upstream in another commit went unsaid, though the dry
+/// run evaluates it. drift's `forecast` says it, evaluated on the conflicting overlay's side.
+#[test]
+fn a_blocked_overlay_carries_its_forecast_on_the_conflicting_side() {
+    let f = Fixture::new(&[("src/lib.c", &lib("helper", BODY, FIRST))]);
+    let three = "  int b = a * 3;\n";
+    f.add_overlay(
+        "Triple b",
+        &[("src/lib.c", Some(&lib("helper", BODY, three)))],
+        "Overlay-Kind: upstreamable",
+    );
+    let tuned = lib("helper", BODY, three).replace("int p10 = 10;", "int p10 = 100;");
+    f.add_overlay(
+        "Tune p10",
+        &[("src/lib.c", Some(&tuned))],
+        "Overlay-Kind: upstreamable\nDepends-On: src/lib.c::helper",
+    );
+    let five = f.commit_upstream(
+        &[("src/lib.c", &lib("helper", BODY, "  int b = a * 5;\n"))],
+        "five",
+    );
+    let body = BODY.replace("y += 3;", "y += 33;");
+    f.commit_upstream(
+        &[("src/lib.c", &lib("helper", &body, "  int b = a * 5;\n"))],
+        "helper: 33",
+    );
+    let v = f.xtask(&["drift", "--json", "--per-commit"]).code(1);
+    let v: serde_json::Value = serde_json::from_str(&v.stdout).unwrap();
+    let o = &v["overlays"][1];
+    assert_eq!(o["status"], "blocked", "{v}");
+    assert_eq!(o["blocked_by"], "0001-Triple-b.patch", "{v}");
+    assert_eq!(o["forecast"]["status"], "context-drift", "{v}");
+    let syms = o["forecast"]["changed_symbols"].as_array().unwrap();
+    assert!(syms.iter().any(|s| s == "helper"), "{v}");
+    // Context drift since `five` changed compute, around its hunk; `helper` changed after.
+    assert_eq!(o["forecast"]["blame"]["sha"], five.as_str(), "{v}");
+    assert!(
+        v["overlays"][0].get("forecast").is_none(),
+        "only a blocked overlay has one: {v}"
+    );
+    let out = f.xtask(&["drift"]).code(1);
+    assert!(
+        out.stdout
+            .contains("forecast on 0001-Triple-b.patch's side (ours): context-drift")
+            && out.stdout.contains("changed upstream: ")
+            && out.stdout.contains("helper"),
+        "{}",
+        out.stdout
+    );
+    // The dry run carries it on the same side: it is not a conflict there either.
+    let out = f.xtask(&["bump-pin", "main", "--dry-run"]).code(1);
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("0002-Tune-p10"))
+        .unwrap();
+    assert!(
+        row.trim_start().starts_with("blocked") && !row.contains("CONFLICT"),
+        "{}",
+        out.stdout
+    );
+}

@@ -229,3 +229,106 @@ fn pins_toml_keeps_its_formatting() {
     f.xtask(&["bump-pin", &new]).ok();
     assert_eq!(f.read(&p), text.replace(&f.pin, &new));
 }
+
+/// `src/b.c`'s thirty one-line functions, with `f` applied to each number's line.
+fn b_c(f: impl Fn(usize) -> String) -> String {
+    (1..=30).map(f).collect()
+}
+
+fn b_line(i: usize) -> String {
+    format!("int b{i}(void) {{ return {i}; }}\n")
+}
+
+/// An upstream whose `src/b.c` an overlay changes (line 15), then moves to `src/core_b.c` (a
+/// new file name), with `moved`'s content there.
+fn renamed_upstream(moved: &str) -> (Fixture, String) {
+    let f = Fixture::new(&[("src/b.c", &b_c(b_line)), ("README", "r\n")]);
+    f.add_overlay(
+        "b15 returns 150",
+        &[(
+            "src/b.c",
+            Some(&b_c(|i| match i {
+                15 => "int b15(void) { return 150; } // fork\n".into(),
+                _ => b_line(i),
+            })),
+        )],
+        "Overlay-Kind: upstreamable",
+    );
+    f.git(&f.upstream, &["mv", "src/b.c", "src/core_b.c"]);
+    let new = f.commit_upstream(&[("src/core_b.c", moved)], "move b.c to core_b.c");
+    (f, new)
+}
+
+/// The tree `git am` of the series onto the pin, then `git rebase` onto `new`, gives.
+fn git_rebase_tree(f: &Fixture, new: &str) -> std::path::PathBuf {
+    let dir = f.git_am_tree();
+    f.git(&dir, &["rebase", "-q", "--onto", new, &f.pin]);
+    dir
+}
+
+#[test]
+fn a_rename_that_changes_the_file_name_is_followed_as_git_rebase_does() {
+    // repro turn3/H: git pairs src/b.c with src/core_b.c (similar enough); bump-pin called the
+    // overlay's file deleted upstream and took only a resurrected src/b.c as a resolution.
+    let moved = b_c(|i| match i {
+        1 => "int b1(void) { return 1; } /* first */\n".into(),
+        _ => b_line(i),
+    });
+    let (f, new) = renamed_upstream(&moved);
+    let names = f.git(&f.upstream, &["diff", "-M", "--name-status", &f.pin, &new]);
+    assert!(
+        names.starts_with('R') && names.ends_with("src/b.c\tsrc/core_b.c"),
+        "{names}"
+    );
+    let rebased = git_rebase_tree(&f, &new);
+    let v: serde_json::Value =
+        serde_json::from_str(&f.xtask(&["drift", "--json"]).code(1).stdout).unwrap();
+    assert_eq!(v["overlays"][0]["status"], "context-drift", "{v}");
+    let out = f.xtask(&["bump-pin", "main"]).ok();
+    assert!(out.stdout.contains("rewritten"), "{}", out.stdout);
+    let patch = f.read(f.root.join("overlays/up/0001-b15-returns-150.patch"));
+    assert!(
+        patch.contains("diff --git a/src/core_b.c b/src/core_b.c") && !patch.contains("src/b.c"),
+        "{patch}"
+    );
+    f.xtask(&["apply"]).ok();
+    assert_same_tree(&f.root.join("target/apply/up"), &rebased);
+    f.xtask(&["check"]).ok();
+}
+
+#[test]
+fn a_conflict_in_a_renamed_file_is_resolved_in_the_file_upstream_moved_it_to() {
+    let moved = b_c(|i| match i {
+        15 => "int b15(void) { return -15; }\n".into(),
+        _ => b_line(i),
+    });
+    let (f, _) = renamed_upstream(&moved);
+    let out = f.xtask(&["bump-pin", "main"]).code(1);
+    assert!(
+        out.stdout
+            .contains("CONFLICT in src/core_b.c (upstream moved src/b.c there)"),
+        "{}",
+        out.stdout
+    );
+    let at = f.root.join("target/bump/up/src/core_b.c");
+    assert!(f.read(&at).contains("<<<<<<<"), "{}", f.read(&at));
+    assert!(!f.root.join("target/bump/up/src/b.c").exists());
+    // The natural resolution: the overlay's change, made in the file where upstream has it now.
+    let resolved = b_c(|i| match i {
+        15 => "int b15(void) { return -150; } // fork\n".into(),
+        _ => b_line(i),
+    });
+    std::fs::write(&at, &resolved).unwrap();
+    f.xtask(&["bump-pin", "--continue"]).ok();
+    let patch = f.read(f.root.join("overlays/up/0001-b15-returns-150.patch"));
+    assert!(
+        patch.contains("+int b15(void) { return -150; } // fork") && !patch.contains("src/b.c"),
+        "{patch}"
+    );
+    f.xtask(&["apply"]).ok();
+    assert_eq!(
+        f.read(f.root.join("target/apply/up/src/core_b.c")),
+        resolved
+    );
+    assert!(!f.root.join("target/apply/up/src/b.c").exists());
+}

@@ -405,3 +405,46 @@ fn bad_revs_and_bad_dependencies() {
     let out = f.xtask(&["drift", "--to", "no-such-branch"]).code(2);
     assert!(out.stderr.contains("no-such-branch"), "{}", out.stderr);
 }
+
+/// Sets or clears the executable bit of `path`.
+fn chmod_x(path: &std::path::Path, on: bool) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = if on { 0o755 } else { 0o644 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn per_commit_blames_a_mode_only_change_on_the_commit_that_made_it() {
+    // repro turn3/O: a commit that changes only a mode keeps every blob id, and was never
+    // evaluated, so the overlay's `upstreamed` went to the next commit that changed a blob.
+    let c: String = (1..=12).map(|i| format!("int c{i};\n")).collect();
+    let f = Fixture::new(&[("run.sh", "#!/bin/sh\necho run\n"), ("a.c", &c)]);
+    chmod_x(&f.work.join("run.sh"), true);
+    f.git(&f.work, &["add", "-A"]);
+    f.git(
+        &f.work,
+        &[
+            "commit",
+            "-q",
+            "-m",
+            "run.sh executable (fork)\n\nOverlay-Kind: local-only",
+        ],
+    );
+    f.format_patch_head();
+    f.add_overlay(
+        "a.c comment",
+        &[("a.c", Some(&c.replace("int c1;", "int c1; // fork")))],
+        "Overlay-Kind: local-only",
+    );
+    chmod_x(&f.upstream.join("run.sh"), true);
+    let chmod = f.commit_upstream(&[], "run.sh executable");
+    f.commit_upstream(
+        &[("a.c", &c.replace("int c12;", "int c12 = 0;"))],
+        "a.c: c12",
+    );
+    let v = drift_json(&f, &["--per-commit"], 1);
+    assert_eq!(status(&v), "upstreamed", "{v}");
+    assert_eq!(v["evaluated"], 2, "{v}");
+    assert_eq!(v["overlays"][0]["blame"]["sha"], chmod.as_str(), "{v}");
+    assert_eq!(v["overlays"][0]["blame"]["subject"], "run.sh executable");
+}

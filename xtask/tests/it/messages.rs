@@ -271,3 +271,41 @@ fn abort_needs_no_rev() {
     assert!(out.stdout.contains("bump abandoned"), "{}", out.stdout);
     assert!(!f.root.join("target/bump/up").exists());
 }
+
+/// repro turn3/M: a misspelt trailer key (`Depend-On:`) was ignored, and with it the dependency
+/// drift watches. Every command that reads the series refuses it, at its line, naming the key
+/// meant; nothing is written.
+#[test]
+fn a_misspelt_trailer_key_is_refused_with_the_key_meant() {
+    let f = Fixture::new(&[("src/lib.c", "int helper(void) {\n  return 1;\n}\n")]);
+    f.add_overlay(
+        "Tune",
+        &[("src/lib.c", Some("int helper(void) {\n  return 2;\n}\n"))],
+        "Overlay-Kind: upstreamable\nDepend-On: src/lib.c::helper\nSigned-off-by: Ada <ada@example.com>",
+    );
+    f.commit_upstream(&[("README", "r\n")], "more");
+    let before = f.project_snapshot();
+    let out = f.xtask(&["check"]);
+    expect_test::expect![[r#"
+        exit 2
+        --- stdout
+        --- stderr
+        error: $TMP/project/overlays/up/0001-Tune.patch:9: unknown trailer "Depend-On" in the trailer paragraph
+          help: did you mean `Depends-On:`? fix the spelling; the trailer paragraph (the message's last) takes the fork's trailers (Overlay-Kind, Upstream-Status, Depends-On, Base, Reverts-Upstream, Reverts-Overlay) and the usual git ones (Signed-off-by, Reviewed-by, Fixes, ...); a note of your own belongs in the message above it, separated by a blank line
+    "#]]
+    .assert_eq(&out.snapshot());
+    for args in [&["drift"][..], &["bump-pin", "main"], &["apply"]] {
+        let out = f.xtask(args).code(2);
+        assert!(
+            out.stderr.contains("did you mean `Depends-On:`?"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(before, f.project_snapshot(), "nothing written");
+    assert!(!f.root.join("target/apply/up").exists());
+    // Spelt right, the same overlay is fine.
+    let p = f.root.join("overlays/up/0001-Tune.patch");
+    std::fs::write(&p, f.read(&p).replace("Depend-On:", "Depends-On:")).unwrap();
+    f.xtask(&["check"]).ok();
+}

@@ -111,6 +111,28 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
                 "      blocked by {by}: it touches the same files; it is evaluated once that conflict is resolved"
             );
         }
+        if let Some(f) = &d.forecast {
+            let _ = write!(
+                h,
+                "      forecast on {}'s side (ours): {}",
+                d.blocked_by.as_deref().unwrap_or("?"),
+                f.status.as_str()
+            );
+            if let Some(b) = &f.blame {
+                let _ = write!(h, "  since {} {}", short(&b.sha), b.subject);
+            }
+            h.push('\n');
+            if !f.changed_symbols.is_empty() {
+                let _ = writeln!(
+                    h,
+                    "        changed upstream: {}",
+                    f.changed_symbols.join(", ")
+                );
+            }
+            for r in &f.review {
+                let _ = writeln!(h, "        review: {r}");
+            }
+        }
         for c in &d.conflicts {
             let _ = writeln!(h, "      the 3-way merge conflicts in {c}");
         }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 mod parse;
 mod render;
+pub mod trailers;
 
 pub(crate) use parse::parse_file_diffs;
 pub use parse::{check_rel_path, is_dot_git, parse_overlay};
@@ -308,6 +309,45 @@ mod tests {
             refused(&format!("{HEAD}{lone}")).starts_with(
                 "t.patch:15: hunk header says -1,1 +1,1 but line 19 continues the hunk"
             )
+        );
+    }
+
+    #[test]
+    fn unknown_trailer_keys_are_refused_with_the_closest_known_one() {
+        let typo = HEAD.replace("Depends-On:", "Depend-On:");
+        let e = parse(&format!("{typo}{DIFF}")).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Input(crate::InputKind::Patch));
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("t.patch:9: unknown trailer \"Depend-On\" in the trailer paragraph"),
+            "{msg}"
+        );
+        assert!(msg.contains("help: did you mean `Depends-On:`?"), "{msg}");
+        let far = HEAD.replace("Depends-On: src/a.c::f", "Performance-Notes: fast");
+        let msg = refused(&format!("{far}{DIFF}"));
+        assert!(
+            msg.starts_with("t.patch:9: unknown trailer") && !msg.contains("did you mean"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("a note of your own belongs in the message above it"),
+            "{msg}"
+        );
+        // The same line in the message body is no trailer, and so no error.
+        let body = HEAD.replace("Why.\n", "Why.\nDepend-On: nothing\n");
+        parse(&format!("{body}{DIFF}")).unwrap();
+    }
+
+    #[test]
+    fn the_fork_and_git_trailers_are_accepted() {
+        let all = "Overlay-Kind: upstreamable\nUpstream-Status: not-submitted\nBase: 0123456789012345678901234567890123456789\nReverts-Upstream: 0123456789012345678901234567890123456789\nReverts-Overlay: 0004-fast-path.patch\nSigned-off-by: A <a@b>\nco-authored-by: B <b@c>\nReviewed-by: C <c@d>\nCc: D <d@e>\nFixes: 0123456789ab (\"x\")\nLink: https://example.com/x\nChange-Id: I0123\n";
+        let head = HEAD.replace("Overlay-Kind: upstreamable\nDepends-On: src/a.c::f\n", all);
+        parse(&format!("{head}{DIFF}")).unwrap();
+        let empty = head.replace("Reverts-Overlay: 0004-fast-path.patch", "Reverts-Overlay: ");
+        let msg = refused(&format!("{empty}{DIFF}"));
+        assert!(
+            msg.starts_with("t.patch:12: Reverts-Overlay: expected the file name"),
+            "{msg}"
         );
     }
 

@@ -290,6 +290,16 @@ fn parse_trailers(c: &Cursor, body_start: usize, body: &[&str]) -> Result<Traile
                     c.err(n, format!("Depends-On: expected \"<path>::<symbol>\" with a relative path, found {v:?}"))
                 })?);
             }
+            "reverts-overlay" if v.is_empty() => {
+                return Err(c
+                    .err(n, "Reverts-Overlay: expected the file name of an earlier overlay, found nothing")
+                    .with_help("name the overlay whose lines this one drops, e.g. \"Reverts-Overlay: 0004-fast-path.patch\""));
+            }
+            key if !super::trailers::is_known(key) => {
+                return Err(c
+                    .err(n, format!("unknown trailer {k:?} in the trailer paragraph"))
+                    .with_help(super::trailers::unknown_help(k)));
+            }
             _ => {}
         }
     }
