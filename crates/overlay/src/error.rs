@@ -235,6 +235,13 @@ pub enum Refusal {
         /// Each marker as `path:line`.
         markers: Vec<String>,
     },
+    /// `bump-pin` with overlay files in the folder that the series does not list: the bump would
+    /// leave them at the old pin, where nothing applies them again.
+    #[error("{} overlay file(s) not listed in the series would be stranded at the old pin by the bump: {}; nothing was written", files.len(), files.join(", "))]
+    UnlistedOverlays {
+        /// The unlisted `*.patch` file names.
+        files: Vec<String>,
+    },
     /// `bump-pin --continue`: pins.toml, the series or an overlay changed since the bump stopped.
     #[error(
         "pins.toml, the series or an overlay changed since the bump started; `bump-pin --abort` and start again"

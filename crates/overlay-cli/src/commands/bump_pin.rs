@@ -41,6 +41,10 @@ pub struct BumpArgs {
     /// Allow a target that is not a descendant of the pin (it reverts upstream commits)
     #[arg(long)]
     pub allow_downgrade: bool,
+    /// With --continue: take the resolution although it holds lines that look like conflict
+    /// markers (`=======`, ...) that are content
+    #[arg(long, requires = "cont")]
+    pub allow_markers: bool,
 }
 
 /// A bump tree without a bump state: what a killed `--continue`, `--abort` or conflict write leaves.
@@ -92,6 +96,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         return bump_abort(g, a, &ctx, &dir, s);
     }
     let series = ctx.series()?;
+    overlay::bump_resume::refuse_unlisted(&series)?;
     let repo = ctx.open_upstream()?;
     let to = match (&a.rev, &state) {
         (Some(rev), _) => resolve_rev(&ctx, &repo, rev)?,
@@ -241,6 +246,9 @@ impl Bump<'_> {
             return Ok(ExitCode::from(1));
         }
         if !outcome.is_clean() {
+            if !self.a.dry_run {
+                self.upstreamed_next_step(&mut h);
+            }
             emit(self.ctx.json, json, h);
             return Ok(ExitCode::from(1));
         }
@@ -274,8 +282,11 @@ impl Bump<'_> {
 
     fn options(&self) -> overlay::bump_resume::Options {
         overlay::bump_resume::Options {
-            drop_upstreamed: self.a.drop_upstreamed,
+            // Given at the start, it holds for the whole bump.
+            drop_upstreamed: self.a.drop_upstreamed
+                || self.state.as_ref().is_some_and(|s| s.drop_upstreamed),
             dry_run: self.a.dry_run,
+            allow_markers: self.a.allow_markers,
         }
     }
 
@@ -400,6 +411,19 @@ impl Bump<'_> {
         }
         let _ = writeln!(h, "  2. {}", bump_command(g, a, "--continue"));
         let _ = writeln!(h, "  (or {})", bump_command(g, a, "--abort"));
+    }
+
+    /// A bump that stopped for overlays upstream already has: how to retire them.
+    fn upstreamed_next_step(&self, h: &mut String) {
+        let rest = match (&self.state, &self.a.rev) {
+            (Some(_), _) | (None, None) => "--continue --drop-upstreamed".to_string(),
+            (None, Some(rev)) => format!("{rev} --drop-upstreamed"),
+        };
+        let _ = writeln!(
+            h,
+            "pins.toml and overlays/ are unchanged; `{}` retires the upstreamed overlay(s)",
+            bump_command(self.g, self.a, &rest)
+        );
     }
 
     /// A clean bump: moves the pin and writes the carried overlays (and series) in one
