@@ -78,7 +78,8 @@ pub struct BumpState {
     pub guards: BTreeMap<String, String>,
 }
 
-/// The bump state's file name, in the bump tree.
+/// The bump state's file name in the bump tree, where builds before `.overlay/` kept it
+/// (`bump_session::Session::read_state` still reads it there).
 pub const BUMP_STATE: &str = ".overlay-bump.json";
 
 /// What a bump did: each overlay's result, and where it stopped.
@@ -904,7 +905,8 @@ pub fn write_all(
         "review the change, then run bump-pin again",
     );
     for (path, want) in guards {
-        txn.expect_unchanged(path, git2::Oid::from_str(want).ok());
+        // Project-relative (an absolute key, from an earlier build, joins as itself).
+        txn.expect_unchanged(root.join(path), git2::Oid::from_str(want).ok());
     }
     for (path, content) in files {
         match content {

@@ -189,7 +189,10 @@ impl Run<'_> {
     /// as saved when continuing, else now.
     pub fn start_guards(&self) -> BTreeMap<String, String> {
         self.state.map(|s| s.guards.clone()).unwrap_or_else(|| {
-            bump_session::guards(&bump_session::guard_paths(self.pins_path, self.series))
+            bump_session::guards(
+                &self.session.root,
+                &bump_session::guard_paths(self.pins_path, self.series),
+            )
         })
     }
 
@@ -267,7 +270,10 @@ impl Run<'_> {
         let Some(s) = self.state else {
             return Ok((None, false));
         };
-        let now = bump_session::guards(&bump_session::guard_paths(self.pins_path, self.series));
+        let now = bump_session::guards(
+            &self.session.root,
+            &bump_session::guard_paths(self.pins_path, self.series),
+        );
         if now != s.guards {
             return Err(Refusal::ChangedSinceBumpStarted.into());
         }
@@ -294,7 +300,10 @@ impl Run<'_> {
         for Carried { name, text } in &s.carried {
             if let Some(raw) = text {
                 let ov = self.overlay(name)?;
-                theirs.apply_overlay(&crate::patch::parse_overlay(name, &ov.path, raw)?, self.repo)?;
+                theirs.apply_overlay(
+                    &crate::patch::parse_overlay(name, &ov.path, raw)?,
+                    self.repo,
+                )?;
             }
         }
         let mut ours = old_base.clone();
@@ -374,6 +383,7 @@ impl Run<'_> {
                 .collect(),
             resolving: resolving(outcome).to_string(),
             guards: self.start_guards(),
+            tree: Some(self.session.tree_for_state()),
         }
     }
 }
@@ -447,7 +457,7 @@ mod tests {
     /// to another target are typed refusals with the messages users saw before.
     #[test]
     fn admission_refusals_are_typed() {
-        let session = Session::at("target/bump/up".into());
+        let session = Session::for_project(std::path::Path::new(""), "up", None);
         let state = SessionState {
             upstream: "up".into(),
             from: "a".repeat(40),
@@ -456,6 +466,7 @@ mod tests {
             carried: vec![],
             resolving: "0001-x.patch".into(),
             guards: BTreeMap::new(),
+            tree: None,
         };
         let ways = || ("xt --continue".to_string(), "xt --abort".to_string());
         let e = admit(&session, Some(&state), false, false, ways).unwrap_err();

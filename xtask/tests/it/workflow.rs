@@ -82,8 +82,14 @@ fn continue_keeps_an_upstreamed_overlay_unless_asked_to_drop_it() {
     "#]]
     .assert_eq(&out.snapshot());
     assert_eq!(before, f.project_snapshot(), "nothing was written");
-    let out = f.xtask(&["bump-pin", "--continue", "--drop-upstreamed"]).ok();
-    assert!(out.stdout.contains("0002-Y.patch: dropped"), "{}", out.stdout);
+    let out = f
+        .xtask(&["bump-pin", "--continue", "--drop-upstreamed"])
+        .ok();
+    assert!(
+        out.stdout.contains("0002-Y.patch: dropped"),
+        "{}",
+        out.stdout
+    );
     assert!(!f.root.join("overlays/up/0002-Y.patch").exists());
     assert!(f.read(f.root.join("pins.toml")).contains(&new));
     f.xtask(&["check"]).ok();
@@ -165,7 +171,11 @@ fn a_resolution_that_takes_upstream_retires_the_overlay_with_drop_upstreamed() {
     let a = f.root.join("target/bump/up/a.txt");
     std::fs::write(&a, f.read(f.upstream.join("a.txt"))).unwrap();
     let out = f.xtask(&["bump-pin", "--continue"]).ok();
-    assert!(out.stdout.contains("0001-Ten.patch: dropped"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("0001-Ten.patch: dropped"),
+        "{}",
+        out.stdout
+    );
 }
 
 /// An RST document: its title's underline is a line of seven `=`.
@@ -200,7 +210,11 @@ fn marker_like_content_does_not_block_continue() {
         "{}",
         out.stderr
     );
-    std::fs::write(&doc, RST.replace("body line", "body line (fork + upstream)")).unwrap();
+    std::fs::write(
+        &doc,
+        RST.replace("body line", "body line (fork + upstream)"),
+    )
+    .unwrap();
     let out = f.xtask(&["bump-pin", "--continue"]).ok();
     assert!(out.stdout.contains("resolved by hand"), "{}", out.stdout);
 }
@@ -226,4 +240,139 @@ fn allow_markers_takes_the_tree_as_it_is() {
     f.xtask(&["bump-pin", "--continue"]).code(2);
     f.xtask(&["bump-pin", "--continue", "--allow-markers"]).ok();
     f.xtask(&["check"]).ok();
+}
+
+/// Two overlays (a.txt line 10, b.txt) and an upstream commit that conflicts with both.
+fn two_conflicts() -> Fixture {
+    let f = Fixture::new(&[("a.txt", &twenty(0, "")), ("b.txt", "b\n")]);
+    let kind = "Overlay-Kind: local-only";
+    f.add_overlay("A", &[("a.txt", Some(&twenty(10, "TEN")))], kind);
+    f.add_overlay("B", &[("b.txt", Some("B\n"))], kind);
+    f.commit_upstream(
+        &[
+            ("a.txt", &twenty(10, "ten upstream")),
+            ("b.txt", "b upstream\n"),
+        ],
+        "conflicts with both",
+    );
+    f
+}
+
+/// Starts the bump of [`two_conflicts`] and resolves the first conflict: `--continue` stops at
+/// the second.
+fn bump_to_the_second_conflict(f: &Fixture) {
+    f.xtask(&["bump-pin", "main"]).code(1);
+    resolve(&f.root.join("target/bump/up/a.txt"), "TEN upstream\n");
+    let out = f.xtask(&["bump-pin", "--continue"]).code(1);
+    assert!(out.stdout.contains("CONFLICT in b.txt"), "{}", out.stdout);
+}
+
+/// Resolves the second conflict and finishes; the first resolution is in overlay 0001.
+#[track_caller]
+fn finish_the_bump(f: &Fixture) {
+    resolve(&f.root.join("target/bump/up/b.txt"), "B upstream\n");
+    f.xtask(&["bump-pin", "--continue"]).ok();
+    let first = f.read(f.root.join("overlays/up/0001-A.patch"));
+    assert!(first.contains("+TEN upstream\n"), "{first}");
+    f.xtask(&["check"]).ok();
+}
+
+/// B: the commands that write overlays, the series or the applied tree are refused while a bump
+/// is in progress (exit 2, naming the bump and both ways out), nothing written; the bump then
+/// finishes with its resolutions.
+#[test]
+fn writers_are_refused_while_a_bump_is_in_progress() {
+    let f = two_conflicts();
+    f.xtask(&["apply"]).ok();
+    bump_to_the_second_conflict(&f);
+    std::fs::write(f.root.join("target/apply/up/b.txt"), "B meanwhile\n").unwrap();
+    let before = f.project_snapshot();
+    let out = f.xtask(&["refresh"]);
+    expect![[r#"
+        exit 2
+        --- stdout
+        --- stderr
+        error: a bump to ebd55376da46 is in progress in target/bump/up (resolving 0002-B.patch): finish it with `cargo xtask --root $TMP/project bump-pin --continue`, or abandon it with `cargo xtask --root $TMP/project bump-pin --abort`
+          help: refresh would change overlays/ or the applied tree the bump started from; nothing was written. Finish the bump first (the resolutions so far are kept), then refresh at the new pin
+    "#]]
+    .assert_eq(&out.snapshot());
+    let new = ["new-overlay", "0003-x", "--kind", "local-only", "-m", "x"];
+    let copies = f.t().join("copies");
+    std::fs::create_dir_all(&copies).unwrap();
+    let import = ["import", copies.to_str().unwrap()];
+    for args in [
+        &new[..],
+        &["apply"],
+        &["apply", "--force"],
+        &["canonicalize"],
+        &import,
+    ] {
+        let out = f.xtask(args).code(2);
+        assert!(
+            out.stderr.contains("is in progress"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(before, f.project_snapshot(), "nothing was written");
+    assert_eq!(
+        f.read(f.root.join("target/apply/up/b.txt")),
+        "B meanwhile\n"
+    );
+    finish_the_bump(&f);
+}
+
+/// N: a checkout moved mid-bump continues (the guards are project-relative).
+#[test]
+fn a_moved_checkout_continues_its_bump() {
+    let mut f = two_conflicts();
+    bump_to_the_second_conflict(&f);
+    let moved = f.t().join("moved");
+    std::fs::rename(&f.root, &moved).unwrap();
+    f.root = moved;
+    finish_the_bump(&f);
+}
+
+/// The bump state lives in `.overlay/` (git-ignored by its own `.gitignore`), so `cargo clean`
+/// (target/ removed) loses no bump: `--continue` writes the conflict tree again, and the
+/// resolutions made before are kept.
+#[test]
+fn a_bump_survives_cargo_clean() {
+    let f = two_conflicts();
+    bump_to_the_second_conflict(&f);
+    assert_eq!(
+        f.read(f.root.join(".overlay/.gitignore")).lines().last(),
+        Some("*")
+    );
+    std::fs::remove_dir_all(f.root.join("target")).unwrap();
+    let out = f.xtask(&["bump-pin", "--continue"]).code(1);
+    assert!(
+        out.stdout.contains("CONFLICT in b.txt") && out.stdout.contains("cargo clean"),
+        "{}",
+        out.stdout
+    );
+    finish_the_bump(&f);
+    assert!(!f.root.join(".overlay/bump/up.json").exists());
+}
+
+/// A bump an earlier build stopped (its state inside the bump tree, its guards keyed by absolute
+/// paths) still continues.
+#[test]
+fn a_bump_stopped_by_an_earlier_build_continues() {
+    let f = two_conflicts();
+    bump_to_the_second_conflict(&f);
+    let state = f.root.join(".overlay/bump/up.json");
+    let mut json: serde_json::Value = serde_json::from_str(&f.read(&state)).unwrap();
+    let guards = json["guards"].as_object().unwrap().clone();
+    let absolute: serde_json::Map<String, serde_json::Value> = guards
+        .into_iter()
+        .map(|(k, v)| (f.root.join(k).to_string_lossy().into_owned(), v))
+        .collect();
+    json["guards"] = absolute.into();
+    json.as_object_mut().unwrap().remove("tree");
+    let legacy = f.root.join("target/bump/up/.overlay-bump.json");
+    std::fs::write(&legacy, serde_json::to_string(&json).unwrap()).unwrap();
+    std::fs::remove_dir_all(f.root.join(".overlay")).unwrap();
+    finish_the_bump(&f);
+    assert!(!legacy.exists());
 }
