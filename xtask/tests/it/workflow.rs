@@ -376,3 +376,29 @@ fn a_bump_stopped_by_an_earlier_build_continues() {
     finish_the_bump(&f);
     assert!(!legacy.exists());
 }
+
+/// bump-pin's error for a series that does not apply at the pin names no option bump-pin lacks
+/// (drift's `--from`, once).
+#[test]
+fn a_series_broken_at_the_pin_is_explained_in_bump_pins_terms() {
+    let f = Fixture::new(&[("a.txt", &twenty(0, ""))]);
+    let name = f.add_overlay(
+        "A",
+        &[("a.txt", Some(&twenty(10, "TEN")))],
+        "Overlay-Kind: local-only",
+    );
+    let p = f.root.join("overlays/up").join(name);
+    std::fs::write(&p, f.read(&p).replace(" 9\n", " nine\n")).unwrap();
+    f.commit_upstream(&[("b.txt", "b\n")], "unrelated");
+    let out = f.xtask(&["bump-pin", "main"]).code(2);
+    assert!(
+        out.stderr.contains("does not apply at the starting commit"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("(the pin; for drift, its --from)"),
+        "{}",
+        out.stderr
+    );
+}
