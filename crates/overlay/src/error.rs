@@ -217,6 +217,12 @@ pub enum Refusal {
     /// Upstream already contains the overlay at the export target.
     #[error("upstream already contains this overlay at the target commit; nothing to export")]
     AlreadyUpstream,
+    /// `canonicalize`: the overlay's change is already at the pin (it applies only elsewhere, a
+    /// second time); re-diffing it would record the duplicate.
+    #[error(
+        "its change is already upstream at the pin; canonicalizing it would record its lines a second time"
+    )]
+    UpstreamedAtPin,
     /// `bump-pin --continue`: the resolved bump tree changes files the overlay being resolved does
     /// not touch (a resolution carries only the overlay's own files; links and modes are named).
     #[error("the resolved bump tree also changes {} file(s) this overlay does not touch: {}; nothing was written", files.len(), files.join(", "))]

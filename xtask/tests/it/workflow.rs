@@ -402,3 +402,32 @@ fn a_series_broken_at_the_pin_is_explained_in_bump_pins_terms() {
         out.stderr
     );
 }
+
+/// G: `rev` edited by hand to a commit that already has the overlay's change: check says
+/// UPSTREAMED (not OFFSET → canonicalize), and canonicalize refuses to record the duplicate.
+#[test]
+fn a_hand_moved_pin_past_the_overlay_is_upstreamed_not_offset() {
+    let base = "h1\nh2\nh3\nh4\nx1\nx2\nx3\ny1\ny2\ny3\nz1\nz2\nz3\nz4\n";
+    let f = Fixture::new(&[("t.py", base)]);
+    let added = base.replace("x3\n", "x3\nNEW\n");
+    f.add_overlay("T", &[("t.py", Some(&added))], "Overlay-Kind: upstreamable");
+    // Upstream merges it, and has the overlay's context once more below: the overlay applies
+    // there (an offset), a second time.
+    let merged = f.commit_upstream(&[("t.py", &format!("{added}{base}"))], "merge");
+    let pins = f.root.join("pins.toml");
+    std::fs::write(&pins, f.read(&pins).replace(&f.pin, &merged)).unwrap();
+    let out = f.xtask(&["check"]).code(1);
+    assert!(
+        out.stdout.contains("UPSTREAMED") && !out.stdout.contains("OFFSET"),
+        "{}",
+        out.stdout
+    );
+    let before = f.project_snapshot();
+    let out = f.xtask(&["canonicalize"]).code(2);
+    assert!(
+        out.stderr.contains("already upstream at the pin"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(before, f.project_snapshot());
+}

@@ -43,6 +43,7 @@ pub fn check(g: &Global) -> Result<ExitCode> {
                 FindingKind::Unlisted => "UNLISTED",
                 FindingKind::UnknownDependency => "DEPENDS",
                 FindingKind::Reverts => "REVERTS",
+                FindingKind::Upstreamed => "UPSTREAMED",
             };
             let at = match (&f.file, f.hunk, f.patch_line) {
                 (Some(file), Some(hk), Some(l)) => format!("{file} hunk #{hk} ({}:{l})", o.name),
