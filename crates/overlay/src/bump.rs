@@ -78,7 +78,8 @@ pub struct BumpState {
     pub guards: BTreeMap<String, String>,
 }
 
-/// The bump state's file name, in the bump tree.
+/// The bump state's file name in the bump tree, where builds before `.overlay/` kept it
+/// (`bump_session::Session::read_state` still reads it there).
 pub const BUMP_STATE: &str = ".overlay-bump.json";
 
 /// What a bump did: each overlay's result, and where it stopped.
@@ -759,7 +760,7 @@ impl Walk<'_> {
         let changed = resolution_paths(ov, &self.paths(ov), tree, &self.new_chain)?;
         let files = canonical_files(&self.new_chain, tree, &changed, src)?;
         if files.is_empty() {
-            return Err(Error::refused(&ov.path, None, crate::Refusal::ResolutionEmpty).with_help("if upstream now has them all, use --drop-upstreamed; else resolve the conflict in the tree"));
+            return self.resolved_to_upstream(ov);
         }
         let (raw, _) = rewrite(ov, files, &self.new_chain, tree, src)?;
         let raw = match self.guidance.trailers.get(&ov.name) {
@@ -781,6 +782,22 @@ impl Walk<'_> {
             notes,
             raw: Some(raw),
             ..OverlayBump::plain(&ov.name, Action::Resolved)
+        })
+    }
+
+    /// A resolution that is the new chain itself (upstream has all of the overlay): retired with
+    /// `--drop-upstreamed`, else refused with the command that retires it.
+    fn resolved_to_upstream(&self, ov: &Overlay) -> Result<OverlayBump> {
+        if !self.drop_upstreamed {
+            return Err(
+                Error::refused(&ov.path, None, crate::Refusal::ResolutionEmpty).with_help(
+                    "if upstream now has all of it (you took the upstream side), `cargo xtask bump-pin --continue --drop-upstreamed` retires the overlay; else resolve the conflict in the tree so that it keeps the overlay's change",
+                ),
+            );
+        }
+        Ok(OverlayBump {
+            notes: vec!["the resolution is the new upstream's: retired (--drop-upstreamed)".into()],
+            ..OverlayBump::plain(&ov.name, Action::Dropped)
         })
     }
 
@@ -935,7 +952,8 @@ pub fn write_all(
         "review the change, then run bump-pin again",
     );
     for (path, want) in guards {
-        txn.expect_unchanged(path, git2::Oid::from_str(want).ok());
+        // Project-relative (an absolute key, from an earlier build, joins as itself).
+        txn.expect_unchanged(root.join(path), git2::Oid::from_str(want).ok());
     }
     for (path, content) in files {
         match content {
@@ -987,25 +1005,55 @@ pub fn tree_from_dir(dir: &Path) -> Result<Tree> {
     Ok(t)
 }
 
-/// Lines that still look like conflict markers, as "path:line", in files that differ from `base`.
-pub fn conflict_markers(tree: &Tree, base: &Tree, src: &dyn BlobSource) -> Result<Vec<String>> {
+/// Lines that still look like conflict markers, as "path:line", in files that differ from
+/// `theirs` (the new chain the merge was made on). Content decides, not looks: a marker-like line
+/// (`<<<<<<< `, `||||||| `, `=======`, `>>>>>>> `) counts only when the file holds more lines of
+/// that text than both sides of the merge (`theirs`, and `ours`: the overlay's side at the old
+/// pin), so an RST heading's `=======` that upstream or the overlay has is no marker.
+pub fn conflict_markers(
+    tree: &Tree,
+    theirs: &Tree,
+    ours: &Tree,
+    src: &dyn BlobSource,
+) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for p in tree.entries.keys() {
-        if tree.blob_id(p) == base.blob_id(p) {
+        if tree.blob_id(p) == theirs.blob_id(p) {
             continue;
         }
-        let bytes = tree.bytes(p, src)?.unwrap_or_default();
-        for (i, l) in String::from_utf8_lossy(&bytes).lines().enumerate() {
-            if l.starts_with("<<<<<<< ")
-                || l.starts_with(">>>>>>> ")
-                || l == "======="
-                || l.starts_with("||||||| ")
-            {
+        let text = |t: &Tree| -> Result<String> {
+            let bytes = t.bytes(p, src)?.unwrap_or_default();
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        };
+        let (t, o) = (text(theirs)?, text(ours)?);
+        let sides = [marker_counts(&t), marker_counts(&o)];
+        let resolved = text(tree)?;
+        let here = marker_counts(&resolved);
+        for (i, l) in resolved.lines().enumerate() {
+            let excess = |n: &usize| sides.iter().all(|s| s.get(l).unwrap_or(&0) < n);
+            if here.get(l).is_some_and(excess) {
                 out.push(format!("{p}:{}", i + 1));
             }
         }
     }
     Ok(out)
+}
+
+/// Whether `l` looks like a line git's merge writes around a conflict.
+fn is_marker_like(l: &str) -> bool {
+    l.starts_with("<<<<<<< ")
+        || l.starts_with(">>>>>>> ")
+        || l == "======="
+        || l.starts_with("||||||| ")
+}
+
+/// How many times each marker-like line occurs in `text`.
+fn marker_counts(text: &str) -> BTreeMap<&str, usize> {
+    let mut counts = BTreeMap::new();
+    for l in text.lines().filter(|l| is_marker_like(l)) {
+        *counts.entry(l).or_insert(0) += 1;
+    }
+    counts
 }
 
 #[cfg(test)]

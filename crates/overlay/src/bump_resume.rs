@@ -31,6 +31,8 @@ pub struct Options {
     pub dry_run: bool,
     /// Accept a resolution the audit finds losing lines, recording the confirmation as trailers.
     pub accept_reverts: bool,
+    /// Take a resolution that still holds marker-like lines (`--allow-markers`).
+    pub allow_markers: bool,
 }
 
 /// What one run works on.
@@ -153,6 +155,21 @@ pub fn admit(
     }
 }
 
+/// A bump carries the series only: an overlay file the series does not list would stay at the
+/// old pin, never carried, never applied ([`Refusal::UnlistedOverlays`], at the series file).
+pub fn refuse_unlisted(series: &Series) -> Result<()> {
+    let files = series.unlisted()?;
+    if files.is_empty() {
+        return Ok(());
+    }
+    let series_file = series.dir.join(crate::series::SERIES_FILE);
+    Err(
+        Error::refused(&series_file, None, Refusal::UnlistedOverlays { files }).with_help(
+            "add each to the series where it belongs (`cargo xtask check` lists them as UNLISTED), or delete the file if it is retired (`git rm`), then bump",
+        ),
+    )
+}
+
 /// A `--continue` goes where the bump in progress goes ([`Refusal::OtherBumpTarget`]).
 pub fn check_target(state: &SessionState, to: git2::Oid) -> Result<()> {
     let to = to.to_string();
@@ -179,7 +196,10 @@ impl Run<'_> {
     /// as saved when continuing, else now.
     pub fn start_guards(&self) -> BTreeMap<String, String> {
         self.state.map(|s| s.guards.clone()).unwrap_or_else(|| {
-            bump_session::guards(&bump_session::guard_paths(self.pins_path, self.series))
+            bump_session::guards(
+                &self.session.root,
+                &bump_session::guard_paths(self.pins_path, self.series),
+            )
         })
     }
 
@@ -204,10 +224,12 @@ impl Run<'_> {
             (Some(tree), Some(s)) => Some((s.resolving.as_str(), tree)),
             _ => None,
         };
-        let done = self.state.map(|s| s.done_pairs()).unwrap_or_default();
+        let done = self.state.map(carried_pairs).unwrap_or_default();
         let mut guidance = self.guidance(&report)?;
         if let (Some((_, tree)), Some(s)) = (&resolved, self.state) {
-            self.refuse_markers(tree, s, &new_base)?;
+            if !opts.allow_markers {
+                self.refuse_markers(tree, s, &old_base, &new_base)?;
+            }
             let trailers =
                 self.audit_resolution(tree, s, (&old_base, &new_base), &guidance, opts)?;
             guidance.trailers.insert(s.resolving.clone(), trailers);
@@ -260,7 +282,10 @@ impl Run<'_> {
         let Some(s) = self.state else {
             return Ok((None, false));
         };
-        let now = bump_session::guards(&bump_session::guard_paths(self.pins_path, self.series));
+        let now = bump_session::guards(
+            &self.session.root,
+            &bump_session::guard_paths(self.pins_path, self.series),
+        );
         if now != s.guards {
             return Err(Refusal::ChangedSinceBumpStarted.into());
         }
@@ -392,38 +417,58 @@ impl Run<'_> {
     }
 
     /// Conflict markers left in the files the merge wrote are not a resolution
-    /// ([`Refusal::ConflictMarkers`]).
-    fn refuse_markers(&self, tree: &Tree, s: &SessionState, new_base: &Tree) -> Result<()> {
-        let mut before = new_base.clone();
+    /// ([`Refusal::ConflictMarkers`]): lines the merge wrote, told from content by comparing with
+    /// both of its sides (`bump::conflict_markers`).
+    fn refuse_markers(
+        &self,
+        tree: &Tree,
+        s: &SessionState,
+        old_base: &Tree,
+        new_base: &Tree,
+    ) -> Result<()> {
+        let mut theirs = new_base.clone();
         for Carried { name, text } in &s.carried {
             if let Some(raw) = text {
-                let ov = self
-                    .series
-                    .overlays
-                    .iter()
-                    .find(|o| &o.name == name)
-                    .ok_or_else(|| {
-                        Error::input(
-                            self.series.dir.join(crate::series::SERIES_FILE),
-                            None,
-                            format!("{name}: overlay vanished from the series"),
-                        )
-                    })?;
-                before.apply_overlay(
+                let ov = self.overlay(name)?;
+                theirs.apply_overlay(
                     &crate::patch::parse_overlay(name, &ov.path, raw)?,
                     self.repo,
                 )?;
             }
         }
-        let markers = bump::conflict_markers(tree, &before, self.repo)?;
+        let mut ours = old_base.clone();
+        for ov in &self.series.overlays {
+            ours.apply_overlay(ov, self.repo)?;
+            if ov.name == s.resolving {
+                break;
+            }
+        }
+        let markers = bump::conflict_markers(tree, &theirs, &ours, self.repo)?;
         if !markers.is_empty() {
-            return Err(Refusal::ConflictMarkers {
+            return Err(Error::from(Refusal::ConflictMarkers {
                 dir: self.session.dir.display().to_string(),
                 markers,
-            }
-            .into());
+            })
+            .with_help(
+                "resolve them, then --continue again; if those lines are content (the overlay or the resolution means them), `cargo xtask bump-pin --continue --allow-markers` takes the tree as it is",
+            ));
         }
         Ok(())
+    }
+
+    /// The series' overlay `name` (a saved state names only overlays the guards kept).
+    fn overlay(&self, name: &str) -> Result<&crate::patch::Overlay> {
+        self.series
+            .overlays
+            .iter()
+            .find(|o| o.name == name)
+            .ok_or_else(|| {
+                Error::input(
+                    self.series.dir.join(crate::series::SERIES_FILE),
+                    None,
+                    format!("{name}: overlay vanished from the series"),
+                )
+            })
     }
 
     /// The overlays drift's classification stops at for review (bump and drift share it), and
@@ -456,10 +501,13 @@ impl Run<'_> {
             from: self.upstream.rev.clone(),
             to: self.to.to_string(),
             drop_upstreamed: opts.drop_upstreamed,
+            // An upstreamed overlay not retired is merged again next time: it is not carried
+            // (saved as dropped, it would be deleted without --drop-upstreamed).
             carried: outcome
                 .overlays
                 .iter()
                 .take_while(|o| !matches!(o.action, Action::Conflict | Action::Review))
+                .filter(|o| o.action != Action::Upstreamed)
                 .map(|o| Carried {
                     name: o.name.clone(),
                     text: o.raw.clone(),
@@ -467,8 +515,19 @@ impl Run<'_> {
                 .collect(),
             resolving: resolving(outcome).to_string(),
             guards: self.start_guards(),
+            tree: Some(self.session.tree_for_state()),
         }
     }
+}
+
+/// The overlays a stop carried, as `bump::bump_guided` takes them. A dropped one in a bump that
+/// never had `--drop-upstreamed` is what an earlier build saved for an upstreamed overlay it did
+/// not retire: it is merged again (and so stops the bump for `--drop-upstreamed`).
+fn carried_pairs(s: &SessionState) -> Vec<(String, Option<String>)> {
+    s.done_pairs()
+        .into_iter()
+        .filter(|(_, text)| s.drop_upstreamed || text.is_some())
+        .collect()
 }
 
 /// The overlay a stop is at (the first conflict or review), or "" when the bump did not stop.
@@ -530,7 +589,7 @@ mod tests {
     /// to another target are typed refusals with the messages users saw before.
     #[test]
     fn admission_refusals_are_typed() {
-        let session = Session::at("target/bump/up".into());
+        let session = Session::for_project(std::path::Path::new(""), "up", None);
         let state = SessionState {
             upstream: "up".into(),
             from: "a".repeat(40),
@@ -539,6 +598,7 @@ mod tests {
             carried: vec![],
             resolving: "0001-x.patch".into(),
             guards: BTreeMap::new(),
+            tree: None,
         };
         let ways = || ("xt --continue".to_string(), "xt --abort".to_string());
         let e = admit(&session, Some(&state), false, false, ways).unwrap_err();

@@ -2,9 +2,11 @@
 //! `--abort`): its saved state with named fields, the bump tree it lives in, and its ordered
 //! writes. The merge itself is `bump`'s; this module owns what is on disk between two runs.
 //!
-//! On disk: `<dir>/.overlay-bump.json` (the state; `done` keeps its `[name, text]` pairs, so a
-//! bump started by an older build continues) and the tree, whose state file's series hash is
-//! tagged `bump-in-progress:<overlay>` so a half-written tree is never taken for a resolution.
+//! On disk: `.overlay/bump/<upstream>.json` at the project root (the state, where `cargo clean`
+//! does not reach; `done` keeps its `[name, text]` pairs and a state an older build left in the
+//! bump tree, `<dir>/.overlay-bump.json`, is still read, so a bump it started continues) and the
+//! tree, whose state file's series hash is tagged `bump-in-progress:<overlay>` so a half-written
+//! tree is never taken for a resolution (a tree `cargo clean` removed is written again).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,7 +41,7 @@ impl From<Carried> for (String, Option<String>) {
     }
 }
 
-/// Progress saved in the bump tree between a stop and `--continue`.
+/// Progress saved between a stop and `--continue` (in [`Session::state_path`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SessionState {
     /// The upstream being bumped (its name in pins.toml).
@@ -55,8 +57,14 @@ pub struct SessionState {
     pub carried: Vec<Carried>,
     /// The overlay whose merge stopped and is being resolved in the tree.
     pub resolving: String,
-    /// Blob ids of the project files at the start, so nothing edited meanwhile is overwritten.
+    /// Blob ids of the project files at the start, so nothing edited meanwhile is overwritten;
+    /// keyed by project-relative path (an earlier build's absolute keys are made relative when
+    /// read), so a moved checkout continues.
     pub guards: BTreeMap<String, String>,
+    /// The bump tree (project-relative when inside the project), so `--continue` without the
+    /// `--dir` the bump started with finds it. Absent in states of earlier builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<PathBuf>,
 }
 
 impl SessionState {
@@ -66,41 +74,105 @@ impl SessionState {
     }
 }
 
-/// The bump tree of one upstream (`target/bump/<upstream>` unless `--dir`).
+/// Where a project keeps what must outlive `cargo clean` (the bump state): `.overlay/` at the
+/// project root, ignored by git through its own `.gitignore`.
+pub const STATE_DIR: &str = ".overlay";
+
+/// A bump of one upstream: its bump tree (`target/bump/<upstream>` unless `--dir`) and its state
+/// (`.overlay/bump/<upstream>.json`, outside `target/`, so `cargo clean` never loses a bump).
 #[derive(Debug, Clone)]
 pub struct Session {
     /// The bump tree's folder.
     pub dir: PathBuf,
-    /// The bump state file in it ([`BUMP_STATE`]).
+    /// The bump state file.
     pub state_path: PathBuf,
+    /// Where builds before `.overlay/` kept the state: inside the bump tree ([`BUMP_STATE`]).
+    pub legacy_state_path: PathBuf,
+    /// The project root (guards are relative to it).
+    pub root: PathBuf,
 }
 
 impl Session {
-    /// The session whose bump tree is `dir` (its state file inside it).
-    pub fn at(dir: PathBuf) -> Session {
-        let state_path = dir.join(BUMP_STATE);
-        Session { dir, state_path }
+    /// The bump of `upstream` in the project at `root`, its tree in `dir` (default
+    /// `target/bump/<upstream>`).
+    pub fn for_project(root: &Path, upstream: &str, dir: Option<PathBuf>) -> Session {
+        let dir = dir.unwrap_or_else(|| root.join("target").join("bump").join(upstream));
+        Session {
+            legacy_state_path: dir.join(BUMP_STATE),
+            dir,
+            state_path: root
+                .join(STATE_DIR)
+                .join("bump")
+                .join(format!("{upstream}.json")),
+            root: root.to_path_buf(),
+        }
     }
 
-    /// The saved progress of a bump stopped at a conflict, if there is one.
+    /// The saved progress of a bump stopped at a conflict, if there is one (in `.overlay/`, else
+    /// where an earlier build left it, in the bump tree).
     pub fn read_state(&self) -> Result<Option<SessionState>> {
-        let Ok(text) = std::fs::read_to_string(&self.state_path) else {
+        let Some((path, text)) = [&self.state_path, &self.legacy_state_path]
+            .into_iter()
+            .find_map(|p| std::fs::read_to_string(p).ok().map(|t| (p, t)))
+        else {
             return Ok(None);
         };
-        serde_json::from_str(&text).map(Some).map_err(|e| {
+        let mut state: SessionState = serde_json::from_str(&text).map_err(|e| {
             Error::input(
-                &self.state_path,
+                path,
                 None,
                 format!("corrupt bump state; `bump-pin --abort` discards it: {e}"),
             )
-        })
+        })?;
+        state.guards = relative_guards(std::mem::take(&mut state.guards));
+        Ok(Some(state))
+    }
+
+    /// The session of the bump `state` records: its tree where the state says, unless `dir` was
+    /// given.
+    pub fn resumed(self, state: Option<&SessionState>, dir_given: bool) -> Session {
+        match state.and_then(|s| s.tree.as_ref()) {
+            Some(tree) if !dir_given => {
+                let dir = self.root.join(tree);
+                Session {
+                    legacy_state_path: dir.join(BUMP_STATE),
+                    dir,
+                    ..self
+                }
+            }
+            _ => self,
+        }
+    }
+
+    /// The bump tree as a state records it: project-relative when inside the project.
+    pub fn tree_for_state(&self) -> PathBuf {
+        self.dir
+            .strip_prefix(&self.root)
+            .unwrap_or(&self.dir)
+            .to_path_buf()
+    }
+
+    /// Whether a bump state exists (here or where an earlier build kept it).
+    pub fn has_state(&self) -> bool {
+        self.state_path.exists() || self.legacy_state_path.exists()
+    }
+
+    /// Removes the bump state, then the tree (`--abort`): killed in between, the tree is a
+    /// leftover the next bump-pin clears.
+    pub fn abandon(&self) -> Result<()> {
+        for p in [&self.state_path, &self.legacy_state_path] {
+            if p.exists() {
+                fsx::remove_file(p)?;
+            }
+        }
+        self.remove_tree()
     }
 
     /// A bump tree without a bump state: what a killed `--continue`, `--abort` or conflict write
     /// leaves.
     pub fn leftover_tree(&self) -> bool {
         self.dir.exists()
-            && !self.state_path.exists()
+            && !self.has_state()
             && State::load(&self.dir)
                 .ok()
                 .flatten()
@@ -121,6 +193,23 @@ impl Session {
         remove_tree(&self.dir)
     }
 
+    /// `.overlay/bump/`, with the `.gitignore` that keeps `.overlay/` out of the fork's commits.
+    fn make_state_dir(&self) -> Result<()> {
+        if let Some(dir) = self.state_path.parent()
+            && !dir.is_dir()
+        {
+            fsx::create_dir_all(dir)?;
+        }
+        let ignore = self.root.join(STATE_DIR).join(".gitignore");
+        if !ignore.exists() {
+            fsx::write_atomic(
+                &ignore,
+                b"# the overlay tool's state (cargo clean keeps it)\n*\n",
+            )?;
+        }
+        Ok(())
+    }
+
     /// Writes a stop: the tree (by `write_tree`) and the state. Order matters if we are killed in
     /// between. A first stop (`continuing` false): the tree, then the state (a tree without state
     /// is debris the next bump-pin clears). A later one: the state first, so the resolutions
@@ -133,7 +222,10 @@ impl Session {
         write_tree: &mut dyn FnMut() -> Result<()>,
     ) -> Result<()> {
         let text = serde_json::to_string_pretty(state).expect("serializes");
-        let write_state = || fsx::write_atomic(&self.state_path, text.as_bytes());
+        let write_state = || {
+            self.make_state_dir()?;
+            fsx::write_atomic(&self.state_path, text.as_bytes())
+        };
         if continuing {
             write_state()?;
             write_tree()?;
@@ -193,7 +285,7 @@ impl Session {
             f.root,
             &writes,
             f.start_guards,
-            std::slice::from_ref(&self.state_path),
+            &[self.state_path.clone(), self.legacy_state_path.clone()],
         )?;
         if continuing {
             self.remove_tree()?;
@@ -246,8 +338,8 @@ pub fn guard_paths(pins: &Path, series: &Series) -> Vec<PathBuf> {
     v
 }
 
-/// Path -> blob id of each file now (empty for a missing one).
-pub fn guards(paths: &[PathBuf]) -> BTreeMap<String, String> {
+/// Project-relative path -> blob id of each file now (empty for a missing one).
+pub fn guards(root: &Path, paths: &[PathBuf]) -> BTreeMap<String, String> {
     paths
         .iter()
         .map(|p| {
@@ -255,7 +347,30 @@ pub fn guards(paths: &[PathBuf]) -> BTreeMap<String, String> {
                 .ok()
                 .map(|b| crate::tree::blob_id(&b).to_string())
                 .unwrap_or_default();
-            (p.to_string_lossy().to_string(), id)
+            let rel = p.strip_prefix(root).unwrap_or(p);
+            (rel.to_string_lossy().to_string(), id)
+        })
+        .collect()
+}
+
+/// Guards keyed by project-relative paths. Earlier builds keyed them by absolute path: the
+/// project root they were saved under is the folder of their `pins.toml` key, stripped from all.
+fn relative_guards(guards: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let pins = crate::manifest::PINS_FILE;
+    let old_root = guards
+        .keys()
+        .map(Path::new)
+        .find(|k| k.is_absolute() && k.file_name().is_some_and(|n| n == pins))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    let Some(old_root) = old_root else {
+        return guards;
+    };
+    guards
+        .into_iter()
+        .map(|(k, v)| match Path::new(&k).strip_prefix(&old_root) {
+            Ok(rel) => (rel.to_string_lossy().to_string(), v),
+            Err(_) => (k, v),
         })
         .collect()
 }

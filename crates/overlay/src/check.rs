@@ -31,6 +31,9 @@ pub enum FindingKind {
     /// The overlay drops lines an earlier overlay adds, or brings back lines upstream deleted after
     /// its recorded base (`audit.rs`).
     Drops,
+    /// The overlay's change is already at the pin (every hunk's result is there): it applies
+    /// only elsewhere, adding its lines a second time (a `rev` edited by hand past its merge).
+    Upstreamed,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -144,6 +147,10 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
             }
             Err(e) => return Err(e),
         };
+        if outcome.offsets().next().is_some() && already_upstream(ov, &before, src)? {
+            findings.push(upstreamed_finding(ov));
+            continue;
+        }
         for (path, p) in outcome.offsets() {
             let fp = ov
                 .files
@@ -257,6 +264,41 @@ pub struct Rewrite {
     pub new: String,
 }
 
+/// Whether every change of `ov` is already in `before`: each file's hunks undo there (their
+/// results found exactly). Such an overlay applies only at another place, a second time.
+pub fn already_upstream(ov: &Overlay, before: &Tree, src: &dyn BlobSource) -> Result<bool> {
+    for fp in &ov.files {
+        let Some(path) = fp
+            .new_path
+            .as_deref()
+            .filter(|p| before.entries.contains_key(*p))
+        else {
+            return Ok(false);
+        };
+        let text = text_of(before, Some(path), src)?;
+        let undo = FilePatch {
+            hunks: fp.hunks.iter().map(crate::apply::reverse).collect(),
+            ..fp.clone()
+        };
+        if crate::apply::apply_hunks(&text, &undo).is_err() {
+            return Ok(false);
+        }
+    }
+    Ok(!ov.files.is_empty())
+}
+
+/// check's UPSTREAMED finding for `ov` (see [`already_upstream`]).
+fn upstreamed_finding(ov: &Overlay) -> Finding {
+    Finding {
+        overlay: ov.name.clone(),
+        kind: FindingKind::Upstreamed,
+        file: ov.files.first().map(|f| f.path().to_string()),
+        hunk: None,
+        patch_line: None,
+        message: "its change is already upstream at the pin; applied, it adds its lines a second time (the pin was moved past its merge without bump-pin). Retire it: delete it and its series line, or put the old rev back and `cargo xtask bump-pin <rev> --drop-upstreamed`".into(),
+    }
+}
+
 /// Rewrites the overlays named in `only` (every one when empty) that `check` finds off their
 /// recorded lines or not canonical: the same change re-diffed with git's defaults at its exact
 /// lines, prelude (header, message, trailers) kept. Each rewrite is verified to give the same tree
@@ -293,6 +335,10 @@ pub fn canonicalize(
         })?;
         if !only.is_empty() && !only.contains(&ov.name) {
             continue;
+        }
+        if outcome.offsets().next().is_some() && already_upstream(ov, &before, src)? {
+            return Err(Error::refused(&ov.path, None, crate::Refusal::UpstreamedAtPin)
+                .with_help("retire it instead: delete it and its series line, or put the old rev back and `cargo xtask bump-pin <rev> --drop-upstreamed`; nothing was rewritten"));
         }
         let mut findings: Vec<String> = outcome
             .offsets()

@@ -1054,7 +1054,7 @@ fn not_at_pin(ov: &Overlay, fp: &FilePatch) -> Error {
         format!("{} does not apply at the starting commit", fp.path()),
     )
     .with_help(
-        "drift compares against a series that applies at --from; run `cargo xtask check` first",
+        "the series must apply where the comparison starts (the pin; for drift, its --from) before drift or bump-pin can carry it; `cargo xtask check` shows what fails",
     )
 }
 

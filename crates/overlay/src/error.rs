@@ -217,6 +217,12 @@ pub enum Refusal {
     /// Upstream already contains the overlay at the export target.
     #[error("upstream already contains this overlay at the target commit; nothing to export")]
     AlreadyUpstream,
+    /// `canonicalize`: the overlay's change is already at the pin (it applies only elsewhere, a
+    /// second time); re-diffing it would record the duplicate.
+    #[error(
+        "its change is already upstream at the pin; canonicalizing it would record its lines a second time"
+    )]
+    UpstreamedAtPin,
     /// `bump-pin --continue`: the resolved bump tree changes files the overlay being resolved does
     /// not touch (a resolution carries only the overlay's own files; links and modes are named).
     #[error("the resolved bump tree also changes {} file(s) this overlay does not touch: {}; nothing was written", files.len(), files.join(", "))]
@@ -244,6 +250,13 @@ pub enum Refusal {
         dir: String,
         /// Each marker as `path:line`.
         markers: Vec<String>,
+    },
+    /// `bump-pin` with overlay files in the folder that the series does not list: the bump would
+    /// leave them at the old pin, where nothing applies them again.
+    #[error("{} overlay file(s) not listed in the series would be stranded at the old pin by the bump: {}; nothing was written", files.len(), files.join(", "))]
+    UnlistedOverlays {
+        /// The unlisted `*.patch` file names.
+        files: Vec<String>,
     },
     /// `bump-pin --continue`: pins.toml, the series or an overlay changed since the bump stopped.
     #[error(

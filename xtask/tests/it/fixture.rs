@@ -343,9 +343,10 @@ impl Fixture {
         std::fs::read_to_string(p.as_ref()).unwrap()
     }
 
-    /// Every byte under `overlays/` and pins.toml: to prove a command changed nothing.
+    /// Every byte under `overlays/` and pins.toml: to prove a command changed nothing (the
+    /// tool's own state, `target/` and `.overlay/`, left out).
     pub fn project_snapshot(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        files_under(&self.root, &["target"])
+        files_under(&self.root, &["target", ".overlay"])
     }
 }
 

@@ -41,7 +41,28 @@ fn restore(dir: &Path, files: &Files) {
 
 /// The project folder without target/ (pins.toml, overlays, and any journal or temporaries).
 fn project(f: &Fixture) -> Files {
-    files_under(&f.root, &["target"])
+    files_under(&f.root, &["target", ".overlay"])
+}
+
+/// A bump in progress as files: its tree and its state folder (`.overlay/`, outside `target/`).
+type BumpWork = (Files, Files);
+
+fn bump_work(f: &Fixture) -> BumpWork {
+    (
+        files_under(&f.root.join("target/bump/up"), &[]),
+        files_under(&f.root.join(".overlay"), &[]),
+    )
+}
+
+fn restore_bump(f: &Fixture, (tree, state): &BumpWork) {
+    restore(&f.root.join("target/bump/up"), tree);
+    restore(&f.root.join(".overlay"), state);
+}
+
+fn clear_bump(f: &Fixture) {
+    for d in ["target/bump/up", ".overlay"] {
+        let _ = std::fs::remove_dir_all(f.root.join(d));
+    }
 }
 
 #[track_caller]
@@ -244,11 +265,11 @@ fn bump_pin_continue_and_its_conflict_tree_survive_a_kill() {
     // Conflict: the bump tree and its state are written; pins and overlays never change.
     let start = ["bump-pin", new_rev.as_str()];
     f.xtask(&start).code(1);
-    std::fs::remove_dir_all(&bump_dir).unwrap();
+    clear_bump(&f);
     let steps = count_steps_code(&f, &start, 1);
     assert!(steps >= 3, "only {steps} steps");
     for n in 1..=steps {
-        let _ = std::fs::remove_dir_all(&bump_dir);
+        clear_bump(&f);
         killed_at(&f, &start, n);
         assert_eq!(
             project(&f),
@@ -267,24 +288,24 @@ fn bump_pin_continue_and_its_conflict_tree_survive_a_kill() {
     }
 
     // Resolve, then kill --continue at every step.
-    let _ = std::fs::remove_dir_all(&bump_dir);
+    clear_bump(&f);
     f.xtask(&start).code(1);
     std::fs::write(
         bump_dir.join("a.txt"),
         numbered(30, &[(10, "line TEN upstream")]),
     )
     .unwrap();
-    let resolved = files_under(&bump_dir, &[]);
+    let resolved = bump_work(&f);
     let cont = ["bump-pin", new_rev.as_str(), "--continue"];
     f.xtask(&cont).ok();
     let new = project(&f);
     assert!(!bump_dir.exists());
     restore(&f.root, &old);
-    restore(&bump_dir, &resolved);
+    restore_bump(&f, &resolved);
     let steps = count_steps(&f, &cont);
     for n in 1..=steps {
         restore(&f.root, &old);
-        restore(&bump_dir, &resolved);
+        restore_bump(&f, &resolved);
         killed_at(&f, &cont, n);
         each_file_old_or_new(&project(&f), &old, &new, n);
         f.xtask(&["status"]).ok();
@@ -302,7 +323,7 @@ fn bump_pin_continue_and_its_conflict_tree_survive_a_kill() {
             );
         }
         assert_eq!(project(&f), new, "step {n}");
-        assert!(!bump_dir.exists() || !bump_dir.join(".overlay-bump.json").exists());
+        assert!(!f.root.join(".overlay/bump/up.json").exists(), "step {n}");
     }
 }
 
@@ -337,7 +358,7 @@ fn a_second_conflict_after_continue_keeps_the_first_resolution_through_a_kill() 
         numbered(30, &[(10, "line TEN upstream")]),
     )
     .unwrap();
-    let first_resolved = files_under(&bump_dir, &[]);
+    let first_resolved = bump_work(&f);
 
     // The reference: --continue stops at the second conflict; resolve it; --continue finishes.
     let finish = |f: &Fixture| {
@@ -350,11 +371,11 @@ fn a_second_conflict_after_continue_keeps_the_first_resolution_through_a_kill() 
     let new = project(&f);
 
     restore(&f.root, &old);
-    restore(&bump_dir, &first_resolved);
+    restore_bump(&f, &first_resolved);
     let steps = count_steps_code(&f, &cont, 1);
     for n in 1..=steps {
         restore(&f.root, &old);
-        restore(&bump_dir, &first_resolved);
+        restore_bump(&f, &first_resolved);
         killed_at(&f, &cont, n);
         assert_eq!(project(&f), old, "step {n}: a conflict wrote the project");
         let out = f.xtask(&cont).code(1);

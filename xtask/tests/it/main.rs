@@ -26,3 +26,4 @@ mod safety;
 mod test_upstream;
 mod upstream_ggml;
 mod upstream_mlx;
+mod workflow;

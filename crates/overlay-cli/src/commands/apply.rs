@@ -49,6 +49,7 @@ pub fn materialize(
 
 pub fn apply(g: &Global, a: &ApplyArgs) -> Result<ExitCode> {
     let ctx = Ctx::load(g, LockMode::Exclusive, "apply")?;
+    refuse_during_bump(&ctx, g, "apply")?;
     let up = ctx.upstream();
     let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
     let (applied, report) = materialize(&ctx, &dir, a.force)?;

@@ -1,11 +1,11 @@
 //! `bump-pin`: move the pin, carrying every overlay with a 3-way merge (all or nothing).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use overlay::bump::{Action, BUMP_STATE};
+use overlay::bump::Action;
 use overlay::bump_session::{Session, SessionState as BumpState};
 use overlay::lock::Mode as LockMode;
 use overlay::manifest::Upstream;
@@ -45,16 +45,10 @@ pub struct BumpArgs {
     /// (recorded in the overlay as Reverts-Upstream: / Reverts-Overlay: trailers)
     #[arg(long, requires = "cont")]
     pub accept_reverts: bool,
-}
-
-/// A bump tree without a bump state: what a killed `--continue`, `--abort` or conflict write leaves.
-fn leftover_bump_tree(dir: &Path) -> bool {
-    Session::at(dir.to_path_buf()).leftover_tree()
-}
-
-/// Removes a tree this tool wrote (`overlay::bump_session::remove_tree`).
-fn remove_tree(dir: &Path) -> Result<()> {
-    Ok(overlay::bump_session::remove_tree(dir)?)
+    /// With --continue: take the resolution although it holds lines that look like conflict
+    /// markers (`=======`, ...) that are content
+    #[arg(long, requires = "cont")]
+    pub allow_markers: bool,
 }
 
 /// A `bump-pin` command line to print as a next step: with the `--root`, `--upstream` and `--dir`
@@ -70,32 +64,24 @@ fn bump_command(g: &Global, a: &BumpArgs, rest: &str) -> String {
 pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
     let ctx = Ctx::load(g, LockMode::Exclusive, "bump-pin")?;
     let up = ctx.upstream().clone();
-    let dir = a
-        .dir
-        .clone()
-        .unwrap_or_else(|| ctx.project.root.join("target").join("bump").join(&up.name));
-    let state_path = dir.join(BUMP_STATE);
-    let state = read_bump_state(&state_path)?;
-    if state.is_none() && leftover_bump_tree(&dir) {
+    let session = Session::for_project(&ctx.project.root, &up.name, a.dir.clone());
+    let state = session.read_state()?;
+    let session = session.resumed(state.as_ref(), a.dir.is_some());
+    if state.is_none() && session.leftover_tree() {
         // A bump finished or abandoned, killed before its tree was removed: debris, not work.
-        remove_tree(&dir)?;
+        session.remove_tree()?;
     }
-    overlay::bump_resume::admit(
-        &Session::at(dir.clone()),
-        state.as_ref(),
-        a.cont,
-        a.abort,
-        || {
-            (
-                bump_command(g, a, "--continue"),
-                bump_command(g, a, "--abort"),
-            )
-        },
-    )?;
+    overlay::bump_resume::admit(&session, state.as_ref(), a.cont, a.abort, || {
+        (
+            bump_command(g, a, "--continue"),
+            bump_command(g, a, "--abort"),
+        )
+    })?;
     if let (true, Some(s)) = (a.abort, &state) {
-        return bump_abort(g, a, &ctx, &dir, s);
+        return bump_abort(g, a, &ctx, &session, s);
     }
     let series = ctx.series()?;
+    overlay::bump_resume::refuse_unlisted(&series)?;
     let repo = ctx.open_upstream()?;
     let to = match (&a.rev, &state) {
         (Some(rev), _) => resolve_rev(&ctx, &repo, rev)?,
@@ -128,7 +114,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         a,
         ctx: &ctx,
         up: &up,
-        session: Session { dir, state_path },
+        session,
         state,
         series,
         repo,
@@ -139,14 +125,14 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
     bump.run()
 }
 
-/// The saved progress of a bump stopped at a conflict, if there is one.
-fn read_bump_state(state_path: &Path) -> Result<Option<BumpState>> {
-    let dir = state_path.parent().unwrap_or(Path::new("."));
-    Ok(Session::at(dir.to_path_buf()).read_state()?)
-}
-
 /// `bump-pin --abort`: removes the bump tree (checking it goes to REV, when one is given).
-fn bump_abort(g: &Global, a: &BumpArgs, ctx: &Ctx, dir: &Path, s: &BumpState) -> Result<ExitCode> {
+fn bump_abort(
+    g: &Global,
+    a: &BumpArgs,
+    ctx: &Ctx,
+    session: &Session,
+    s: &BumpState,
+) -> Result<ExitCode> {
     if let Some(rev) = &a.rev {
         let repo = ctx.open_upstream()?;
         let want = resolve_rev(ctx, &repo, rev)?;
@@ -159,7 +145,8 @@ fn bump_abort(g: &Global, a: &BumpArgs, ctx: &Ctx, dir: &Path, s: &BumpState) ->
             );
         }
     }
-    remove_tree(dir)?;
+    session.abandon()?;
+    let dir = &session.dir;
     emit(
         ctx.json,
         serde_json::json!({ "abandoned": s.to, "removed": dir }),
@@ -245,6 +232,9 @@ impl Bump<'_> {
             return Ok(ExitCode::from(1));
         }
         if !outcome.is_clean() {
+            if !self.a.dry_run {
+                self.upstreamed_next_step(&mut h);
+            }
             emit(self.ctx.json, json, h);
             return Ok(ExitCode::from(1));
         }
@@ -278,9 +268,12 @@ impl Bump<'_> {
 
     fn options(&self) -> overlay::bump_resume::Options {
         overlay::bump_resume::Options {
-            drop_upstreamed: self.a.drop_upstreamed,
+            // Given at the start, it holds for the whole bump.
+            drop_upstreamed: self.a.drop_upstreamed
+                || self.state.as_ref().is_some_and(|s| s.drop_upstreamed),
             dry_run: self.a.dry_run,
             accept_reverts: self.a.accept_reverts,
+            allow_markers: self.a.allow_markers,
         }
     }
 
@@ -382,7 +375,7 @@ impl Bump<'_> {
         if rewritten_note {
             let _ = writeln!(
                 h,
-                "(the bump tree was rewritten: an earlier bump-pin was interrupted while writing it)"
+                "(the bump tree was written again: it was missing, say after `cargo clean`, or an earlier bump-pin was interrupted while writing it; the overlays resolved before are kept)"
             );
         }
         let _ = writeln!(
@@ -405,6 +398,19 @@ impl Bump<'_> {
         }
         let _ = writeln!(h, "  2. {}", bump_command(g, a, "--continue"));
         let _ = writeln!(h, "  (or {})", bump_command(g, a, "--abort"));
+    }
+
+    /// A bump that stopped for overlays upstream already has: how to retire them.
+    fn upstreamed_next_step(&self, h: &mut String) {
+        let rest = match (&self.state, &self.a.rev) {
+            (Some(_), _) | (None, None) => "--continue --drop-upstreamed".to_string(),
+            (None, Some(rev)) => format!("{rev} --drop-upstreamed"),
+        };
+        let _ = writeln!(
+            h,
+            "pins.toml and overlays/ are unchanged; `{}` retires the upstreamed overlay(s)",
+            bump_command(self.g, self.a, &rest)
+        );
     }
 
     /// A clean bump: moves the pin and writes the carried overlays (and series) in one

@@ -27,6 +27,9 @@ pub struct CanonicalizeArgs {
 /// series (its files are the same by construction), so unrefreshed edits there stay refreshable.
 pub fn canonicalize(g: &Global, a: &CanonicalizeArgs) -> Result<ExitCode> {
     let ctx = Ctx::load(g, LockMode::Exclusive, "canonicalize")?;
+    if !a.dry_run {
+        refuse_during_bump(&ctx, g, "canonicalize")?;
+    }
     let up = ctx.upstream();
     let series = ctx.series()?;
     let repo = ctx.open_upstream()?;

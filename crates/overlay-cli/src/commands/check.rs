@@ -51,6 +51,7 @@ pub fn check(g: &Global) -> Result<ExitCode> {
                 FindingKind::UnknownDependency => "DEPENDS",
                 FindingKind::Reverts => "REVERTS",
                 FindingKind::Drops => "DROPS",
+                FindingKind::Upstreamed => "UPSTREAMED",
             };
             let at = match (&f.file, f.hunk, f.patch_line) {
                 (Some(file), Some(hk), Some(l)) => format!("{file} hunk #{hk} ({}:{l})", o.name),

@@ -11,7 +11,7 @@ use overlay::lock::Mode as LockMode;
 use overlay::reverts::{OverlayReverts, Revert};
 
 use crate::Global;
-use crate::commands::{Ctx, colour, versioned};
+use crate::commands::{Ctx, colour, refuse_during_bump, versioned};
 
 #[derive(clap::Args)]
 pub struct ImportArgs {
@@ -44,6 +44,9 @@ pub struct ImportArgs {
 
 pub fn import(g: &Global, a: &ImportArgs) -> Result<ExitCode> {
     let ctx = Ctx::load(g, LockMode::Exclusive, "import")?;
+    if !a.dry_run {
+        refuse_during_bump(&ctx, g, "import")?;
+    }
     let up = ctx.upstream();
     let series = ctx.series()?;
     let repo = ctx.open_upstream()?;

@@ -157,6 +157,30 @@ impl Ctx {
     }
 }
 
+/// While a bump of this upstream is in progress, `command` (one that writes overlays, the series
+/// or the applied tree) is refused: it would change what the bump started from, and the only way
+/// on would be `--abort`, which loses the resolutions ([`overlay::Refusal::BumpInProgress`]).
+pub(crate) fn refuse_during_bump(ctx: &Ctx, g: &Global, command: &str) -> Result<()> {
+    let up = &ctx.upstream().name;
+    let session = overlay::bump_session::Session::for_project(&ctx.project.root, up, None);
+    let Some(state) = session.read_state()? else {
+        return Ok(());
+    };
+    let session = session.resumed(Some(&state), false);
+    let refusal = overlay::Refusal::BumpInProgress(Box::new(overlay::error::BumpInProgress {
+        to: short(&state.to).to_string(),
+        dir: ctx.rel(&session.dir).into_owned(),
+        resolving: state.resolving.clone(),
+        finish: xtask_command(g, "bump-pin --continue"),
+        abandon: xtask_command(g, "bump-pin --abort"),
+    }));
+    Err(overlay::Error::from(refusal)
+        .with_help(format!(
+            "{command} would change overlays/ or the applied tree the bump started from; nothing was written. Finish the bump first (the resolutions so far are kept), then {command} at the new pin"
+        ))
+        .into())
+}
+
 /// The first 12 characters of a commit id, as reports show it.
 pub fn short(rev: &str) -> &str {
     &rev[..12.min(rev.len())]

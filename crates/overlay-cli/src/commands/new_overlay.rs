@@ -31,6 +31,7 @@ pub struct NewOverlayArgs {
 
 pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
     let ctx = Ctx::load(g, LockMode::Exclusive, "new-overlay")?;
+    refuse_during_bump(&ctx, g, "new-overlay")?;
     let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
     let file_name = if a.name.ends_with(".patch") {
         a.name.clone()

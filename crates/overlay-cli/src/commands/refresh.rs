@@ -97,6 +97,7 @@ pub(super) fn run_refresh(
 
 pub fn refresh(g: &Global, a: &RefreshArgs) -> Result<ExitCode> {
     let ctx = Ctx::load(g, LockMode::Exclusive, "refresh")?;
+    refuse_during_bump(&ctx, g, "refresh")?;
     let dir = a.dir.clone().unwrap_or_else(|| ctx.default_dir());
     run_refresh(
         &ctx,

@@ -84,14 +84,13 @@ pub fn status(g: &Global) -> Result<ExitCode> {
             )
         });
     }
-    let bump_dir = ctx.project.root.join("target").join("bump").join(&up.name);
-    if let Ok(t) = std::fs::read_to_string(bump_dir.join(overlay::bump::BUMP_STATE))
-        && let Ok(b) = serde_json::from_str::<overlay::bump::BumpState>(&t)
-    {
+    let session = overlay::bump_session::Session::for_project(&ctx.project.root, &up.name, None);
+    let bump_dir = &session.dir;
+    if let Ok(Some(b)) = session.read_state() {
         pending.push(format!(
             "a bump to {} is in progress in {} (resolving {}): resolve, then `{}`, or `{}`",
             short(&b.to),
-            ctx.rel(&bump_dir),
+            ctx.rel(bump_dir),
             b.resolving,
             xtask_command(g, "bump-pin --continue"),
             xtask_command(g, "bump-pin --abort")
