@@ -16,7 +16,7 @@ debs=${1:?folder of the carried .deb files}
 prefix=${2:?folder to unpack them into}
 mkdir -p "$prefix"
 for p in libopenblas0-pthread libopenblas-pthread-dev liblapacke-dev libgfortran5 libquadmath0; do
-  f=$(ls "$debs"/"${p}"_*.deb 2>/dev/null | head -1)
+  f=$(ls "$debs"/"${p}"_*.deb 2>/dev/null | head -1 || true)
   [ -n "$f" ] || { echo "h200-blas.sh: no ${p}_*.deb in $debs" >&2; exit 2; }
   dpkg -x "$f" "$prefix"
 done
