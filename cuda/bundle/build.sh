@@ -5,7 +5,9 @@
 #   env: CUDA_ARCH (default 90a), JOBS (default: all cores), BUILD_DIR, INSTALL_DIR (default:
 #   build/ and install/ in the bundle), CUDNN_ROOT (default: the Python venv's nvidia/cudnn),
 #   PYTHON_BINDINGS=1 (a bundle made with --bundle-python: also MLX's Python extension, written
-#   into mlx/python/mlx for cuda/bundle/test-python.sh; python3 is the interpreter it is built for)
+#   into mlx/python/mlx for cuda/bundle/test-python.sh; python3 is the interpreter it is built for),
+#   BUNDLE_CMAKE_ARGS (more CMake arguments, split on whitespace: say where BLAS and LAPACK are on
+#   a machine whose system lacks them, as cuda/machine/h200-blas.sh prints them)
 set -euo pipefail
 bundle=$(cd "$(dirname "$0")/../.." && pwd)
 arch=${CUDA_ARCH:-90a}
@@ -29,7 +31,9 @@ cudnn=${CUDNN_ROOT:-$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path_
 if [ -n "$cudnn" ]; then
   defs+=("-DCUDNN_INCLUDE_PATH=$cudnn/include" "-DCUDNN_LIBRARY_PATH=$cudnn/lib")
 fi
-cmake -S "$bundle/mlx" -B "$build" -G Ninja -DCMAKE_INSTALL_PREFIX="$prefix" "${defs[@]}"
+# shellcheck disable=SC2206 # split on whitespace on purpose
+extra=(${BUNDLE_CMAKE_ARGS:-})
+cmake -S "$bundle/mlx" -B "$build" -G Ninja -DCMAKE_INSTALL_PREFIX="$prefix" "${defs[@]}" ${extra[@]+"${extra[@]}"}
 ninja -C "$build" -j "${JOBS:-$(nproc)}"
 cmake --install "$build" > /dev/null
 echo "installed: $prefix"

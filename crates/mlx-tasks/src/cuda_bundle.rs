@@ -29,6 +29,14 @@ pub const BUNDLE_DIR: &str = "mlx-cuda-bundle";
 /// from the robin_map source, as for every submodule).
 const PYTHON_SOURCES: &[&str] = &["nanobind"];
 
+/// The `tests = true` sources every bundle carries when pins.toml pins them, because a user's CUDA
+/// build of MLX has what they build: MLX's C++ tests (doctest, `MLX_BUILD_TESTS=ON`) and GGUF
+/// loading (gguflib, `MLX_BUILD_GGUF=ON`), as MLX's own CUDA CI and the `mlx[cuda]` wheel do.
+const USER_SOURCES: &[(&str, &str)] = &[
+    ("doctest", "MLX_BUILD_TESTS"),
+    ("gguflib", "MLX_BUILD_GGUF"),
+];
+
 /// `cmake-defines-python.txt`, which `build.sh` adds when `PYTHON_BINDINGS=1`: the bindings on
 /// (as `test-upstream` builds them), no stubs (stubgen would import the module at build time), the
 /// extension beside MLX's Python package, and `no-lto.cmake`: the GPU image's GCC has no
@@ -70,16 +78,21 @@ pub struct Report {
     pub manifest: Manifest,
 }
 
-/// The CMake definitions of a bundle build: build-mlx's own for the CUDA backend, except that
-/// the CPU backend is left out (the GPU machine's commands run at most 10 minutes; a CUDA build
-/// with it does not fit) and fmt comes from its pinned source, not the system.
+/// The CMake definitions of a bundle build: build-mlx's own for the CUDA backend (the CPU
+/// backend on, as in every user's CUDA build: its BLAS and LAPACK come from the machine, or from
+/// what `cuda/bundle/build.sh` is given in `BUNDLE_CMAKE_ARGS`), with fmt from its pinned source,
+/// not the system, and the C++ tests and GGUF on when their sources (`USER_SOURCES`) are among
+/// `sources`.
 pub fn cmake_defines(args: &BuildMlxArgs, sources: &[&Source]) -> Vec<String> {
+    let has = |name: &str| sources.iter().any(|s| s.name == name);
     let mut defines: Vec<String> =
         crate::build_mlx::cmake_options(Backend::Cuda, args.profile, false)
             .into_iter()
             .map(|d| match d.split_once('=') {
-                Some(("MLX_BUILD_CPU", _)) => "MLX_BUILD_CPU=OFF".into(),
                 Some(("USE_SYSTEM_FMT", _)) => "USE_SYSTEM_FMT=OFF".into(),
+                Some((k, _)) if USER_SOURCES.iter().any(|(n, o)| *o == k && has(n)) => {
+                    format!("{k}=ON")
+                }
                 _ => d,
             })
             .collect();
@@ -104,7 +117,10 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
         .iter()
         .filter(|s| {
             let for_cuda = s.backends.is_empty() || s.backends.iter().any(|b| b == "cuda");
-            for_cuda && (!s.tests || (args.bundle_python && PYTHON_SOURCES.contains(&&*s.name)))
+            for_cuda
+                && (!s.tests
+                    || USER_SOURCES.iter().any(|(n, _)| *n == s.name)
+                    || (args.bundle_python && PYTHON_SOURCES.contains(&&*s.name)))
         })
         .collect();
     let parent = match out.parent() {
@@ -150,7 +166,7 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
             &sources
                 .iter()
                 .copied()
-                .filter(|s| !s.tests)
+                .filter(|s| !s.tests || USER_SOURCES.iter().any(|(n, _)| *n == s.name))
                 .collect::<Vec<_>>(),
         ),
     };

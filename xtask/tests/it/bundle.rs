@@ -102,8 +102,9 @@ fn bundle_needs_the_cuda_backend() {
     assert!(!archive.exists());
 }
 
-/// `--bundle-python` adds the pinned nanobind (its submodule filled) and the Python definitions,
-/// and no other tests-only source; without it neither is there.
+/// `--bundle-python` adds the pinned nanobind (its submodule filled) and the Python definitions;
+/// without it neither is there. doctest (MLX's C++ tests), a tests-only source too, is in every
+/// bundle that pins it, with MLX_BUILD_TESTS on: a user's CUDA build has the C++ tests.
 #[test]
 fn bundle_python_adds_nanobind_and_the_python_defines() {
     let f = Fixture::new(&[("src/lib.c", "int a;\n")]);
@@ -145,7 +146,11 @@ fn bundle_python_adds_nanobind_and_the_python_defines() {
         f.read(b.join("deps/nanobind/ext/robin_map/include/tsl.h")),
         "// robin_map\n"
     );
-    assert!(!b.join("deps/doctest").exists() && !b.join("deps/robin_map").exists());
+    assert!(!b.join("deps/robin_map").exists());
+    assert_eq!(
+        f.read(b.join("deps/doctest/doctest/doctest.h")),
+        "// doctest\n"
+    );
     let py = f.read(b.join("cmake-defines-python.txt"));
     assert!(py.contains("MLX_BUILD_PYTHON_BINDINGS=ON\n"), "{py}");
     assert!(
@@ -154,6 +159,14 @@ fn bundle_python_adds_nanobind_and_the_python_defines() {
     );
     let main = f.read(b.join("cmake-defines.txt"));
     assert!(!main.contains("NANOBIND"), "{main}");
+    assert!(main.contains("MLX_BUILD_TESTS=ON\n"), "{main}");
+    assert!(
+        main.contains("FETCHCONTENT_SOURCE_DIR_DOCTEST=@BUNDLE@/deps/doctest\n"),
+        "{main}"
+    );
+    // No gguflib pinned here: GGUF stays off. The CPU backend is on, as in a user's CUDA build.
+    assert!(main.contains("MLX_BUILD_GGUF=OFF\n"), "{main}");
+    assert!(main.contains("MLX_BUILD_CPU=ON\n"), "{main}");
 
     let without = f.t().join("without.tar.gz");
     f.xtask(&[

@@ -371,3 +371,201 @@ fn failures_names_what_the_control_does_not_fail() {
         out.snapshot()
     );
 }
+
+/// One suite.sh test file's results as outcomes.py writes them: `lines` into FILE.jsonl, and
+/// FILE.rc ("RC SECONDS").
+fn suite_file(dir: &Path, name: &str, lines: &[serde_json::Value], rc: i32) {
+    std::fs::create_dir_all(dir).unwrap();
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join(format!("{name}.jsonl")), text).unwrap();
+    std::fs::write(dir.join(format!("{name}.rc")), format!("{rc} 3\n")).unwrap();
+    std::fs::write(dir.join(format!("{name}.log")), "last line of pytest\n").unwrap();
+}
+
+fn suite_json(f: &Fixture, runs: &[String]) -> (Out, serde_json::Value) {
+    let header = f.t().join("header.json");
+    std::fs::write(&header, "{\"gpu\": \"fixture\"}\n").unwrap();
+    let json = f.t().join("suite.json");
+    let out = Command::new("python3")
+        .arg(workspace().join("cuda/bundle/suite_json.py"))
+        .arg(&json)
+        .arg(&header)
+        .args(runs)
+        .output()
+        .unwrap();
+    let out = f.out(out);
+    let doc = std::fs::read_to_string(&json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (out, doc)
+}
+
+/// suite_json.py reads each outcome as the schema says: a failing subtest fails its test, a test
+/// started with no result is crashed (timeout when its file ran out of time), a file that ended
+/// before any test started is one entry by its name, tests never reached are counted as not run;
+/// doctest's XML gives the C++ cases, the one left open by a crash crashed. Only a test the fork
+/// fails and the pin passes is a regression (exit 1).
+#[test]
+fn suite_json_reads_outcomes_and_compares_with_the_pin() {
+    use serde_json::json;
+    let f = Fixture::new(&[("a", "a\n")]);
+    let fork = f.t().join("streamed");
+    let pin = f.t().join("pin");
+    let a = |t: &str| format!("test_a.py::TestA::{t}");
+    let rep =
+        |id: &str, when: &str, outcome: &str| json!({"id": id, "when": when, "outcome": outcome});
+    let a_lines = |sub_fails: bool| {
+        let mut l = vec![
+            json!({"collected": [a("test_pass"), a("test_sub"), a("test_skip"), a("test_crash"), a("test_never")]}),
+            json!({"start": a("test_pass")}),
+            rep(&a("test_pass"), "setup", "passed"),
+            rep(&a("test_pass"), "call", "passed"),
+            json!({"start": a("test_sub")}),
+            json!({"id": a("test_sub"), "when": "call", "outcome": if sub_fails {"failed"} else {"passed"}, "subtest": "{'i': 1}", "reason": "AssertionError"}),
+            rep(&a("test_sub"), "call", "passed"),
+            json!({"start": a("test_skip")}),
+            json!({"id": a("test_skip"), "when": "setup", "outcome": "skipped", "reason": "Skipped: no torch"}),
+            json!({"start": a("test_crash")}),
+        ];
+        if !sub_fails {
+            l.push(rep(&a("test_crash"), "call", "passed"));
+            l.push(json!({"start": a("test_never")}));
+            l.push(rep(&a("test_never"), "call", "passed"));
+        }
+        l
+    };
+    suite_file(&fork, "test_a", &a_lines(true), 134);
+    suite_file(&pin, "test_a", &a_lines(false), 0);
+    let b = |t: &str| format!("test_b.py::TestB::{t}");
+    for (dir, rc) in [(&fork, 124), (&pin, 124)] {
+        suite_file(
+            dir,
+            "test_b",
+            &[
+                json!({"collected": [b("test_slow")]}),
+                json!({"start": b("test_slow")}),
+                json!({"id": b("test_timed"), "when": "call", "outcome": "failed", "reason": "Failed: Timeout (>30.0s) from pytest-timeout.", "timeout": true}),
+            ],
+            rc,
+        );
+    }
+    suite_file(&fork, "test_c", &[], 139);
+    suite_file(&pin, "test_c", &[], 2);
+    std::fs::write(
+        fork.join("cpp.xml"),
+        "<doctest binary=\"./tests\">\n<TestSuite>\n\
+         <TestCase name=\"test a &amp; b\" filename=\"/x/ops_tests.cpp\" line=\"3\">\n\
+         <OverallResultsAsserts successes=\"3\" failures=\"0\" test_case_success=\"true\"/>\n</TestCase>\n\
+         <TestCase name=\"test svd\" filename=\"/x/linalg_tests.cpp\" line=\"3\" skipped=\"true\"/>\n\
+         <TestCase name=\"test crash\" filename=\"/x/ops_tests.cpp\" line=\"9\">\n",
+    )
+    .unwrap();
+    std::fs::write(fork.join("cpp.rc"), "139 4\n").unwrap();
+    let runs = [
+        format!("streamed:gpu:{}", fork.display()),
+        format!("pin:gpu:{}", pin.display()),
+    ];
+    let (out, doc) = suite_json(&f, &runs);
+    let out = out.code(1);
+    assert!(
+        out.stdout.contains("streamed/gpu vs pin: 2 regressions"),
+        "{}",
+        out.snapshot()
+    );
+    let outcome = |run: usize, id: &str| {
+        doc["runs"][run]["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .map(|t| t["outcome"].as_str().unwrap().to_string())
+    };
+    assert_eq!(doc["header"]["gpu"], "fixture");
+    assert_eq!(doc["schema"], 1);
+    assert_eq!(outcome(0, &a("test_pass")).as_deref(), Some("passed"));
+    assert_eq!(outcome(0, &a("test_sub")).as_deref(), Some("failed"));
+    assert_eq!(outcome(0, &a("test_skip")).as_deref(), Some("skipped"));
+    assert_eq!(outcome(0, &a("test_crash")).as_deref(), Some("crashed"));
+    assert_eq!(outcome(0, &a("test_never")), None);
+    assert_eq!(outcome(0, &b("test_slow")).as_deref(), Some("timeout"));
+    assert_eq!(outcome(0, &b("test_timed")).as_deref(), Some("timeout"));
+    assert_eq!(outcome(0, "test_c.py").as_deref(), Some("crashed"));
+    assert_eq!(outcome(1, "test_c.py").as_deref(), Some("error"));
+    assert_eq!(
+        outcome(0, "cpp::ops_tests.cpp::test a & b").as_deref(),
+        Some("passed")
+    );
+    assert_eq!(
+        outcome(0, "cpp::linalg_tests.cpp::test svd").as_deref(),
+        Some("skipped")
+    );
+    assert_eq!(
+        outcome(0, "cpp::ops_tests.cpp::test crash").as_deref(),
+        Some("crashed")
+    );
+    let files = doc["runs"][0]["files"].as_array().unwrap();
+    let file_a = files.iter().find(|e| e["file"] == "test_a.py").unwrap();
+    assert_eq!(
+        (file_a["collected"].as_u64(), file_a["not_run"].as_u64()),
+        (Some(5), Some(1))
+    );
+    let c = &doc["comparison"][0];
+    assert_eq!(c["regressions"], json!([a("test_crash"), a("test_sub")]));
+    assert_eq!(c["fixed"], json!([]));
+
+    // The pin's run alone compares nothing and fails nothing; an unknown policy is refused.
+    suite_json(&f, &runs[1..]).0.ok();
+    let (out, _) = suite_json(&f, &[format!("fast:gpu:{}", pin.display())]);
+    assert!(out.code(2).stderr.contains("policy upstream|streamed|pin"));
+}
+
+/// suite.sh refuses, with exit 2 and before it looks for the bundle, what it does not know.
+#[test]
+fn suite_refuses_an_unknown_policy_device_or_torch_mode() {
+    let refused = |args: &[&str], torch: &str, message: &str| {
+        let f = Fixture::new(&[("a", "a\n")]);
+        let outdir = f.t().join("out");
+        let out = Command::new("bash")
+            .arg(workspace().join("cuda/bundle/suite.sh"))
+            .args(args)
+            .arg(&outdir)
+            .env("SUITE_TORCH", torch)
+            .output()
+            .unwrap();
+        let out = f.out(out).code(2);
+        assert!(out.stderr.contains(message), "{}", out.snapshot());
+        assert!(!outdir.exists());
+    };
+    refused(
+        &["fast", "gpu"],
+        "plain",
+        "policy upstream, streamed or pin, not fast",
+    );
+    refused(&["pin", "tpu"], "plain", "device gpu or cpu, not tpu");
+    refused(
+        &["streamed", "cpu"],
+        "maybe",
+        "SUITE_TORCH plain, first or block, not maybe",
+    );
+}
+
+/// h200-blas.sh names the first carried package it lacks, and writes nothing to eval.
+#[test]
+fn h200_blas_names_a_missing_package() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let debs = f.t().join("debs");
+    std::fs::create_dir_all(&debs).unwrap();
+    let out = Command::new("bash")
+        .arg(workspace().join("cuda/machine/h200-blas.sh"))
+        .arg(&debs)
+        .arg(f.t().join("prefix"))
+        .output()
+        .unwrap();
+    let out = f.out(out).code(2);
+    assert!(
+        out.stderr.contains("no libopenblas0-pthread_*.deb in"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(out.stdout.is_empty());
+}

@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Particular to this project's GPU machine (one H200, commands cut at 10 minutes, a machine held
+# while calls follow each other within its idle release): the whole measured session as one
+# process that outlives the calls, and the calls that watch it.
+#
+#   h200-pipeline.sh start CARRY   launch `run CARRY` in its own session (setsid), unless one is
+#                                  running or done; CARRY is the carried folder (bundle.tar.gz,
+#                                  debs/ for h200-blas.sh, overlays-mlx/ for control.sh,
+#                                  ptx-cache.tar.xz to seed MLX's NVRTC cache, if any)
+#   h200-pipeline.sh wait SECONDS  wait until the run is done or SECONDS passed, print its log's
+#                                  end, and pack what it has so far into $OUT (results.tar.gz,
+#                                  ptx-cache.tar.xz.0, .1... once kept: pieces of 15 MiB, at
+#                                  most 16 come back; env.txt)
+#   h200-pipeline.sh run CARRY     the steps, in order, each skipped once done (state in
+#                                  /tmp/run/steps): env, blas, build, probe, sdpa (in the
+#                                  background of the suites), suite streamed:gpu, suite upstream:gpu
+#                                  (the files that reach quantized matmuls: the policy switches
+#                                  change nothing else), control (the pin, control.sh), sdpa at
+#                                  the pin, suite pin:gpu, keep-ptx, then CPU runs while time is
+#                                  left (pin:cpu, and no more: the tree is at the pin)
+#   env: DEADLINE (seconds the run may take from its start, default 1300), FORK_ONLY=1 (no
+#   upstream, control or pin runs: streamed:gpu, the SDPA cases and keep-ptx alone)
+set -uo pipefail
+W=/tmp/run
+B=$W/mlx-cuda-bundle
+R=$W/res
+mkdir -p $W $R $W/steps
+
+case "${1:-}" in
+  start)
+    if [ -f $W/pid ] && kill -0 "$(cat $W/pid)" 2>/dev/null; then echo "pipeline: running"; exit 0; fi
+    [ -f $W/done ] && { echo "pipeline: done"; exit 0; }
+    # A copy of its own: each call sends the carried folder again.
+    rm -rf $W/carry && cp -r "${2:?carried folder}" $W/carry || exit 1
+    setsid nohup bash "$0" run $W/carry > $W/pipeline.log 2>&1 < /dev/null &
+    echo $! > $W/pid
+    echo "pipeline: started"
+    exit 0 ;;
+  wait)
+    end=$(( $(date +%s) + ${2:?seconds} ))
+    while [ ! -f $W/done ] && [ "$(date +%s)" -lt "$end" ]; do
+      kill -0 "$(cat $W/pid 2>/dev/null)" 2>/dev/null || { echo "pipeline: not running"; break; }
+      sleep 5
+    done
+    tail -40 $W/pipeline.log
+    [ -f $W/done ] && echo "pipeline: done" || echo "pipeline: still running"
+    if [ -n "${OUT:-}" ]; then
+      tar -czf "$OUT/results.tar.gz" -C $W res pipeline.log 2>/dev/null
+      for p in $W/ptx-cache.tar.xz.[0-3]; do [ -f "$p" ] && cp "$p" "$OUT/"; done
+      [ -f $R/env.txt ] && cp $R/env.txt "$OUT/"
+    fi
+    exit 0 ;;
+  run) carry=${2:?carried folder} ;;
+  *) echo "usage: h200-pipeline.sh start CARRY | wait SECONDS | run CARRY" >&2; exit 2 ;;
+esac
+
+t0=$(date +%s)
+left() { echo $(( ${DEADLINE:-1300} - ($(date +%s) - t0) )); }
+say() { echo "[$(( $(date +%s) - t0 )) s, $(left) left] $*"; }
+step() { [ -f $W/steps/$1 ]; }
+done_step() { touch $W/steps/$1; }
+trap 'touch $W/done; say "pipeline ends"' EXIT
+
+cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])')
+export LD_LIBRARY_PATH=$cudnn/lib:${LD_LIBRARY_PATH:-}
+
+if ! step env; then
+  { nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem \
+      --format=csv
+    nvcc --version | tail -2; cmake --version | head -1; ninja --version; python3 --version
+    python3 -m pytest --version; nproc
+    python3 -m pip show nvidia-cudnn-cu13 2>/dev/null | grep -m1 '^Version' | sed 's/^/cudnn-wheel /'
+    command -v compute-sanitizer cuda-gdb; } > $R/env.txt 2>&1
+  # The results' header: GPU, driver, clocks (read before any test ran), nvcc, cuDNN, CMake.
+  python3 - $R/env.txt > $R/header.json <<'PY'
+import csv, json, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+rows = list(csv.reader([l for l in lines if l.count(",") >= 6][:2], skipinitialspace=True))
+gpu = dict(zip(rows[0], rows[1])) if len(rows) == 2 else {}
+find = lambda pat: next((m.group(0) for l in lines for m in [re.search(pat, l)] if m), None)
+print(json.dumps({
+    "gpu": gpu.get("name"), "driver": gpu.get("driver_version"),
+    "clocks": {k: v for k, v in gpu.items() if k.startswith("clocks")},
+    "nvcc": find(r"Cuda compilation tools.*"), "cmake": find(r"cmake version .*"),
+    "python": find(r"Python 3\S*"), "pytest": find(r"pytest \S+"),
+    "cudnn": find(r"(?<=cudnn-wheel Version: )\S+"), "cores": next((l for l in lines if l.isdigit()), None),
+}, indent=1))
+PY
+  done_step env
+fi
+
+[ -d $B ] || tar -xzf "$carry/bundle.tar.gz" -C $W || { say "unpack failed"; exit 1; }
+blas_env=$(bash $B/cuda/machine/h200-blas.sh "$carry/debs" $W/blas) || { say "blas failed"; exit 1; }
+eval "$blas_env"
+if [ -f "$carry/ptx-cache.tar.xz" ] && ! step seed; then
+  mkdir -p $W/ptx-carried && tar -xJf "$carry/ptx-cache.tar.xz" -C $W/ptx-carried && done_step seed
+  say "ptx cache carried: $(ls $W/ptx-carried | wc -l) files"
+fi
+
+if ! step build; then
+  say "build"
+  PYTHON_BINDINGS=1 JOBS=$(nproc) bash $B/cuda/bundle/build.sh > $R/build.log 2>&1 \
+    || { tail -40 $R/build.log; say "build failed"; exit 1; }
+  grep -E "Lapack|Blas" $R/build.log | head -4
+  done_step build
+  say "build done"
+fi
+
+[ -e $B/mlx/python/include ] || ln -s ../../install/include $B/mlx/python/include
+export PYTHONPATH=$B/mlx/python
+
+# Which way MLX's tests can import the image's torch: as they are, torch first, or not at all.
+if ! step probe; then
+  n=0
+  for order in "import mlx.core as mx; import torch" "import torch; import mlx.core as mx"; do
+    n=$((n + 1))
+    timeout 120 python3 -X faulthandler -c "$order; print(mx.add(mx.array([1.0]), 1).item(), torch.__version__)" \
+      > $R/probe-$n.log 2>&1
+    echo "probe [$order]: rc=$? $(tail -1 $R/probe-$n.log)"
+  done | tee $R/probe.txt
+  done_step probe
+fi
+# Session 7: MLX first aborts at `import torch`; torch first segfaults every C++ exception MLX
+# throws (docs/testing.md). So the tests import torch only where both orders work (plain), else
+# not at all (block); SUITE_TORCH=first stays for a run that wants torch interop anyway.
+torch=block
+grep -q '^probe \[import mlx.core as mx; import torch\]: rc=0' $R/probe.txt && torch=plain
+torch=${SUITE_TORCH:-$torch}
+say "torch in the tests: $torch"
+
+# The cuDNN SDPA crash: every case in its own process, then the first crashing case under
+# cuda-gdb (backtrace) and compute-sanitizer, with cuDNN's and the frontend's logs.
+sdpa() {
+  local d=$R/sdpa-$1; mkdir -p $d
+  cd $d || return
+  MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 300 python3 $B/cuda/bundle/sdpa_repro.py > cases.txt 2>&1
+  MLX_CUDA_USE_CUDNN_SDPA=0 MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 200 python3 $B/cuda/bundle/sdpa_repro.py \
+    > cases-nocudnn.txt 2>&1
+  local c; c=$(grep -m1 -E '^[0-9]+ .*: rc=-' cases.txt | cut -d' ' -f1)
+  [ -n "$c" ] || c=$(grep -m1 -E '^[0-9]+ .*: rc=[1-9]' cases.txt | cut -d' ' -f1)
+  [ -n "$c" ] || return 0
+  MLX_USE_CUDA_GRAPHS=0 MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 120 python3 -X faulthandler \
+    $B/cuda/bundle/sdpa_repro.py "$c" > graphs-off.txt 2>&1
+  echo "rc=$?" >> graphs-off.txt
+  CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=cudnn.log CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=frontend.log \
+    MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 120 python3 -X faulthandler $B/cuda/bundle/sdpa_repro.py "$c" > logged.txt 2>&1
+  echo "rc=$?" >> logged.txt
+  MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 180 cuda-gdb -q -batch -ex "set pagination off" -ex "set confirm off" \
+    -ex run -ex "bt 60" -ex "info registers rip" -ex "x/6i \$pc" -ex "info sharedlibrary" \
+    --args python3 $B/cuda/bundle/sdpa_repro.py "$c" > gdb.txt 2>&1
+  echo "rc=$?" >> gdb.txt
+  MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 180 compute-sanitizer --tool memcheck --print-limit 30 \
+    python3 $B/cuda/bundle/sdpa_repro.py "$c" > sanitizer.txt 2>&1
+  echo "rc=$?" >> sanitizer.txt
+  for f in cudnn.log frontend.log; do [ -f $f ] && tail -c 400000 $f > $f.tail && mv $f.tail $f; done
+}
+
+# Seeds a policy's per-file PTX folders from the carried cache (each file's folder gets all of it).
+seed_ptx() {
+  [ -d $W/ptx-carried ] || return 0
+  for f in $B/mlx/python/tests/test_*.py cpp; do
+    local n; n=$(basename "$f" .py); mkdir -p $W/ptx/$n; cp -rn $W/ptx-carried/. $W/ptx/$n/
+  done
+}
+
+# Every test file, the slowest first (first-use NVRTC compiles: test_quantized), so that no long
+# file starts last.
+all_files="test_quantized.py $(cd $B/mlx/python/tests && ls test_*.py | grep -v '^test_quantized.py$' | tr '\n' ' ')"
+
+suite() {  # POLICY DEVICE BUDGET [FILES]
+  local name=$1-$2 budget=$3
+  step suite-$name && return 0
+  [ "$budget" -gt 60 ] || { say "suite $name: no time left ($budget s)"; return 1; }
+  say "suite $name (files cut at $budget s)"
+  SUITE_FILES=${4:-$all_files} SUITE_TORCH=$torch SUITE_JOBS=${SUITE_JOBS:-8} SUITE_FILE_TIMEOUT=$budget \
+    TEST_TIMEOUT=$(( budget - 20 )) PTX_ROOT=$W/ptx bash $B/cuda/bundle/suite.sh $1 $2 $R/$name \
+    > $R/$name.txt 2>&1
+  sort -t: -k1,1 $R/$name.txt | cut -c1-160
+  done_step suite-$name
+}
+
+keep_ptx() {
+  rm -rf $W/ptx-all && mkdir -p $W/ptx-all
+  for d in $W/ptx/*/ $W/ptx-sdpa/; do [ -d "$d" ] && cp -rn "$d". $W/ptx-all/; done
+  tar -cJf $W/ptx-cache.tar.xz -C $W/ptx-all . && \
+    say "ptx cache: $(ls $W/ptx-all | wc -l) files, $(( $(stat -c %s $W/ptx-cache.tar.xz) >> 20 )) MiB packed"
+  # A file that comes back from $OUT is at most 16 MiB: larger packs come back in pieces
+  # (cat ptx-cache.tar.xz.* > ptx-cache.tar.xz).
+  rm -f $W/ptx-cache.tar.xz.[0-9]*
+  split -b 15M -d -a 1 $W/ptx-cache.tar.xz $W/ptx-cache.tar.xz.
+}
+
+# The SDPA runs use no NVRTC kernel of the series' files: the control may go on beside them.
+wait_upto() { local i; for (( i=0; i<$2; i+=5 )); do kill -0 "$1" 2>/dev/null || return 0; sleep 5; done; }
+
+seed_ptx
+step sdpa-fork || { (sdpa fork; touch $W/steps/sdpa-fork) & }
+sdpa_pid=$!
+clamp() { local v=$1; [ "$v" -lt "$2" ] && v=$2; [ "$v" -gt "$3" ] && v=$3; echo "$v"; }
+# Budgets: what is left after the build shared so that the pin's run still fits.
+if [ "${FORK_ONLY:-0}" = 1 ]; then
+  # Too little time left for the control: the fork's streamed run, the SDPA cases, the cache.
+  suite streamed gpu "$(clamp $(( $(left) - 60 )) 0 300)"
+  wait_upto $sdpa_pid 120
+  keep_ptx
+  python3 $B/cuda/bundle/suite_json.py $R/cuda-tests-h200.json $R/header.json streamed:gpu:$R/streamed-gpu
+  say "fork-only steps done"
+  exit 0
+fi
+suite streamed gpu "$(clamp $(( $(left) - 440 )) 120 300)"
+# The files whose tests call quantized matmuls: the only code the policy switches route.
+qfiles=$(cd $B/mlx/python/tests && grep -l -E "quantized_matmul|QuantizedLinear|QuantizedEmbedding|gather_qmm|nn.quantize|mx.quantize" test_*.py | tr '\n' ' ')
+suite upstream gpu "$(clamp $(( $(left) - 330 )) 90 200)" "$qfiles"
+wait_upto $sdpa_pid 60
+if ! step control; then
+  say "control: back to the pin"
+  touch $W/control
+  bash $B/cuda/bundle/control.sh "$carry/overlays-mlx" > $R/control-build.log 2>&1 \
+    || { tail -20 $R/control-build.log; say "control failed"; keep_ptx; exit 1; }
+  tail -3 $R/control-build.log
+  done_step control
+  say "control build done"
+fi
+step sdpa-pin || { (sdpa pin; touch $W/steps/sdpa-pin) & }
+sdpa_pid=$!
+suite pin gpu "$(clamp $(( $(left) - 40 )) 0 300)"
+wait_upto $sdpa_pid 60
+keep_ptx
+suite pin cpu "$(clamp $(( $(left) - 30 )) 0 240)"
+runs=()
+for d in streamed-gpu upstream-gpu pin-gpu pin-cpu streamed-cpu; do
+  [ -d $R/$d ] && runs+=("${d%-*}:${d#*-}:$R/$d")
+done
+[ ${#runs[@]} -gt 0 ] && python3 $B/cuda/bundle/suite_json.py $R/cuda-tests-h200.json $R/header.json "${runs[@]}"
+say "all steps done"
