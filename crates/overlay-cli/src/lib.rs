@@ -59,6 +59,9 @@ pub enum Command {
 
 /// Runs one overlay command.
 pub fn run(g: &Global, cmd: &Command) -> anyhow::Result<ExitCode> {
+    // A report piped into `head` ends the process quietly, as a command-line tool's should, also
+    // in a fork's own xtask that flattens these commands and never called `default_sigpipe`.
+    default_sigpipe();
     match cmd {
         Command::Status => commands::status(g),
         Command::Apply(a) => commands::apply(g, a),

@@ -27,7 +27,6 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    overlay_cli::default_sigpipe();
     let cli = Cli::parse();
     let result = match &cli.cmd {
         Cmd::Overlay(c) => overlay_cli::run(&cli.global, c),

@@ -170,3 +170,25 @@ fn a_downstream_xtask_records_drifts_and_bumps_its_own_pins() {
         "{err}"
     );
 }
+
+/// The flattened CLI as README shows it, its output piped into a reader that is already gone
+/// (`xtask status | head -0`): the process ends quietly, not with a panic (exit 101). `run` restores
+/// SIGPIPE's default itself, so a fork's main needs no extra call (issue 24, repro P).
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    let f = Fork::new();
+    let pin = f.commit("f.txt", &"line\n".repeat(400), "init");
+    f.pin(&pin);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_downstream-xtask"));
+    cmd.args(["apply", "--json"])
+        .current_dir(&f.root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    f.env(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(101), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
