@@ -418,6 +418,27 @@ fn folder_exists(tree: &Tree, folder: &str) -> bool {
         .is_some_and(|(k, _)| k.starts_with(&prefix))
 }
 
+/// A copy whose line endings (CRLF) or byte-order mark upstream's file at the pin lacks is what a
+/// Windows checkout or editor produces: every line would differ, and the closest base would be
+/// noise. Named, with the fix, before anything is compared.
+fn refuse_line_ending_change(c: &Copy, upstream: Option<&[u8]>) -> Result<()> {
+    let up = upstream.unwrap_or_default();
+    let crlf = |b: &[u8]| b.windows(2).any(|w| w == b"\r\n");
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    let why = if crlf(&c.bytes) && !crlf(up) && upstream.is_some() {
+        "CRLF line endings where upstream's file has LF (a Windows checkout, or core.autocrlf=true?)"
+    } else if c.bytes.starts_with(BOM) && !up.starts_with(BOM) {
+        "starts with a UTF-8 byte-order mark that upstream's file lacks (an editor added it?)"
+    } else {
+        return Ok(());
+    };
+    Err(Error::BadCopy {
+        path: c.path.clone(),
+        why: why.into(),
+        help: "convert the copy to upstream's form and import again: `dos2unix FILE` removes both CRLF and the mark (or `sed -i 's/\\r$//' FILE`; in the checkout you copied from, `git config core.autocrlf input` keeps LF)",
+    })
+}
+
 fn not_upstream(c: &Copy, pin_tree: &Tree) -> Error {
     let parent = c.rel.rsplit_once('/').map_or("", |(p, _)| p).to_string();
     let suffix = format!("/{}", c.rel);
@@ -557,6 +578,7 @@ fn plan_file(
         Ok(t.bytes(&c.rel, src)?
             .map(|b| Text::parse(&String::from_utf8_lossy(&b))))
     };
+    refuse_line_ending_change(c, pin_tree.bytes(&c.rel, src)?.as_deref())?;
     let pin_text = text_in(pin_tree)?;
     let pre = text_in(result)?;
     let (base, diff_at_base) = match opts.base {

@@ -799,3 +799,33 @@ fn copy_undoing_an_earlier_overlay_is_refused_until_accepted() {
     assert!(ov.contains(&format!("Reverts-Overlay: {first}\n")), "{ov}");
     h.f.xtask(&["check"]).ok();
 }
+
+/// A copy with CRLF line endings or a byte-order mark upstream's file lacks (a Windows checkout)
+/// is named with the fix, exit 2, nothing written, instead of a far base and a whole-file rewrite
+/// (repro R, issue 24).
+#[test]
+fn crlf_and_bom_copies_are_named_with_the_fix() {
+    let h = history();
+    for (name, copy) in [
+        ("crlf", a_c3().replace('\n', "\r\n")),
+        ("bom", format!("\u{feff}{}", a_c3())),
+    ] {
+        let dir = h.f.t().join(format!("copies-{name}"));
+        write_copies(&dir, &[("src/a.c", &copy)]);
+        let before = h.f.project_snapshot();
+        let out = h.import(&dir, &[]).code(2);
+        let what = if name == "crlf" {
+            "CRLF line endings where upstream's file has LF"
+        } else {
+            "byte-order mark"
+        };
+        assert!(
+            out.stderr.contains("src/a.c")
+                && out.stderr.contains(what)
+                && out.stderr.contains("dos2unix"),
+            "{name}: {}",
+            out.stderr
+        );
+        assert_eq!(before, h.f.project_snapshot(), "{name}: nothing written");
+    }
+}
