@@ -168,7 +168,7 @@ pub fn audit_file(q: &FileAudit<'_>) -> Result<Vec<RawLoss>> {
         let renamable = matches!(owner, Owner::Upstream(_))
             && upstream.as_ref().is_some_and(|u| u.pure_added.contains(&i));
         let change = upstream.as_ref().and_then(|u| u.changes.get(&i));
-        if protected && !kept.keeps(i, renamable.then(|| q.base).flatten(), change) {
+        if protected && !kept.keeps(i, renamable.then_some(q.base).flatten(), change) {
             out.push(RawLoss {
                 kind: LossKind::Dropped,
                 owner: owner.clone(),
@@ -1034,7 +1034,7 @@ mod tests {
             "f:3: drops a line added by overlay 0001-x.patch: `mine2`"
         );
         assert_eq!(
-            confirming_trailers(&losses, git2::Oid::zero()),
+            confirming_trailers(&losses, git2::Oid::ZERO_SHA1),
             ["Reverts-Overlay: 0001-x.patch"]
         );
         let confirmed = Confirmed {

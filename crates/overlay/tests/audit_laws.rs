@@ -154,7 +154,7 @@ fn dropping_a_protected_line_is_named_with_its_owner_and_a_trailer_accepts_it() 
                 // Without a history an upstream line has no commit a trailer could name: it
                 // stays open (with one, `Reverts-Upstream: <commit>`; xtask/tests/it/audit.rs).
                 Confirmed {
-                    commits: [git2::Oid::zero()].into(),
+                    commits: [git2::Oid::ZERO_SHA1].into(),
                     ..Confirmed::default()
                 }
             };
