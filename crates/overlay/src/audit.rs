@@ -241,6 +241,17 @@ fn gap(new_to_old: &[Option<usize>], i: usize, old_len: usize) -> (usize, usize)
     (lo, hi)
 }
 
+/// The other direction of a diff's pairing: for each of the `old_len` old lines, its new line.
+fn old_to_new(new_to_old: &[Option<usize>], old_len: usize) -> Vec<Option<usize>> {
+    let mut out = vec![None; old_len];
+    for (n, o) in new_to_old.iter().enumerate() {
+        if let Some(o) = o {
+            out[*o] = Some(n);
+        }
+    }
+    out
+}
+
 /// What of `post` can keep a deleted line of `pre`.
 struct Kept<'a> {
     pre: &'a Text,
@@ -259,12 +270,7 @@ struct Kept<'a> {
 
 impl<'a> Kept<'a> {
     fn new(q: &FileAudit<'a>, d: &crate::reverts::LineDiff) -> Kept<'a> {
-        let mut pre_to_post = vec![None; q.pre.lines.len()];
-        for (n, o) in d.new_to_old.iter().enumerate() {
-            if let Some(o) = o {
-                pre_to_post[*o] = Some(n);
-            }
-        }
+        let pre_to_post = old_to_new(&d.new_to_old, q.pre.lines.len());
         Kept {
             pre: q.pre,
             post: q.post,
@@ -299,15 +305,7 @@ impl<'a> Kept<'a> {
 
     /// The added lines of `post` in the hunk that deletes line `i` of `pre`.
     fn hunk_of(&self, i: usize) -> Vec<usize> {
-        let lo = self.pre_to_post[..i]
-            .iter()
-            .rev()
-            .find_map(|o| *o)
-            .map_or(0, |o| o + 1);
-        let hi = self.pre_to_post[i + 1..]
-            .iter()
-            .find_map(|o| *o)
-            .unwrap_or(self.post.lines.len());
+        let (lo, hi) = gap(&self.pre_to_post, i, self.post.lines.len());
         (lo..hi).filter(|n| self.added.contains(n)).collect()
     }
 }
@@ -334,12 +332,7 @@ fn take(m: &mut BTreeMap<Vec<Tok>, usize>, t: &[Tok]) -> bool {
 /// base that `post` keeps where the base had them, and `pre` has nowhere.
 fn resurrected(base: &Text, pre: &Text, post: &Text) -> Result<Vec<RawLoss>> {
     let up = line_diff(base, pre)?;
-    let mut base_to_pre = vec![None; base.lines.len()];
-    for (n, o) in up.new_to_old.iter().enumerate() {
-        if let Some(o) = o {
-            base_to_pre[*o] = Some(n);
-        }
-    }
+    let base_to_pre = old_to_new(&up.new_to_old, base.lines.len());
     let added: BTreeSet<usize> = up.added.iter().copied().collect();
     // Deleted, not changed: the hunk adds nothing in their place.
     let gone: BTreeSet<usize> = up

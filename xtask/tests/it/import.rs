@@ -73,6 +73,17 @@ fn write_copies(dir: &Path, files: &[(&str, &str)]) {
 }
 
 impl History {
+    /// An overlay at the pin changing a.c's first line (`a 1 (overlay)`); its file name.
+    fn first_line_overlay(&self) -> String {
+        self.f.git(&self.f.work, &["fetch", "-q", "origin"]);
+        self.f.git(&self.f.work, &["checkout", "-q", &self.f.pin]);
+        self.f.add_overlay(
+            "fork: first line",
+            &[("src/a.c", Some(&a_c3().replace("a 1\n", "a 1 (overlay)\n")))],
+            "Overlay-Kind: local-only",
+        )
+    }
+
     fn copies(&self, files: &[(&str, &str)]) -> PathBuf {
         let dir = self.f.t().join(format!("copies{}", files.len()));
         write_copies(&dir, files);
@@ -425,13 +436,7 @@ fn bad_input_names_the_file_and_writes_nothing() {
 #[test]
 fn copy_over_an_existing_overlay_carries_only_the_rest() {
     let h = history();
-    h.f.git(&h.f.work, &["fetch", "-q", "origin"]);
-    h.f.git(&h.f.work, &["checkout", "-q", &h.f.pin]);
-    let first = h.f.add_overlay(
-        "fork: first line",
-        &[("src/a.c", Some(&a_c3().replace("a 1\n", "a 1 (overlay)\n")))],
-        "Overlay-Kind: local-only",
-    );
+    let first = h.first_line_overlay();
     let old = h.f.read(h.f.root.join("overlays/up").join(&first));
     let copy = a_c3()
         .replace("a 1\n", "a 1 (overlay)\n")
@@ -775,13 +780,7 @@ fn copy_bringing_back_lines_upstream_deleted_is_refused_until_accepted() {
 #[test]
 fn copy_undoing_an_earlier_overlay_is_refused_until_accepted() {
     let h = history();
-    h.f.git(&h.f.work, &["fetch", "-q", "origin"]);
-    h.f.git(&h.f.work, &["checkout", "-q", &h.f.pin]);
-    let first = h.f.add_overlay(
-        "fork: first line",
-        &[("src/a.c", Some(&a_c3().replace("a 1\n", "a 1 (overlay)\n")))],
-        "Overlay-Kind: local-only",
-    );
+    let first = h.first_line_overlay();
     let copy = a_c3().replace("a 15\n", "a 15 (copy)\n");
     let dir = h.copies(&[("src/a.c", &copy)]);
     let before = h.f.project_snapshot();
