@@ -6,7 +6,13 @@ use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo:rerun-if-env-changed=MLX_SYS_BUILD_INFO");
-    for f in ["src/ffi.rs", "src/mlx_sys.cc", "include/mlx_sys.h"] {
+    for f in [
+        "src/ffi.rs",
+        "src/mlx_sys.cc",
+        "include/mlx_sys.h",
+        "probe/exactness.cc",
+        "probe/exactness.h",
+    ] {
         println!("cargo:rerun-if-changed={f}");
     }
 
@@ -63,6 +69,7 @@ fn main() {
     let mut build = cxx_build::bridge("src/ffi.rs");
     build
         .file("src/mlx_sys.cc")
+        .file("probe/exactness.cc")
         .include(&include_dir)
         .std(cxx_std);
     for d in &defines {

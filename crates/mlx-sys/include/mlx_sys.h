@@ -58,6 +58,9 @@ std::unique_ptr<MlxArray> quantized_matmul(
     int32_t group_size,
     int32_t bits);
 
+// The exactness probe (probe/exactness.h) under the bridge's lock and stream.
+rust::String exactness_probe(rust::Str spec);
+
 // The CPU policy switch of the fork's local overlay (mlx/backend/cpu/quantized_policy.h).
 // Without it in the built MLX, available() is false and the others throw.
 bool qmm_policy_available();

@@ -39,6 +39,9 @@ pub(crate) mod bridge {
             group_size: i32,
             bits: i32,
         ) -> Result<UniquePtr<MlxArray>>;
+        /// The block-vs-chain exactness probe (probe/exactness.h): options as
+        /// `key=value;...`, the raw results as one JSON object.
+        fn exactness_probe(spec: &str) -> Result<String>;
         fn qmm_policy_available() -> bool;
         fn set_qmm_t_streamed(enabled: bool) -> Result<()>;
         fn qmm_t_streamed() -> Result<bool>;

@@ -252,6 +252,13 @@ pub fn matmul(a: &Array, b: &Array) -> Result<Array> {
     Ok(Array::wrap(bridge::matmul(a.raw(), b.raw())?))
 }
 
+/// Runs the block-vs-chain exactness probe (`probe/exactness.h`, docs/kernels/exactness.md)
+/// with options `spec` (`key=value;...`) and returns its raw results as one JSON object.
+/// Progress lines go to stderr. Under whatever CPU policy is set ([`qmm_policy`]).
+pub fn exactness_probe(spec: &str) -> Result<String> {
+    Ok(bridge::exactness_probe(spec)?)
+}
+
 /// Which kernel the CPU backend's affine `quantized_matmul` with transposed weights runs for
 /// 2..=16 rows: the fork's row-streamed kernels or MLX's row-by-row loops. A fork-local
 /// switch (overlay `0002-cpu-qmm-t-policy-switch`), process-wide, read when a kernel runs.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mlx/mlx.h"
+#include "../probe/exactness.h"
 #if MLX_SYS_QMM_POLICY
 #include "mlx/backend/cpu/quantized_policy.h"
 #endif
@@ -307,6 +308,14 @@ std::unique_ptr<MlxArray> quantized_matmul(
   }
   return wrap(mx::quantized_matmul(
       xa, w, scales.get(), biases.get(), transpose, group_size, bits, "affine", l.stream));
+}
+
+rust::String exactness_probe(rust::Str spec) {
+  Locked l;
+  auto opts = exactness::parse_options(std::string(spec));
+  std::ostringstream out;
+  exactness::run(opts, out);
+  return rust::String(out.str());
 }
 
 bool qmm_policy_available() {

@@ -1,0 +1,777 @@
+// The block-vs-chain exactness probe: see exactness.h and docs/kernels/exactness.md.
+//
+// "Block" is one call over T rows (speculative verification: k drafted tokens in one
+// forward); "chain" is T calls over one row each (classic decode). A row is identical when
+// its bytes are. The chain's row t never depends on T, so it is computed once per row and
+// every block T = 1..t_max is compared against the same chain rows.
+#include "exactness.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include "mlx/mlx.h"
+
+namespace mx = mlx::core;
+
+namespace exactness {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+using Rows = std::vector<Bytes>;
+
+mx::Dtype dtype_of(const std::string& name) {
+  if (name == "bf16") return mx::bfloat16;
+  if (name == "f16") return mx::float16;
+  if (name == "f32") return mx::float32;
+  throw std::invalid_argument("exactness: dtype must be bf16, f16 or f32, got '" + name + "'");
+}
+
+const std::vector<std::string>& float_types() {
+  static const std::vector<std::string> t = {"bf16", "f16", "f32"};
+  return t;
+}
+
+// The bytes of each of `rows` rows of `a` (its leading axes flattened into rows).
+Rows row_bytes(mx::array a, int rows) {
+  a = mx::contiguous(mx::reshape(a, {rows, -1}));
+  mx::eval(a);
+  size_t width = static_cast<size_t>(a.shape(1)) * a.itemsize();
+  const uint8_t* p = a.data<uint8_t>();
+  Rows out(rows);
+  for (int r = 0; r < rows; ++r) {
+    out[r].assign(p + r * width, p + (r + 1) * width);
+  }
+  return out;
+}
+
+// Rows of an attention-layout array [1, H, L, D] as [L, H*D].
+mx::array heads_to_rows(const mx::array& a) {
+  int L = a.shape(2);
+  return mx::reshape(mx::transpose(a, {0, 2, 1, 3}), {L, -1});
+}
+
+mx::array slice_axis(const mx::array& a, int axis, int start, int stop) {
+  mx::Shape lo(a.ndim(), 0);
+  mx::Shape hi = a.shape();
+  lo[axis] = start;
+  hi[axis] = stop;
+  return mx::slice(a, lo, hi);
+}
+
+// Flips the lowest bit of a row's first byte: the negative control's perturbation.
+void perturb_row(Bytes& row) {
+  if (!row.empty()) row[0] ^= 1;
+}
+
+struct Tally {
+  long rows = 0;
+  long differ = 0;
+  int first_t = -1;    // smallest block size with a differing row
+  int first_row = -1;  // that block's first differing row
+  std::vector<long> differ_by_t;  // [T - 1]: differing rows of the blocks of T rows
+};
+
+void compare_block(Tally& t, int T, const Rows& block, const Rows& chain) {
+  if (t.differ_by_t.size() < static_cast<size_t>(T)) t.differ_by_t.resize(T, 0);
+  for (int r = 0; r < T; ++r) {
+    t.rows++;
+    if (block[r] != chain[r]) {
+      t.differ++;
+      t.differ_by_t[T - 1]++;
+      if (t.first_t < 0) {
+        t.first_t = T;
+        t.first_row = r;
+      }
+    }
+  }
+}
+
+// ---- JSON output: names are fixed identifiers, so escaping quotes and backslashes suffices.
+
+std::string quoted(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o + "\"";
+}
+
+using Params = std::vector<std::pair<std::string, long>>;
+
+struct OpRow {
+  std::string op;
+  std::string dtype;
+  Params params;
+  Tally tally;
+};
+
+void write_op(std::ostream& o, const OpRow& r, int t_max, int seeds) {
+  o << "{\"op\":" << quoted(r.op) << ",\"dtype\":" << quoted(r.dtype) << ",\"params\":{";
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    o << (i ? "," : "") << quoted(r.params[i].first) << ":" << r.params[i].second;
+  }
+  o << "},\"t_max\":" << t_max << ",\"seeds\":" << seeds << ",\"rows\":" << r.tally.rows
+    << ",\"rows_differ\":" << r.tally.differ << ",\"first_t\":";
+  if (r.tally.first_t < 0) {
+    o << "null";
+  } else {
+    o << r.tally.first_t;
+  }
+  o << ",\"differ_by_t\":[";
+  for (size_t i = 0; i < r.tally.differ_by_t.size(); ++i) {
+    o << (i ? "," : "") << r.tally.differ_by_t[i];
+  }
+  o << "]}";
+}
+
+void progress(const std::string& what) {
+  std::cerr << "exactness: " << what << std::endl;
+}
+
+// ---- The op table.
+
+// A case: given the seed, make inputs; block(T) gives T rows; chain(t) gives row t.
+struct Case {
+  std::function<Rows(int T)> block;
+  std::function<Bytes(int t)> chain;
+};
+
+Tally measure(const Options& opts, const std::function<Case(uint64_t seed)>& make) {
+  Tally tally;
+  for (int s = 0; s < opts.seeds; ++s) {
+    Case c = make(static_cast<uint64_t>(s) + 1000 * opts.seed);
+    Rows chain(opts.t_max);
+    for (int t = 0; t < opts.t_max; ++t) chain[t] = c.chain(t);
+    if (opts.perturb) perturb_row(chain[0]);
+    for (int T = 1; T <= opts.t_max; ++T) compare_block(tally, T, c.block(T), chain);
+  }
+  return tally;
+}
+
+mx::array randn(const mx::Shape& shape, mx::Dtype dt, float scale, const mx::array& key) {
+  return mx::astype(mx::random::normal(shape, mx::float32, 0.0f, scale, key), dt);
+}
+
+std::vector<mx::array> keys(uint64_t seed, int n) {
+  auto k = mx::random::split(mx::random::key(seed), n);
+  std::vector<mx::array> out;
+  for (int i = 0; i < n; ++i) out.push_back(mx::squeeze(slice_axis(k, 0, i, i + 1), 0));
+  return out;
+}
+
+// Rows of a [1, T, ...] op applied to x[:, :T] against x[:, t:t+1].
+Case rowwise(const mx::array& x, const std::function<mx::array(const mx::array&)>& f) {
+  return Case{
+      [x, f](int T) { return row_bytes(f(slice_axis(x, 1, 0, T)), T); },
+      [x, f](int t) { return row_bytes(f(slice_axis(x, 1, t, t + 1)), 1)[0]; }};
+}
+
+constexpr int kN = 200;
+constexpr int kK = 512;
+
+void qmm_rows(const Options& o, std::vector<OpRow>& out) {
+  for (const auto& dn : float_types()) {
+    for (int bits : {2, 3, 4, 5, 6, 8}) {
+      for (int gs : {32, 64, 128}) {
+        auto dt = dtype_of(dn);
+        auto tally = measure(o, [&](uint64_t seed) {
+          auto k = keys(seed, 2);
+          auto q = mx::quantize(randn({kN, kK}, dt, 0.05f, k[0]), gs, bits, "affine");
+          auto x = randn({1, o.t_max, kK}, dt, 1.0f, k[1]);
+          mx::eval(q);
+          return rowwise(x, [q, gs, bits](const mx::array& xs) {
+            return mx::quantized_matmul(xs, q[0], q[1], q[2], true, gs, bits, "affine");
+          });
+        });
+        out.push_back({"quantized_matmul", dn,
+                       {{"bits", bits}, {"group_size", gs}, {"n", kN}, {"k", kK}}, tally});
+      }
+    }
+  }
+}
+
+void matmul_rows(const Options& o, std::vector<OpRow>& out) {
+  for (const auto& dn : float_types()) {
+    auto dt = dtype_of(dn);
+    auto tally = measure(o, [&](uint64_t seed) {
+      auto k = keys(seed, 2);
+      auto w = randn({kN, kK}, dt, 0.05f, k[0]);
+      auto x = randn({1, o.t_max, kK}, dt, 1.0f, k[1]);
+      mx::eval(w, x);
+      return rowwise(x, [w](const mx::array& xs) { return mx::matmul(xs, mx::transpose(w)); });
+    });
+    out.push_back({"matmul", dn, {{"n", kN}, {"k", kK}}, tally});
+  }
+}
+
+void norm_softmax_rows(const Options& o, std::vector<OpRow>& out) {
+  for (const auto& dn : float_types()) {
+    auto dt = dtype_of(dn);
+    auto norm = measure(o, [&](uint64_t seed) {
+      auto k = keys(seed, 2);
+      auto x = randn({1, o.t_max, kK}, dt, 1.0f, k[0]);
+      auto w = mx::add(randn({kK}, dt, 0.1f, k[1]), mx::array(1.0f, dt));
+      mx::eval(x, w);
+      return rowwise(x, [w](const mx::array& xs) { return mx::fast::rms_norm(xs, w, 1e-6f); });
+    });
+    out.push_back({"rms_norm", dn, {{"d", kK}}, norm});
+    for (bool precise : {false, true}) {
+      auto sm = measure(o, [&](uint64_t seed) {
+        auto x = randn({1, o.t_max, 1000}, dt, 3.0f, keys(seed, 1)[0]);
+        mx::eval(x);
+        return rowwise(x, [precise](const mx::array& xs) { return mx::softmax(xs, -1, precise); });
+      });
+      out.push_back({"softmax", dn, {{"v", 1000}, {"precise", precise}}, sm});
+    }
+    // Few distinct values, so most rows hold ties: argmax must pick the same index.
+    auto am = measure(o, [&](uint64_t seed) {
+      auto x = mx::astype(mx::random::randint(0, 4, {1, o.t_max, 1000}, mx::int32,
+                                              keys(seed, 1)[0]), dt);
+      mx::eval(x);
+      return rowwise(x, [](const mx::array& xs) { return mx::argmax(xs, -1); });
+    });
+    out.push_back({"argmax_ties", dn, {{"v", 1000}}, am});
+  }
+}
+
+constexpr int kHeads = 8;
+constexpr int kKvHeads = 2;
+constexpr int kHeadDim = 128;
+
+void rope_concat_rows(const Options& o, std::vector<OpRow>& out) {
+  const int offset = 7;
+  for (const auto& dn : float_types()) {
+    auto dt = dtype_of(dn);
+    auto rope = measure(o, [&](uint64_t seed) {
+      auto x = randn({1, kHeads, o.t_max, kHeadDim}, dt, 1.0f, keys(seed, 1)[0]);
+      mx::eval(x);
+      auto f = [](const mx::array& xs, int off) {
+        return heads_to_rows(mx::fast::rope(xs, kHeadDim, false, 10000.0f, 1.0f, off));
+      };
+      return Case{
+          [x, f, offset](int T) { return row_bytes(f(slice_axis(x, 2, 0, T), offset), T); },
+          [x, f, offset](int t) {
+            return row_bytes(f(slice_axis(x, 2, t, t + 1), offset + t), 1)[0];
+          }};
+    });
+    out.push_back({"rope", dn, {{"head_dim", kHeadDim}, {"offset", offset}}, rope});
+    // The KV cache: one concatenation of T rows against T concatenations of one row.
+    auto cat = measure(o, [&](uint64_t seed) {
+      auto k = keys(seed, 2);
+      auto cache = randn({1, kKvHeads, 64, kHeadDim}, dt, 1.0f, k[0]);
+      auto x = randn({1, kKvHeads, o.t_max, kHeadDim}, dt, 1.0f, k[1]);
+      mx::eval(cache, x);
+      auto grown = std::make_shared<std::vector<mx::array>>();
+      mx::array c = cache;
+      for (int t = 0; t < o.t_max; ++t) {
+        c = mx::concatenate({c, slice_axis(x, 2, t, t + 1)}, 2);
+        mx::eval(c);
+        grown->push_back(c);
+      }
+      return Case{
+          [cache, x](int T) {
+            auto c = mx::concatenate({cache, slice_axis(x, 2, 0, T)}, 2);
+            return row_bytes(heads_to_rows(slice_axis(c, 2, 64, 64 + T)), T);
+          },
+          [grown](int t) {
+            auto& c = (*grown)[t];
+            return row_bytes(heads_to_rows(slice_axis(c, 2, 64 + t, 65 + t)), 1)[0];
+          }};
+    });
+    out.push_back({"kv_concat", dn, {{"cached", 64}}, cat});
+  }
+}
+
+// Causal attention over a KV cache of L0 entries: the block's T queries see L0 + T keys under
+// the causal mask; chain row t sees the first L0 + t + 1 keys with no mask (decode).
+void sdpa_rows(const Options& o, std::vector<OpRow>& out) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  for (const auto& dn : float_types()) {
+    for (int L0 : o.kv_lens) {
+      progress("sdpa " + dn + " kv " + std::to_string(L0));
+      auto dt = dtype_of(dn);
+      auto tally = measure(o, [&](uint64_t seed) {
+        auto k = keys(seed, 3);
+        int L = L0 + o.t_max;
+        auto q = randn({1, kHeads, o.t_max, kHeadDim}, dt, 1.0f, k[0]);
+        auto kk = randn({1, kKvHeads, L, kHeadDim}, dt, 1.0f, k[1]);
+        auto v = randn({1, kKvHeads, L, kHeadDim}, dt, 1.0f, k[2]);
+        mx::eval(q, kk, v);
+        auto attend = [scale](const mx::array& q, const mx::array& k, const mx::array& v) {
+          std::string mask = q.shape(2) > 1 ? "causal" : "";
+          return heads_to_rows(mx::fast::scaled_dot_product_attention(q, k, v, scale, mask));
+        };
+        return Case{
+            [=](int T) {
+              return row_bytes(attend(slice_axis(q, 2, 0, T), slice_axis(kk, 2, 0, L0 + T),
+                                      slice_axis(v, 2, 0, L0 + T)),
+                               T);
+            },
+            [=](int t) {
+              return row_bytes(attend(slice_axis(q, 2, t, t + 1),
+                                      slice_axis(kk, 2, 0, L0 + t + 1),
+                                      slice_axis(v, 2, 0, L0 + t + 1)),
+                               1)[0];
+            }};
+      });
+      out.push_back({"sdpa_causal", dn,
+                     {{"kv", L0}, {"q_heads", kHeads}, {"kv_heads", kKvHeads},
+                      {"head_dim", kHeadDim}},
+                     tally});
+    }
+  }
+}
+
+void run_ops(const Options& o, std::ostream& os) {
+  std::vector<OpRow> rows;
+  progress("quantized_matmul (54 cases)");
+  qmm_rows(o, rows);
+  progress("matmul, rms_norm, softmax, argmax");
+  matmul_rows(o, rows);
+  norm_softmax_rows(o, rows);
+  progress("rope, kv_concat");
+  rope_concat_rows(o, rows);
+  sdpa_rows(o, rows);
+  os << "\"ops\":[";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    os << (i ? "," : "");
+    write_op(os, rows[i], o.t_max, o.seeds);
+  }
+  os << "]";
+}
+
+// ---- The decoder.
+
+struct Linear {
+  std::vector<mx::array> q;  // wq, scales, biases when quantized
+  std::optional<mx::array> dense;
+  int bits = 4;
+  int gs = 64;
+  mx::array operator()(const mx::array& x) const {
+    if (dense) return mx::matmul(x, mx::transpose(*dense));
+    return mx::quantized_matmul(x, q[0], q[1], q[2], true, gs, bits, "affine");
+  }
+};
+
+struct Layer {
+  mx::array attn_norm = mx::array(0.0f);
+  mx::array mlp_norm = mx::array(0.0f);
+  Linear q, k, v, o, gate, up, down;
+};
+
+struct Model {
+  Dims d;
+  mx::Dtype dt = mx::bfloat16;
+  mx::array embed = mx::array(0.0f);
+  std::vector<Layer> layers;
+  mx::array final_norm = mx::array(0.0f);
+  Linear head;
+};
+
+class Weights {
+ public:
+  Weights(uint64_t seed, const Dims& d, mx::Dtype dt) : key_(mx::random::key(seed)), d_(d), dt_(dt) {}
+  mx::array next_key() {
+    auto k = mx::random::split(key_);
+    key_ = k.first;
+    return k.second;
+  }
+  Linear linear(int out, int in, bool dense = false) {
+    Linear l;
+    l.bits = d_.bits;
+    l.gs = d_.group_size;
+    auto w = randn({out, in}, dt_, 1.0f / std::sqrt(static_cast<float>(in)), next_key());
+    if (dense) {
+      l.dense = w;
+      mx::eval(*l.dense);
+    } else {
+      l.q = mx::quantize(w, d_.group_size, d_.bits, "affine");
+      mx::eval(l.q);
+    }
+    return l;
+  }
+  mx::array norm(int n) {
+    auto w = mx::add(randn({n}, dt_, 0.1f, next_key()), mx::array(1.0f, dt_));
+    mx::eval(w);
+    return w;
+  }
+
+ private:
+  mx::array key_;
+  Dims d_;
+  mx::Dtype dt_;
+};
+
+Model make_model(const Options& o) {
+  const Dims& d = o.dims;
+  Model m;
+  m.d = d;
+  m.dt = dtype_of(o.dtype);
+  Weights w(o.seed, d, m.dt);
+  m.embed = randn({d.vocab, d.d_model}, m.dt, 1.0f, w.next_key());
+  mx::eval(m.embed);
+  int qd = d.q_heads * d.head_dim;
+  int kvd = d.kv_heads * d.head_dim;
+  for (int i = 0; i < d.layers; ++i) {
+    progress("decoder weights, layer " + std::to_string(i + 1) + "/" + std::to_string(d.layers));
+    Layer l;
+    l.attn_norm = w.norm(d.d_model);
+    l.q = w.linear(qd, d.d_model);
+    l.k = w.linear(kvd, d.d_model);
+    l.v = w.linear(kvd, d.d_model);
+    l.o = w.linear(d.d_model, qd);
+    l.mlp_norm = w.norm(d.d_model);
+    l.gate = w.linear(d.mlp, d.d_model);
+    l.up = w.linear(d.mlp, d.d_model);
+    l.down = w.linear(d.d_model, d.mlp);
+    m.layers.push_back(std::move(l));
+  }
+  m.final_norm = w.norm(d.d_model);
+  m.head = w.linear(d.vocab, d.d_model, o.dense_head);
+  return m;
+}
+
+struct Cache {
+  std::vector<mx::array> k, v;
+  int len = 0;
+};
+
+// One named intermediate output, as [L, width] rows.
+struct Tap {
+  int layer;  // -1 outside the layers
+  std::string op;
+  mx::array rows;
+};
+
+mx::array to_heads(const mx::array& x, int L, int heads, int hd) {
+  return mx::transpose(mx::reshape(x, {1, L, heads, hd}), {0, 2, 1, 3});
+}
+
+mx::array attention(const Model& m, int i, const mx::array& h, Cache& c, std::vector<Tap>& taps) {
+  const Dims& d = m.d;
+  const Layer& l = m.layers[i];
+  int L = h.shape(1);
+  auto tap = [&](const std::string& op, const mx::array& a) {
+    taps.push_back({i, op, mx::reshape(a, {L, -1})});
+  };
+  auto q = l.q(h), k = l.k(h), v = l.v(h);
+  tap("q_proj", q);
+  tap("k_proj", k);
+  tap("v_proj", v);
+  auto qh = mx::fast::rope(to_heads(q, L, d.q_heads, d.head_dim), d.head_dim, false,
+                           d.rope_base, 1.0f, c.len);
+  auto kh = mx::fast::rope(to_heads(k, L, d.kv_heads, d.head_dim), d.head_dim, false,
+                           d.rope_base, 1.0f, c.len);
+  auto vh = to_heads(v, L, d.kv_heads, d.head_dim);
+  tap("rope_q", heads_to_rows(qh));
+  tap("rope_k", heads_to_rows(kh));
+  if (c.len > 0) {
+    kh = mx::concatenate({c.k[i], kh}, 2);
+    vh = mx::concatenate({c.v[i], vh}, 2);
+  }
+  c.k[i] = kh;
+  c.v[i] = vh;
+  float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+  auto att = mx::fast::scaled_dot_product_attention(qh, kh, vh, scale, L > 1 ? "causal" : "");
+  auto rows = mx::reshape(mx::transpose(att, {0, 2, 1, 3}), {1, L, d.q_heads * d.head_dim});
+  tap("sdpa", rows);
+  auto out = l.o(rows);
+  tap("o_proj", out);
+  return out;
+}
+
+mx::array mlp(const Model& m, int i, const mx::array& h, std::vector<Tap>& taps) {
+  const Layer& l = m.layers[i];
+  int L = h.shape(1);
+  auto tap = [&](const std::string& op, const mx::array& a) {
+    taps.push_back({i, op, mx::reshape(a, {L, -1})});
+  };
+  auto g = l.gate(h), u = l.up(h);
+  tap("gate_proj", g);
+  tap("up_proj", u);
+  auto a = mx::multiply(mx::multiply(g, mx::sigmoid(g)), u);
+  tap("swiglu", a);
+  auto out = l.down(a);
+  tap("down_proj", out);
+  return out;
+}
+
+// tokens: [1, L] int32. Returns [1, L, vocab] logits; taps in forward order.
+mx::array forward(const Model& m, const mx::array& tokens, Cache& c, std::vector<Tap>& taps) {
+  int L = tokens.shape(1);
+  if (c.k.empty()) {
+    c.k.assign(m.d.layers, mx::array(0.0f));
+    c.v.assign(m.d.layers, mx::array(0.0f));
+  }
+  auto x = mx::take(m.embed, tokens, 0);
+  for (int i = 0; i < m.d.layers; ++i) {
+    auto h = mx::fast::rms_norm(x, m.layers[i].attn_norm, m.d.eps);
+    taps.push_back({i, "attn_norm", mx::reshape(h, {L, -1})});
+    x = mx::add(x, attention(m, i, h, c, taps));
+    taps.push_back({i, "attn_residual", mx::reshape(x, {L, -1})});
+    h = mx::fast::rms_norm(x, m.layers[i].mlp_norm, m.d.eps);
+    taps.push_back({i, "mlp_norm", mx::reshape(h, {L, -1})});
+    x = mx::add(x, mlp(m, i, h, taps));
+    taps.push_back({i, "mlp_residual", mx::reshape(x, {L, -1})});
+  }
+  x = mx::fast::rms_norm(x, m.final_norm, m.d.eps);
+  taps.push_back({-1, "final_norm", mx::reshape(x, {L, -1})});
+  auto logits = m.head(x);
+  taps.push_back({-1, "logits", mx::reshape(logits, {L, -1})});
+  c.len += L;
+  return logits;
+}
+
+void eval_all(const std::vector<Tap>& taps, const Cache& c) {
+  std::vector<mx::array> all;
+  for (auto& t : taps) all.push_back(t.rows);
+  for (auto& a : c.k) all.push_back(a);
+  for (auto& a : c.v) all.push_back(a);
+  mx::eval(all);
+}
+
+int32_t argmax_row(const mx::array& logits_rows, int r) {
+  auto a = mx::argmax(slice_axis(logits_rows, 0, r, r + 1), -1);
+  mx::eval(a);
+  return static_cast<int32_t>(a.item<uint32_t>());
+}
+
+struct Block {
+  int k = 0;
+  int rows_identical = 0;
+  int tokens_same = 0;
+  int first_row = -1;
+  int first_layer = 0;
+  std::string first_op;
+};
+
+// Classic decode from the prompt's cache: one token per forward, each step's taps kept.
+struct Classic {
+  std::vector<int32_t> tokens;  // t0 .. t_kmax (t_{i+1} = argmax of step i)
+  std::vector<std::vector<Tap>> taps;
+};
+
+Classic decode(const Model& m, const Cache& prompt_cache, int32_t t0, int k_max) {
+  Classic cl;
+  cl.tokens.push_back(t0);
+  Cache c = prompt_cache;
+  for (int i = 0; i < k_max; ++i) {
+    std::vector<Tap> taps;
+    int32_t tok = cl.tokens.back();
+    forward(m, mx::array(&tok, {1, 1}, mx::int32), c, taps);
+    eval_all(taps, c);
+    cl.tokens.push_back(argmax_row(taps.back().rows, 0));
+    cl.taps.push_back(std::move(taps));
+  }
+  return cl;
+}
+
+Block verify(const Model& m, const Cache& prompt_cache, const Classic& cl, int k, bool perturb) {
+  Cache c = prompt_cache;
+  std::vector<Tap> taps;
+  std::vector<int32_t> drafted(cl.tokens.begin(), cl.tokens.begin() + k);
+  forward(m, mx::array(drafted.data(), {1, k}, mx::int32), c, taps);
+  eval_all(taps, c);
+  Block b;
+  b.k = k;
+  auto logits = row_bytes(taps.back().rows, k);
+  for (int r = 0; r < k; ++r) {
+    Bytes chain = row_bytes(cl.taps[r].back().rows, 1)[0];
+    if (perturb && r == 0) perturb_row(chain);
+    if (logits[r] == chain) b.rows_identical++;
+    if (argmax_row(taps.back().rows, r) == cl.tokens[r + 1]) b.tokens_same++;
+  }
+  if (b.rows_identical == k && !perturb) return b;
+  // The first op, in forward order, whose output differs in any row.
+  for (size_t j = 0; j < taps.size() && b.first_row < 0; ++j) {
+    auto rows = row_bytes(taps[j].rows, k);
+    for (int r = 0; r < k; ++r) {
+      Bytes chain = row_bytes(cl.taps[r][j].rows, 1)[0];
+      if (perturb && r == 0 && j + 1 == taps.size()) perturb_row(chain);
+      if (rows[r] != chain) {
+        b.first_row = r;
+        b.first_layer = taps[j].layer;
+        b.first_op = taps[j].op;
+        break;
+      }
+    }
+  }
+  return b;
+}
+
+void write_dims(std::ostream& os, const Dims& d) {
+  os << "{\"vocab\":" << d.vocab << ",\"d_model\":" << d.d_model << ",\"layers\":" << d.layers
+     << ",\"q_heads\":" << d.q_heads << ",\"kv_heads\":" << d.kv_heads
+     << ",\"head_dim\":" << d.head_dim << ",\"mlp\":" << d.mlp << ",\"bits\":" << d.bits
+     << ",\"group_size\":" << d.group_size << "}";
+}
+
+void write_block(std::ostream& os, const Block& b) {
+  os << "{\"k\":" << b.k << ",\"logit_rows\":" << b.k
+     << ",\"logit_rows_identical\":" << b.rows_identical << ",\"tokens_same\":" << b.tokens_same
+     << ",\"first_diff\":";
+  if (b.first_row < 0) {
+    os << "null}";
+    return;
+  }
+  os << "{\"row\":" << b.first_row << ",\"layer\":";
+  if (b.first_layer < 0) {
+    os << "null";
+  } else {
+    os << b.first_layer;
+  }
+  os << ",\"op\":" << quoted(b.first_op) << "}}";
+}
+
+void check_dims(const Options& o) {
+  const Dims& d = o.dims;
+  if (d.vocab < 2 || d.d_model < 1 || d.layers < 1 || d.q_heads < 1 || d.kv_heads < 1 ||
+      d.head_dim < 2 || d.mlp < 1) {
+    throw std::invalid_argument("exactness: decoder dims must be positive (vocab >= 2)");
+  }
+  if (d.q_heads % d.kv_heads != 0) {
+    throw std::invalid_argument("exactness: q_heads must be a multiple of kv_heads");
+  }
+  if (o.prompt < 1 || o.k_max < 2) {
+    throw std::invalid_argument("exactness: prompt must be >= 1 and k_max >= 2");
+  }
+}
+
+void run_decoder(const Options& o, std::ostream& os) {
+  check_dims(o);
+  auto started = std::chrono::steady_clock::now();
+  Model m = make_model(o);
+  auto prompt = mx::random::randint(0, o.dims.vocab, {1, o.prompt}, mx::int32,
+                                    mx::random::key(o.seed + 1));
+  Cache pc;
+  std::vector<Tap> ptaps;
+  progress("decoder prefill, " + std::to_string(o.prompt) + " tokens");
+  forward(m, prompt, pc, ptaps);
+  eval_all(ptaps, pc);
+  int32_t t0 = argmax_row(ptaps.back().rows, o.prompt - 1);
+  ptaps.clear();
+  progress("decoder classic decode, " + std::to_string(o.k_max) + " tokens");
+  Classic cl = decode(m, pc, t0, o.k_max);
+  os << "\"decoder\":{\"preset\":" << quoted(o.preset) << ",\"dims\":";
+  write_dims(os, o.dims);
+  os << ",\"dtype\":" << quoted(o.dtype) << ",\"dense_head\":" << (o.dense_head ? "true" : "false")
+     << ",\"prompt\":" << o.prompt << ",\"seed\":" << o.seed << ",\"decoded\":[";
+  for (size_t i = 0; i < cl.tokens.size(); ++i) os << (i ? "," : "") << cl.tokens[i];
+  os << "],\"blocks\":[";
+  for (int k = 2; k <= o.k_max; ++k) {
+    progress("decoder verify, k = " + std::to_string(k));
+    write_block(os << (k > 2 ? "," : ""), verify(m, pc, cl, k, o.perturb));
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  os << "],\"seconds\":" << secs << "}";
+}
+
+// The decoder presets; "preset=NAME" sets these dims, and later dims options override them.
+Dims preset_dims(const std::string& name) {
+  Dims d;
+  if (name == "small") {
+    d.vocab = 2048;
+    d.d_model = 512;
+    d.layers = 4;
+    d.q_heads = 8;
+    d.kv_heads = 2;
+    d.head_dim = 64;
+    d.mlp = 1024;
+  } else if (name == "7b") {  // Qwen2.5-7B's shapes
+    d.vocab = 152064;
+    d.d_model = 3584;
+    d.layers = 28;
+    d.q_heads = 28;
+    d.kv_heads = 4;
+    d.head_dim = 128;
+    d.mlp = 18944;
+    d.rope_base = 1000000.0f;
+  } else {
+    throw std::invalid_argument("exactness: preset must be small or 7b, got '" + name + "'");
+  }
+  return d;
+}
+
+int int_value(const std::string& key, const std::string& v) {
+  try {
+    size_t used = 0;
+    int n = std::stoi(v, &used);
+    if (used == v.size()) return n;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("exactness: option " + key + " needs an integer, got '" + v + "'");
+}
+
+} // namespace
+
+void run(const Options& opts, std::ostream& out) {
+  if (opts.t_max < 1 || opts.seeds < 1) {
+    throw std::invalid_argument("exactness: t_max and seeds must be >= 1");
+  }
+  out << "{\"probe\":1,\"device\":"
+      << quoted(mx::default_device() == mx::Device::gpu ? "gpu" : "cpu")
+      << ",\"perturbed\":" << (opts.perturb ? "true" : "false");
+  if (opts.ops) run_ops(opts, out << ",");
+  if (opts.decoder) run_decoder(opts, out << ",");
+  out << "}\n";
+}
+
+Options parse_options(const std::string& spec) {
+  Options o;
+  o.dims = preset_dims(o.preset);
+  std::stringstream ss(spec);
+  std::string item;
+  std::map<std::string, std::function<void(const std::string&)>> set = {
+      {"ops", [&](auto& v) { o.ops = int_value("ops", v) != 0; }},
+      {"decoder", [&](auto& v) { o.decoder = int_value("decoder", v) != 0; }},
+      {"t_max", [&](auto& v) { o.t_max = int_value("t_max", v); }},
+      {"seeds", [&](auto& v) { o.seeds = int_value("seeds", v); }},
+      {"preset", [&](auto& v) {
+         o.dims = preset_dims(v);
+         o.preset = v;
+       }},
+      {"prompt", [&](auto& v) { o.prompt = int_value("prompt", v); }},
+      {"k_max", [&](auto& v) { o.k_max = int_value("k_max", v); }},
+      {"seed", [&](auto& v) { o.seed = static_cast<uint64_t>(int_value("seed", v)); }},
+      {"dtype", [&](auto& v) {
+         dtype_of(v);
+         o.dtype = v;
+       }},
+      {"dense_head", [&](auto& v) { o.dense_head = int_value("dense_head", v) != 0; }},
+      {"perturb", [&](auto& v) { o.perturb = int_value("perturb", v) != 0; }},
+      {"vocab", [&](auto& v) { o.dims.vocab = int_value("vocab", v); }},
+      {"d_model", [&](auto& v) { o.dims.d_model = int_value("d_model", v); }},
+      {"layers", [&](auto& v) { o.dims.layers = int_value("layers", v); }},
+      {"q_heads", [&](auto& v) { o.dims.q_heads = int_value("q_heads", v); }},
+      {"kv_heads", [&](auto& v) { o.dims.kv_heads = int_value("kv_heads", v); }},
+      {"head_dim", [&](auto& v) { o.dims.head_dim = int_value("head_dim", v); }},
+      {"mlp", [&](auto& v) { o.dims.mlp = int_value("mlp", v); }},
+      {"kv_lens", [&](auto& v) {
+         o.kv_lens.clear();
+         std::stringstream ls(v);
+         std::string n;
+         while (std::getline(ls, n, ',')) o.kv_lens.push_back(int_value("kv_lens", n));
+       }},
+  };
+  while (std::getline(ss, item, ';')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    std::string key = item.substr(0, eq);
+    auto it = set.find(key);
+    if (eq == std::string::npos || it == set.end()) {
+      throw std::invalid_argument("exactness: unknown option '" + item + "'");
+    }
+    it->second(item.substr(eq + 1));
+  }
+  return o;
+}
+
+} // namespace exactness

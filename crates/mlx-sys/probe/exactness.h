@@ -1,0 +1,63 @@
+// The block-vs-chain exactness probe (`cargo xtask exactness`, docs/kernels/exactness.md).
+//
+// Written once against MLX's public C++ API: linked through the mlx-sys bridge for the CPU
+// build, and compiled with main.cc into a standalone program by the CUDA bundle. It measures
+// and reports; which rows a policy promises is decided by the caller (Rust renders the JSON
+// and owns the promise table), so the probe never judges its own results.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace exactness {
+
+// Decoder dimensions (a Llama/Qwen-shaped model with GQA and 4-bit affine weights).
+struct Dims {
+  int vocab = 0;
+  int d_model = 0;
+  int layers = 0;
+  int q_heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int mlp = 0;
+  float rope_base = 10000.0f;
+  float eps = 1e-6f;
+  int bits = 4;
+  int group_size = 64;
+};
+
+struct Options {
+  // Which parts to run.
+  bool ops = true;
+  bool decoder = true;
+  // Op table: T = 1..t_max rows, for each seed in 0..seeds-1.
+  int t_max = 32;
+  int seeds = 2;
+  // KV lengths (before the block) of the SDPA rows.
+  std::vector<int> kv_lens = {64, 512, 4096};
+  // Decoder: preset name (for the report), dims, prompt length, verify blocks k = 2..k_max.
+  std::string preset = "small";
+  Dims dims;
+  int prompt = 40;
+  int k_max = 16;
+  uint64_t seed = 0;
+  // "bf16", "f16" or "f32": the decoder's activation and unquantized weight type.
+  std::string dtype = "bf16";
+  // The LM head as a dense (unquantized) matmul instead of a quantized one.
+  bool dense_head = false;
+  // A negative control: flip the lowest bit of the first chain row's first element before
+  // comparing, so every comparison must report a difference (shows the check can fail).
+  bool perturb = false;
+};
+
+// Runs the probe and writes one JSON object (docs/json.md, "exactness" raw results) to out.
+// Throws std::exception on bad options.
+void run(const Options& opts, std::ostream& out);
+
+// Parses "key=value;key=value" (the bridge's and main.cc's shared option syntax). Unknown
+// keys throw std::invalid_argument naming the key.
+Options parse_options(const std::string& spec);
+
+} // namespace exactness

@@ -1,0 +1,51 @@
+// The exactness probe as a program, for builds without Rust (the CUDA bundle's exactness.sh):
+//
+//   exactness POLICY [SPEC]
+//
+// POLICY (upstream or streamed) only labels the run: the caller sets the policy switches
+// (MLX_CUDA_QMV_BATCH_POLICY, MLX_CPU_QMM_T_POLICY) in the environment before MLX starts.
+// SPEC is exactness.h's "key=value;..." options. Prints one JSON line in the shape of
+// mlx-sys's exactness example ({"policy", "paths": null, "env": {the kernel settings set},
+// "probe": {...}}; values are plain words, printed as they are), which
+// `cargo xtask exactness --from FILE` renders. Exit 2 on bad arguments or an error.
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "exactness.h"
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc > 3) {
+    std::cerr << "usage: exactness upstream|streamed ['key=value;...']\n";
+    return 2;
+  }
+  std::string policy = argv[1];
+  if (policy != "upstream" && policy != "streamed") {
+    std::cerr << "exactness: policy must be upstream or streamed, got '" << policy << "'\n";
+    return 2;
+  }
+  try {
+    auto opts = exactness::parse_options(argc == 3 ? argv[2] : "");
+    std::ostringstream probe;
+    exactness::run(opts, probe);
+    std::string json = probe.str();
+    while (!json.empty() && json.back() == '\n') json.pop_back();
+    std::cout << "{\"policy\":\"" << policy << "\",\"paths\":null,\"env\":{";
+    // The settings that choose MLX's kernels, as this process saw them.
+    const char* names[] = {"MLX_CUDA_QMV_BATCH_POLICY", "MLX_CPU_QMM_T_POLICY",
+                           "MLX_CUDA_USE_CUDNN_SDPA", "MLX_USE_CUDA_GRAPHS"};
+    bool first = true;
+    for (const char* n : names) {
+      const char* v = std::getenv(n);
+      if (!v) continue;
+      std::cout << (first ? "" : ",") << "\"" << n << "\":\"" << v << "\"";
+      first = false;
+    }
+    std::cout << "},\"probe\":" << json << "}" << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

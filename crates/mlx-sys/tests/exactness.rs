@@ -1,0 +1,48 @@
+//! The exactness probe through the bridge: bad options come back as errors naming the option,
+//! and a small perturbed run reports a difference in every case (the full probe and its
+//! promises run as `cargo xtask exactness` in `.ci/run`).
+
+#[test]
+fn unknown_or_malformed_options_are_errors() {
+    let e = mlx_sys::exactness_probe("t_mx=3").unwrap_err();
+    assert!(
+        e.message().contains("unknown option 't_mx=3'"),
+        "{}",
+        e.message()
+    );
+    let e = mlx_sys::exactness_probe("t_max=two").unwrap_err();
+    assert!(
+        e.message().contains("t_max needs an integer"),
+        "{}",
+        e.message()
+    );
+    let e = mlx_sys::exactness_probe("preset=70b").unwrap_err();
+    assert!(
+        e.message().contains("preset must be small or 7b"),
+        "{}",
+        e.message()
+    );
+    let e = mlx_sys::exactness_probe("preset=small;q_heads=3;kv_heads=2;ops=0").unwrap_err();
+    assert!(
+        e.message().contains("multiple of kv_heads"),
+        "{}",
+        e.message()
+    );
+}
+
+fn count(json: &str, needle: &str) -> usize {
+    json.matches(needle).count()
+}
+
+#[test]
+fn a_flipped_bit_is_reported_in_every_case_and_block() {
+    let spec = "preset=small;layers=1;prompt=4;k_max=2;t_max=1;seeds=1;kv_lens=64;perturb=1";
+    let json = mlx_sys::exactness_probe(spec).unwrap();
+    let cases = count(&json, "\"op\":\"") - 1; // the decoder's first_diff names an op too
+    assert!(cases >= 78, "{json}");
+    assert_eq!(count(&json, "\"rows_differ\":0,"), 0, "{json}");
+    assert!(json.contains("\"logit_rows_identical\":1,"), "{json}");
+    // Unperturbed, the same tiny run finds every row identical.
+    let clean = mlx_sys::exactness_probe(&spec.replace("perturb=1", "perturb=0")).unwrap();
+    assert_eq!(count(&clean, "\"rows_differ\":0,"), cases, "{clean}");
+}
