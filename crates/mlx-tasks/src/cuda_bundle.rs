@@ -7,7 +7,8 @@
 //!   exported from the pinned commit (only its `paths`, in its `layout`);
 //! - `cmake-defines.txt`: the CMake definitions, one per line (`@BUNDLE@` is the bundle folder);
 //! - `bundle.json`: what went in (schema 1: pin, series hash, overlays, sources with commits);
-//! - `cuda/`: this project's `cuda/` folder (the build script, harnesses and benchmarks).
+//! - `cuda/`: this project's `cuda/` folder (the build script, harnesses and benchmarks);
+//! - `probe/`: the exactness probe's C++ (`crates/mlx-sys/probe`), for `cuda/bundle/exactness.sh`.
 //!
 //! `cuda/bundle/build.sh` in it runs the configure, Ninja build and install; nothing is fetched.
 //! The archive is written beside FILE and renamed into place, so FILE is whole or absent.
@@ -21,6 +22,9 @@ use serde::Serialize;
 
 use crate::build_mlx::{Backend, BuildMlxArgs};
 use crate::commands::{Ctx, materialize};
+
+/// Where the exactness probe's sources live in the project; `probe/` in the bundle.
+pub const PROBE_SRC: &str = "crates/mlx-sys/probe";
 
 /// The folder every bundle unpacks to.
 pub const BUNDLE_DIR: &str = "mlx-cuda-bundle";
@@ -152,6 +156,11 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
     let scripts = ctx.project.root.join("cuda");
     if scripts.is_dir() {
         copy_dir(&scripts, &root.join("cuda"))?;
+    }
+    // The exactness probe's C++ (cuda/bundle/exactness.sh builds it against the install).
+    let probe = ctx.project.root.join(PROBE_SRC);
+    if probe.is_dir() {
+        copy_dir(&probe, &root.join("probe"))?;
     }
     let manifest = Manifest {
         schema: 1,

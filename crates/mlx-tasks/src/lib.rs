@@ -1,6 +1,6 @@
 //! This repository's MLX tasks for `cargo xtask`, next to the overlay commands of `overlay-cli`:
 //! `build-mlx` (the project's pinned tree handed to `mlx-build`, or the CUDA bundle),
-//! `test-upstream`, `metal-sim`, `bench`, `fuzz` and `diffgit`. [`Task`] is flattened into
+//! `test-upstream`, `exactness`, `metal-sim`, `bench`, `fuzz` and `diffgit`. [`Task`] is flattened into
 //! xtask's CLI; [`run`] runs one.
 
 pub mod bench;
@@ -11,6 +11,7 @@ pub mod build_cmd;
 pub mod build_ggml;
 pub mod cuda_bundle;
 pub mod diffgit;
+pub mod exactness;
 pub mod fuzz;
 pub mod ggml_check;
 pub mod metal_sim;
@@ -48,6 +49,8 @@ pub enum Task {
     BuildMlx(build_mlx::BuildMlxArgs),
     /// Run the upstream's own test suites (C++ via ctest, Python via pytest) on the patched tree under each policy
     TestUpstream(test_upstream::TestUpstreamArgs),
+    /// Block vs chain, byte for byte: each op and a whole decoder, verify of k tokens against k decode steps
+    Exactness(exactness::ExactnessArgs),
     /// Run MLX's quantized mat-vec kernels on the CPU emulator and check identity claims
     MetalSim(metal_sim::MetalSimArgs),
     /// Run the engine's libFuzzer targets for a time budget each and report their stats
@@ -67,6 +70,7 @@ pub fn run(g: &Global, task: &Task) -> anyhow::Result<ExitCode> {
         Task::BuildMlx(a) => build_cmd::build_mlx(g, a),
         Task::TestUpstream(a) => test_upstream::run(g, a),
         Task::MetalSim(a) => metal_sim::run(a, g),
+        Task::Exactness(a) => exactness::run(g, a),
         Task::Fuzz(a) => fuzz::run(g, a),
         Task::Diffgit(a) => diffgit::run(g, a),
         Task::BuildGgml(a) => build_ggml::run(g, a),

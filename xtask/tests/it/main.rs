@@ -12,6 +12,7 @@ mod cuda_scripts;
 mod diffgit;
 mod drift;
 mod errors;
+mod exactness;
 mod export;
 mod fixture;
 mod forecast;

@@ -1,0 +1,258 @@
+//! The exactness report as JSON (docs/json.md) and as a table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use overlay_cli::commands::colour;
+use serde_json::json;
+
+use super::report::{self, Backend, Control, Finding, OpRow, Run};
+
+pub struct Report {
+    pub backend: Backend,
+    pub header: serde_json::Value,
+    pub runs: Vec<Run>,
+    pub control: Option<Control>,
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// Marks promised rows and collects the findings; a missing control is a finding, since
+    /// without it nothing shows the comparison can fail.
+    pub fn new(
+        backend: Backend,
+        mut runs: Vec<Run>,
+        control: Option<Run>,
+        header: serde_json::Value,
+    ) -> Report {
+        let mut findings = Vec::new();
+        for run in &mut runs {
+            report::mark(backend, run);
+            findings.extend(report::findings(run));
+        }
+        let control = match control {
+            Some(c) => {
+                let (c, f) = report::control(&c);
+                findings.extend(f);
+                Some(c)
+            }
+            None => {
+                findings.push(Finding {
+                    policy: "-".into(),
+                    kind: "control",
+                    what: "no negative control run: nothing shows the comparison can fail".into(),
+                });
+                None
+            }
+        };
+        Report {
+            backend,
+            header,
+            runs,
+            control,
+            findings,
+        }
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        json!({
+            "backend": self.backend,
+            "header": self.header,
+            "runs": self.runs,
+            "control": self.control,
+            "unpromised_rows_differ": self.runs.iter()
+                .map(|r| (r.label(), report::unpromised_differ(r)))
+                .collect::<BTreeMap<_, _>>(),
+            "findings": self.findings,
+        })
+    }
+
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let pin = self.header["pin"]
+            .as_str()
+            .map_or("?", |p| &p[..9.min(p.len())]);
+        let _ = writeln!(
+            s,
+            "exactness ({:?}, pin {pin}): one call over T rows against T one-row calls, bytes compared",
+            self.backend
+        );
+        self.ops_table(&mut s);
+        self.decoder_table(&mut s);
+        self.summary(&mut s);
+        s
+    }
+
+    fn ops_table(&self, s: &mut String) {
+        let Some(first) = self.runs.iter().find(|r| !r.probe.ops.is_empty()) else {
+            return;
+        };
+        let (t, seeds) = (first.probe.ops[0].t_max, first.probe.ops[0].seeds);
+        let _ = writeln!(s, "\nop table (T = 1..{t}, {seeds} seeds)");
+        let _ = write!(s, "  {:<18} {:<5}", "op", "dtype");
+        for r in &self.runs {
+            let _ = write!(s, " {:<56}", r.label());
+        }
+        s.push('\n');
+        for ((op, dtype), _) in groups(&first.probe.ops) {
+            let _ = write!(s, "  {op:<18} {dtype:<5}");
+            for r in &self.runs {
+                let cell = groups(&r.probe.ops)
+                    .remove(&(op.clone(), dtype.clone()))
+                    .map_or("-".to_string(), |g| cell(&g));
+                let _ = write!(s, " {cell:<40}");
+            }
+            s.push('\n');
+        }
+    }
+
+    fn decoder_table(&self, s: &mut String) {
+        let Some(d) = self.runs.iter().find_map(|r| r.probe.decoder.as_ref()) else {
+            return;
+        };
+        let dims = |k: &str| d.dims.get(k).copied().unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "\ndecoder {} ({} layers, d {}, {}/{} heads of {}, mlp {}, vocab {}, {}{}, prompt {}): verify k drafted tokens vs k decode steps",
+            d.preset,
+            dims("layers"),
+            dims("d_model"),
+            dims("q_heads"),
+            dims("kv_heads"),
+            dims("head_dim"),
+            dims("mlp"),
+            dims("vocab"),
+            d.dtype,
+            if d.dense_head { ", dense head" } else { "" },
+            d.prompt
+        );
+        let _ = write!(s, "  {:>3}", "k");
+        for r in &self.runs {
+            let _ = write!(s, " {:<52}", r.label());
+        }
+        s.push('\n');
+        for (i, b) in d.blocks.iter().enumerate() {
+            let _ = write!(s, "  {:>3}", b.k);
+            for r in &self.runs {
+                let text = r
+                    .probe
+                    .decoder
+                    .as_ref()
+                    .and_then(|d| d.blocks.get(i).map(|b| block_cell(b, d.asserted)));
+                let _ = write!(s, " {:<52}", text.unwrap_or_else(|| "-".into()));
+            }
+            s.push('\n');
+        }
+    }
+
+    fn summary(&self, s: &mut String) {
+        s.push('\n');
+        if let Some(c) = &self.control {
+            let _ = writeln!(
+                s,
+                "negative control (one flipped bit per compared set): caught in {} of {} op cases, {} of {} decoder blocks",
+                c.caught, c.cases, c.blocks_caught, c.blocks
+            );
+        }
+        for r in &self.runs {
+            let _ = writeln!(
+                s,
+                "{}: {} rows differ where nothing is promised{}",
+                r.label(),
+                report::unpromised_differ(r),
+                r.paths.map_or(String::new(), |p| format!(
+                    "; quantized-matmul kernel calls: {} streamed, {} row by row",
+                    p.streamed, p.row_by_row
+                ))
+            );
+        }
+        if self.findings.is_empty() {
+            let _ = writeln!(s, "{}", colour("every promised row is identical", "32"));
+            return;
+        }
+        for f in &self.findings {
+            let _ = writeln!(
+                s,
+                "{} [{}] {}: {}",
+                colour("FINDING", "31;1"),
+                f.policy,
+                f.kind,
+                f.what
+            );
+        }
+        let _ = writeln!(s, "{} findings", self.findings.len());
+    }
+}
+
+/// One table cell's totals: the cases of one op and dtype.
+struct Group {
+    cases: usize,
+    rows: u64,
+    differ: u64,
+    cases_differ: usize,
+    first_t: Option<u32>,
+    asserted: bool,
+    promised_t: Option<u32>,
+    t_max: u32,
+}
+
+fn groups(ops: &[OpRow]) -> BTreeMap<(String, String), Group> {
+    let mut out: BTreeMap<(String, String), Group> = BTreeMap::new();
+    for r in ops {
+        let g = out.entry((r.op.clone(), r.dtype.clone())).or_insert(Group {
+            cases: 0,
+            rows: 0,
+            differ: 0,
+            cases_differ: 0,
+            first_t: None,
+            asserted: r.asserted,
+            promised_t: r.promised_t,
+            t_max: r.t_max,
+        });
+        g.cases += 1;
+        g.rows += r.rows;
+        g.differ += r.rows_differ;
+        g.cases_differ += usize::from(r.rows_differ > 0);
+        g.first_t = match (g.first_t, r.first_t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        g.asserted &= r.asserted;
+    }
+    out
+}
+
+fn cell(g: &Group) -> String {
+    let promise = match g.promised_t.filter(|_| g.asserted) {
+        Some(t) if t < g.t_max => format!("promised T<={t}"),
+        Some(_) => "promised".into(),
+        None => "reported".into(),
+    };
+    let cases = if g.cases > 1 {
+        format!("{} cases, ", g.cases)
+    } else {
+        String::new()
+    };
+    if g.differ == 0 {
+        return format!("{cases}identical ({promise})");
+    }
+    format!(
+        "{cases}{}/{} rows differ, from T={} ({promise})",
+        g.differ,
+        g.rows,
+        g.first_t.unwrap_or(0)
+    )
+}
+
+fn block_cell(b: &report::Block, asserted: bool) -> String {
+    let promise = if asserted { "promised" } else { "reported" };
+    let mut s = format!(
+        "{}/{} identical, tokens {}/{}",
+        b.logit_rows_identical, b.logit_rows, b.tokens_same, b.logit_rows
+    );
+    if let Some(f) = &b.first_diff {
+        let layer = f.layer.map_or("end".into(), |l| format!("L{l}"));
+        let _ = write!(s, ", first {} {layer}", f.op);
+    }
+    format!("{s} ({promise})")
+}

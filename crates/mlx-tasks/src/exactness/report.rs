@@ -1,0 +1,410 @@
+//! The exactness report: the probe's raw results (`crates/mlx-sys/probe/exactness.h`), which
+//! rows each policy promises on each backend, and the findings (docs/kernels/exactness.md).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One op case of the op table: rows compared over T = 1..t_max and the seeds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpRow {
+    pub op: String,
+    pub dtype: String,
+    pub params: BTreeMap<String, i64>,
+    pub t_max: u32,
+    pub seeds: u32,
+    pub rows: u64,
+    pub rows_differ: u64,
+    /// The smallest block size T with a differing row.
+    pub first_t: Option<u32>,
+    /// Differing rows per block size: `[T - 1]` counts the blocks of T rows.
+    #[serde(default)]
+    pub differ_by_t: Vec<u64>,
+    /// Whether this run's policy promises these rows (set here, not by the probe): the blocks
+    /// of T <= `promised_t` rows.
+    #[serde(default)]
+    pub asserted: bool,
+    #[serde(default)]
+    pub promised_t: Option<u32>,
+}
+
+impl OpRow {
+    /// Differing rows in the blocks the policy promises.
+    pub fn promised_differ(&self) -> u64 {
+        let Some(t) = self.promised_t.filter(|_| self.asserted) else {
+            return 0;
+        };
+        if self.differ_by_t.is_empty() {
+            return self.rows_differ;
+        }
+        self.differ_by_t.iter().take(t as usize).sum()
+    }
+}
+
+/// The first intermediate output, in forward order, that differs in a verify block.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FirstDiff {
+    pub row: u32,
+    /// None for ops after the last layer (final norm, logits).
+    pub layer: Option<u32>,
+    pub op: String,
+}
+
+/// One verify block of k drafted tokens against k steps of classic decode.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Block {
+    pub k: u32,
+    pub logit_rows: u32,
+    pub logit_rows_identical: u32,
+    pub tokens_same: u32,
+    pub first_diff: Option<FirstDiff>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Decoder {
+    pub preset: String,
+    pub dims: BTreeMap<String, i64>,
+    pub dtype: String,
+    pub dense_head: bool,
+    pub prompt: u32,
+    pub seed: u64,
+    /// t0 (after the prompt) and the tokens classic greedy decode produced after it.
+    pub decoded: Vec<u32>,
+    pub blocks: Vec<Block>,
+    pub seconds: f64,
+    #[serde(default)]
+    pub asserted: bool,
+}
+
+/// The probe's own object.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Probe {
+    pub probe: u32,
+    pub device: String,
+    pub perturbed: bool,
+    #[serde(default)]
+    pub ops: Vec<OpRow>,
+    pub decoder: Option<Decoder>,
+}
+
+/// Kernel calls per path of the CPU quantized matmul during the run (absent on CUDA).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Paths {
+    pub streamed: u64,
+    pub row_by_row: u64,
+}
+
+/// One probe run under one policy: a line of the example's (or the CUDA bundle's) output.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Run {
+    pub policy: String,
+    pub paths: Option<Paths>,
+    /// The kernel settings the probe's process saw (the CUDA bundle's program writes them:
+    /// `MLX_CUDA_USE_CUDNN_SDPA` and the policy switches).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    pub probe: Probe,
+}
+
+impl Run {
+    /// The policy, and the non-default kernel settings the run had (`streamed, cudnn sdpa off`).
+    pub fn label(&self) -> String {
+        match self.env.get("MLX_CUDA_USE_CUDNN_SDPA").map(String::as_str) {
+            Some("0") => format!("{}, cudnn sdpa off", self.policy),
+            _ => self.policy.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Cpu,
+    Cuda,
+}
+
+/// Ops whose every row depends on that row alone in every MLX kernel: promised under the
+/// streamed policy on every backend.
+const ROWWISE: [&str; 5] = ["rms_norm", "softmax", "argmax_ties", "rope", "kv_concat"];
+
+/// The policy switches' row range: blocks of up to this many rows are routed (overlays 0002,
+/// 0007, 0009, 0010).
+pub const POLICY_ROWS: u32 = 16;
+
+/// Up to which block size `policy` promises block-vs-chain identity for `op` on `backend`
+/// (None: not promised). `upstream` is MLX untouched and promises nothing: the control.
+pub fn promised(backend: Backend, policy: &str, op: &str) -> Option<u32> {
+    if policy != "streamed" {
+        return None;
+    }
+    if ROWWISE.contains(&op) {
+        return Some(u32::MAX);
+    }
+    match (backend, op) {
+        (_, "quantized_matmul") => Some(POLICY_ROWS),
+        // Overlays 0009 (float32 BLAS one row per call) and 0010 (causal attention per row).
+        (Backend::Cpu, "matmul" | "sdpa_causal") => Some(POLICY_ROWS),
+        // Invariant attention and dense matmul are not in the CUDA series yet.
+        _ => None,
+    }
+}
+
+/// Marks the rows `run`'s policy promises on `backend`; the decoder is promised when every op
+/// it calls is (attention, and dense matmul for a dense head).
+pub fn mark(backend: Backend, run: &mut Run) {
+    let policy = run.policy.clone();
+    for row in &mut run.probe.ops {
+        row.promised_t = promised(backend, &policy, &row.op);
+        row.asserted = row.promised_t.is_some();
+    }
+    let upto = |op| promised(backend, &policy, op).unwrap_or(0);
+    if let Some(d) = &mut run.probe.decoder {
+        let k = d.blocks.iter().map(|b| b.k).max().unwrap_or(0);
+        d.asserted = upto("quantized_matmul") >= k
+            && upto("sdpa_causal") >= k
+            && (!d.dense_head || upto("matmul") >= k);
+    }
+}
+
+/// What exits 1: a promised row that differs, or a negative control the comparison missed.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Finding {
+    pub policy: String,
+    pub kind: &'static str,
+    pub what: String,
+}
+
+pub fn op_label(row: &OpRow) -> String {
+    let params: Vec<String> = row.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{} {} {}", row.op, row.dtype, params.join(" "))
+}
+
+/// Promised rows that differ, in a run that was not perturbed.
+pub fn findings(run: &Run) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let finding = |kind, what| Finding {
+        policy: run.label(),
+        kind,
+        what,
+    };
+    for row in run.probe.ops.iter().filter(|r| r.promised_differ() > 0) {
+        out.push(finding(
+            "op",
+            format!(
+                "{}: {} of {} rows differ (first at T = {}; promised up to T = {})",
+                op_label(row),
+                row.rows_differ,
+                row.rows,
+                row.first_t.unwrap_or(0),
+                row.promised_t.unwrap_or(0).min(row.t_max)
+            ),
+        ));
+    }
+    if let Some(d) = run.probe.decoder.as_ref().filter(|d| d.asserted) {
+        for b in d
+            .blocks
+            .iter()
+            .filter(|b| b.logit_rows_identical < b.logit_rows)
+        {
+            out.push(finding("decoder", block_text(d, b)));
+        }
+    }
+    out
+}
+
+pub fn block_text(d: &Decoder, b: &Block) -> String {
+    let mut s = format!(
+        "{} decoder, k = {}: {} of {} logit rows identical, {} tokens the same",
+        d.preset, b.k, b.logit_rows_identical, b.logit_rows, b.tokens_same
+    );
+    if let Some(f) = &b.first_diff {
+        let layer = f
+            .layer
+            .map_or("after the layers".into(), |l| format!("layer {l}"));
+        s.push_str(&format!(
+            "; first differs: {} in {layer}, row {}",
+            f.op, f.row
+        ));
+    }
+    s
+}
+
+/// The negative control: a run whose chain rows had one bit flipped must report a difference
+/// in every op case and in every decoder block, or the comparison cannot fail.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Control {
+    pub cases: usize,
+    pub caught: usize,
+    pub blocks: usize,
+    pub blocks_caught: usize,
+}
+
+pub fn control(run: &Run) -> (Control, Vec<Finding>) {
+    let ops = &run.probe.ops;
+    let blocks = run
+        .probe
+        .decoder
+        .as_ref()
+        .map_or(&[][..], |d| &d.blocks[..]);
+    let c = Control {
+        cases: ops.len(),
+        caught: ops.iter().filter(|r| r.rows_differ > 0).count(),
+        blocks: blocks.len(),
+        blocks_caught: blocks
+            .iter()
+            .filter(|b| b.logit_rows_identical < b.logit_rows && b.first_diff.is_some())
+            .count(),
+    };
+    let mut f = Vec::new();
+    if !run.probe.perturbed || c.caught < c.cases || c.blocks_caught < c.blocks || c.cases == 0 {
+        f.push(Finding {
+            policy: run.label(),
+            kind: "control",
+            what: format!(
+                "the negative control (one flipped bit per compared set) was caught in {} of {} op cases and {} of {} decoder blocks: the comparison can miss a difference",
+                c.caught, c.cases, c.blocks_caught, c.blocks
+            ),
+        });
+    }
+    (c, f)
+}
+
+/// Rows the run reports (not promised) that differ: what the upstream control shows.
+pub fn unpromised_differ(run: &Run) -> u64 {
+    let ops: u64 = run
+        .probe
+        .ops
+        .iter()
+        .map(|r| r.rows_differ - r.promised_differ())
+        .sum();
+    let dec: u64 = run
+        .probe
+        .decoder
+        .iter()
+        .filter(|d| !d.asserted)
+        .flat_map(|d| &d.blocks)
+        .map(|b| u64::from(b.logit_rows - b.logit_rows_identical))
+        .sum();
+    ops + dec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(op: &str, differ: u64) -> OpRow {
+        OpRow {
+            op: op.into(),
+            dtype: "bf16".into(),
+            params: BTreeMap::from([("n".into(), 8)]),
+            t_max: 4,
+            seeds: 1,
+            rows: 10,
+            rows_differ: differ,
+            first_t: (differ > 0).then_some(2),
+            differ_by_t: vec![0, differ],
+            asserted: false,
+            promised_t: None,
+        }
+    }
+
+    fn run(policy: &str, ops: Vec<OpRow>, perturbed: bool) -> Run {
+        Run {
+            policy: policy.into(),
+            paths: None,
+            env: BTreeMap::new(),
+            probe: Probe {
+                probe: 1,
+                device: "cpu".into(),
+                perturbed,
+                ops,
+                decoder: None,
+            },
+        }
+    }
+
+    #[test]
+    fn only_promised_rows_are_findings() {
+        let mut r = run(
+            "streamed",
+            vec![row("quantized_matmul", 3), row("matmul", 0)],
+            false,
+        );
+        mark(Backend::Cuda, &mut r);
+        let f = findings(&r);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].what
+                .contains("3 of 10 rows differ (first at T = 2; promised up to T = 4)"),
+            "{}",
+            f[0].what
+        );
+        // Rows that differ only in blocks beyond the promised size are reported, not findings.
+        let mut beyond = row("quantized_matmul", 5);
+        beyond.t_max = 32;
+        beyond.differ_by_t = [vec![0; 16], vec![5]].concat();
+        let mut r = run("streamed", vec![beyond], false);
+        mark(Backend::Cpu, &mut r);
+        assert!(findings(&r).is_empty());
+        assert_eq!(unpromised_differ(&r), 5);
+        let mut up = run("upstream", vec![row("quantized_matmul", 3)], false);
+        mark(Backend::Cpu, &mut up);
+        assert!(findings(&up).is_empty(), "upstream promises nothing");
+        assert_eq!(unpromised_differ(&up), 3);
+    }
+
+    #[test]
+    fn a_control_that_misses_one_case_is_a_finding() {
+        let caught = run("streamed", vec![row("rope", 1), row("matmul", 2)], true);
+        assert!(control(&caught).1.is_empty());
+        let missed = run("streamed", vec![row("rope", 1), row("matmul", 0)], true);
+        let (c, f) = control(&missed);
+        assert_eq!((c.cases, c.caught), (2, 1));
+        assert_eq!(f.len(), 1);
+        // An unperturbed run cannot serve as the control, and neither can an empty one.
+        assert_eq!(
+            control(&run("streamed", vec![row("rope", 1)], false))
+                .1
+                .len(),
+            1
+        );
+        assert_eq!(control(&run("streamed", vec![], true)).1.len(), 1);
+    }
+
+    #[test]
+    fn the_decoder_is_promised_only_with_its_attention() {
+        let mut r = run("streamed", vec![], false);
+        r.probe.decoder = Some(Decoder {
+            preset: "small".into(),
+            dims: BTreeMap::new(),
+            dtype: "bf16".into(),
+            dense_head: false,
+            prompt: 4,
+            seed: 0,
+            decoded: vec![1, 2],
+            blocks: vec![Block {
+                k: 2,
+                logit_rows: 2,
+                logit_rows_identical: 1,
+                tokens_same: 2,
+                first_diff: Some(FirstDiff {
+                    row: 1,
+                    layer: Some(0),
+                    op: "sdpa".into(),
+                }),
+            }],
+            seconds: 0.0,
+            asserted: false,
+        });
+        mark(Backend::Cuda, &mut r);
+        assert!(findings(&r).is_empty());
+        mark(Backend::Cpu, &mut r);
+        let f = findings(&r);
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].what.contains("first differs: sdpa in layer 0, row 1"),
+            "{}",
+            f[0].what
+        );
+    }
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The block-vs-chain exactness probe (the project's crates/mlx-sys/probe, copied to probe/ in the
+# bundle) against the bundle's installed MLX: built with CMake once, then run under each policy
+# and once perturbed (the negative control), one JSON line per run appended to OUT. Render the
+# file on a machine with the project: `cargo xtask exactness --backend cuda --from OUT`
+# (docs/kernels/exactness.md).
+#
+#   exactness.sh OUT [SPEC]
+#     SPEC: the probe's options, "key=value;..." (default preset=small)
+#   env: INSTALL_DIR (MLX's install prefix, default BUNDLE/install), PROBE_SRC (default
+#   BUNDLE/probe), PROBE_BUILD (default BUNDLE/build-probe), POLICIES (default "streamed upstream")
+set -euo pipefail
+bundle=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:?usage: exactness.sh OUT [SPEC]}
+spec=${2:-preset=small}
+install=${INSTALL_DIR:-$bundle/install}
+src=${PROBE_SRC:-$bundle/probe}
+build=${PROBE_BUILD:-$bundle/build-probe}
+# The same options as CONTROL_SPEC in crates/mlx-tasks/src/exactness/mod.rs (a test holds them equal).
+control='preset=small;prompt=8;k_max=3;t_max=2;seeds=1;kv_lens=64;perturb=1;ops=1;decoder=1'
+[ -f "$src/exactness.cc" ] || { echo "exactness.sh: no probe sources in $src" >&2; exit 2; }
+[ -d "$install/share/cmake/MLX" ] || { echo "exactness.sh: no installed MLX in $install (build.sh first)" >&2; exit 2; }
+for p in ${POLICIES:-streamed upstream}; do
+  case "$p" in upstream|streamed) ;; *) echo "exactness.sh: policy upstream or streamed, not $p" >&2; exit 2;; esac
+done
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$install" >&2
+cmake --build "$build" >&2
+cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+export LD_LIBRARY_PATH=${cudnn:+$cudnn/lib:}${LD_LIBRARY_PATH:-}
+tmp=$out.partial
+: > "$tmp"
+probe() {
+  MLX_CUDA_QMV_BATCH_POLICY=$1 MLX_CPU_QMM_T_POLICY=$1 "$build/exactness" "$1" "$2" >> "$tmp"
+}
+for p in ${POLICIES:-streamed upstream}; do
+  echo "exactness.sh: probing under the $p policy" >&2
+  probe "$p" "$spec"
+done
+echo "exactness.sh: the negative control" >&2
+probe streamed "$control"
+mv "$tmp" "$out"

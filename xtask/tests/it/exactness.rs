@@ -1,0 +1,219 @@
+//! `exactness --from FILE`: rendering runs written elsewhere (the CUDA bundle's probe), the
+//! promise table and the negative control. The real probe on the CPU build runs in `.ci/run`
+//! (`cargo xtask exactness`), and its C++ is exercised by mlx-sys's tests.
+
+use serde_json::{Value, json};
+
+use crate::fixture::Fixture;
+
+fn op(name: &str, differ: u64) -> Value {
+    json!({"op": name, "dtype": "bf16", "params": {"bits": 4, "group_size": 64},
+           "t_max": 2, "seeds": 1, "rows": 3, "rows_differ": differ,
+           "first_t": if differ > 0 { json!(2) } else { Value::Null }})
+}
+
+fn run(policy: &str, perturbed: bool, ops: Vec<Value>) -> Value {
+    let identical = if perturbed { 1 } else { 2 };
+    json!({"policy": policy, "paths": null, "probe": {
+        "probe": 1, "device": "gpu", "perturbed": perturbed, "ops": ops,
+        "decoder": {"preset": "small", "dims": {"layers": 4, "d_model": 512}, "dtype": "bf16",
+            "dense_head": false, "prompt": 8, "seed": 0, "decoded": [5, 6, 7], "seconds": 1.5,
+            "blocks": [{"k": 2, "logit_rows": 2, "logit_rows_identical": identical, "tokens_same": 2,
+                "first_diff": if perturbed { json!({"row": 0, "layer": null, "op": "logits"}) }
+                              else { Value::Null }}]}}})
+}
+
+fn write(f: &Fixture, lines: &[Value]) -> String {
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    let path = f.root.join("runs.jsonl");
+    std::fs::write(&path, text.join("\n") + "\n").unwrap();
+    path.display().to_string()
+}
+
+fn fixture() -> Fixture {
+    Fixture::new(&[("src/lib.c", "int a;\n")])
+}
+
+#[test]
+fn promised_rows_identical_and_control_caught_exit_0() {
+    let f = fixture();
+    let file = write(
+        &f,
+        &[
+            run(
+                "streamed",
+                false,
+                vec![op("quantized_matmul", 0), op("sdpa_causal", 5)],
+            ),
+            run(
+                "upstream",
+                false,
+                vec![op("quantized_matmul", 3), op("sdpa_causal", 5)],
+            ),
+            run(
+                "streamed",
+                true,
+                vec![op("quantized_matmul", 1), op("sdpa_causal", 1)],
+            ),
+        ],
+    );
+    let out = f
+        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
+        .code(0);
+    assert!(
+        out.stdout.contains("every promised row is identical"),
+        "{}",
+        out.stdout
+    );
+    // CUDA promises no attention yet: its differing rows are reported, not findings.
+    assert!(
+        out.stdout.contains("5/3 rows differ, from T=2 (reported)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("caught in 2 of 2 op cases, 1 of 1 decoder blocks"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_promised_row_that_differs_is_a_finding_in_text_and_json() {
+    let f = fixture();
+    let file = write(
+        &f,
+        &[
+            run("streamed", false, vec![op("quantized_matmul", 2)]),
+            run("streamed", true, vec![op("quantized_matmul", 1)]),
+        ],
+    );
+    let out = f
+        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
+        .code(1);
+    assert!(
+        out.stdout.contains(
+            "FINDING [streamed] op: quantized_matmul bf16 bits=4 group_size=64: 2 of 3 rows differ"
+        ),
+        "{}",
+        out.stdout
+    );
+    let out = f
+        .xtask(&["--json", "exactness", "--backend", "cuda", "--from", &file])
+        .code(1);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["findings"][0]["kind"], "op");
+    assert_eq!(v["runs"][0]["probe"]["ops"][0]["asserted"], true);
+}
+
+#[test]
+fn without_a_caught_control_the_run_cannot_pass() {
+    let f = fixture();
+    let file = write(
+        &f,
+        &[run("streamed", false, vec![op("quantized_matmul", 0)])],
+    );
+    let out = f
+        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
+        .code(1);
+    assert!(
+        out.stdout.contains("no negative control run"),
+        "{}",
+        out.stdout
+    );
+    // A control the comparison missed (no row reported differing) fails too.
+    let file = write(
+        &f,
+        &[
+            run("streamed", false, vec![op("quantized_matmul", 0)]),
+            run("streamed", true, vec![op("quantized_matmul", 0)]),
+        ],
+    );
+    let out = f
+        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
+        .code(1);
+    assert!(
+        out.stdout.contains("caught in 0 of 1 op cases"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_malformed_line_is_named_and_nothing_is_rendered() {
+    let f = fixture();
+    let good = run("streamed", false, vec![op("quantized_matmul", 0)]).to_string();
+    let path = f.root.join("runs.jsonl");
+    std::fs::write(&path, format!("{good}\n{{\"policy\": \"streamed\"}}\n")).unwrap();
+    let out = f
+        .xtask(&[
+            "--json",
+            "exactness",
+            "--backend",
+            "cuda",
+            "--from",
+            path.to_str().unwrap(),
+        ])
+        .code(2);
+    let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let msg = v["error"].as_str().unwrap();
+    assert!(msg.contains("runs.jsonl:2: not an exactness run"), "{msg}");
+    assert_eq!(v["kind"], "input");
+}
+
+#[test]
+fn cuda_without_a_file_says_where_runs_come_from() {
+    let f = fixture();
+    let out = f.xtask(&["exactness", "--backend", "cuda"]).code(2);
+    assert!(out.stderr.contains("--from FILE"), "{}", out.stderr);
+}
+
+/// The CUDA bundle's `exactness.sh` builds the probe with CMake against an installed MLX and
+/// writes lines `--from` renders: run here against the CPU build that README's test command
+/// builds first (the GPU machine runs the same script against the CUDA install).
+#[test]
+fn the_bundle_script_builds_the_probe_and_its_lines_render() {
+    let ws = crate::fixture::workspace();
+    let info = ws.join("target/mlx/build-info.json");
+    let info: Value = serde_json::from_slice(&std::fs::read(&info).unwrap_or_else(|e| {
+        panic!(
+            "{} ({e}): run `cargo xtask build-mlx` first, as README's test command does",
+            info.display()
+        )
+    }))
+    .unwrap();
+    let prefix = std::path::Path::new(info["lib_dir"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let f = fixture();
+    let out = f.root.join("runs.jsonl");
+    let status = std::process::Command::new("bash")
+        .arg(ws.join("cuda/bundle/exactness.sh"))
+        .arg(&out)
+        .arg("preset=small;layers=1;prompt=4;k_max=2;t_max=2;seeds=1;kv_lens=64")
+        .env("INSTALL_DIR", &prefix)
+        .env("PROBE_SRC", ws.join("crates/mlx-sys/probe"))
+        .env("PROBE_BUILD", f.root.join("build-probe"))
+        .env("POLICIES", "streamed upstream")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let lines = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(lines.lines().count(), 3, "{lines}");
+    assert!(
+        lines.contains("\"MLX_CPU_QMM_T_POLICY\":\"upstream\""),
+        "{lines}"
+    );
+    let out = f
+        .xtask(&["exactness", "--from", out.to_str().unwrap()])
+        .code(0);
+    assert!(
+        out.stdout.contains("caught in 78 of 78 op cases"),
+        "{}",
+        out.stdout
+    );
+    assert!(!f.root.join("runs.jsonl.partial").exists());
+}
