@@ -19,7 +19,8 @@
 #                                  the pin, suite pin:gpu, keep-ptx, then CPU runs while time is
 #                                  left (pin:cpu, and no more: the tree is at the pin)
 #   env: DEADLINE (seconds the run may take from its start, default 1300), FORK_ONLY=1 (no
-#   upstream, control or pin runs: streamed:gpu, the SDPA cases and keep-ptx alone)
+#   upstream, control or pin runs: streamed:gpu, the SDPA cases and keep-ptx alone), EXACTNESS=1
+#   (after the build: the exactness probe's runs and the SDPA cases, no suites)
 set -uo pipefail
 W=/tmp/run
 B=$W/mlx-cuda-bundle
@@ -192,6 +193,28 @@ keep_ptx() {
 
 # The SDPA runs use no NVRTC kernel of the series' files: the control may go on beside them.
 wait_upto() { local i; for (( i=0; i<$2; i+=5 )); do kill -0 "$1" 2>/dev/null || return 0; sleep 5; done; }
+
+# The block-vs-chain exactness probe (cuda/bundle/exactness.sh, docs/kernels/exactness.md):
+# each run's lines in $R/exactness-NAME.jsonl, rendered at home with
+# `cargo xtask exactness --backend cuda --from FILE`.
+exactness() {  # NAME SPEC [VAR=VALUE...]
+  step exactness-$1 && return 0
+  say "exactness $1"
+  env "${@:3}" MLX_PTX_CACHE_DIR=$W/ptx-exactness PROBE_BUILD=$W/build-probe timeout 480 \
+    bash $B/cuda/bundle/exactness.sh $R/exactness-$1.jsonl "$2" > $R/exactness-$1.log 2>&1
+  echo "exactness $1: rc=$? $(tail -1 $R/exactness-$1.log | cut -c1-120)" | tee -a $R/exactness.txt
+  done_step exactness-$1
+}
+if [ "${EXACTNESS:-0}" = 1 ]; then
+  # cuDNN's SDPA off first (the known crash stops a run), then MLX's defaults, then the 7b decoder.
+  exactness small-nocudnn 'preset=small' MLX_CUDA_USE_CUDNN_SDPA=0
+  exactness small 'preset=small'
+  exactness 7b-nocudnn 'preset=7b;ops=0;prompt=40' MLX_CUDA_USE_CUDNN_SDPA=0
+  step sdpa-fork || { sdpa fork; done_step sdpa-fork; }
+  keep_ptx
+  say "exactness steps done"
+  exit 0
+fi
 
 seed_ptx
 step sdpa-fork || { (sdpa fork; touch $W/steps/sdpa-fork) & }
