@@ -23,14 +23,17 @@ control='preset=small;prompt=8;k_max=3;t_max=2;seeds=1;kv_lens=64;perturb=1;ops=
 for p in ${POLICIES:-streamed upstream}; do
   case "$p" in upstream|streamed) ;; *) echo "exactness.sh: policy upstream or streamed, not $p" >&2; exit 2;; esac
 done
-cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$install" >&2
-cmake --build "$build" >&2
 cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$install" \
+  ${cudnn:+-DCUDNN_LIB_DIR=$cudnn/lib} >&2
+cmake --build "$build" >&2
+# MLX's NVRTC JIT looks for its headers in <folder of the binary>/../include.
+[ -e "$build/include" ] || ln -s "$install/include" "$build/include"
 export LD_LIBRARY_PATH=${cudnn:+$cudnn/lib:}${LD_LIBRARY_PATH:-}
 tmp=$out.partial
 : > "$tmp"
 probe() {
-  MLX_CUDA_QMV_BATCH_POLICY=$1 MLX_CPU_QMM_T_POLICY=$1 "$build/exactness" "$1" "$2" >> "$tmp"
+  MLX_CUDA_QMV_BATCH_POLICY=$1 MLX_CPU_QMM_T_POLICY=$1 "$build/bin/exactness" "$1" "$2" >> "$tmp"
 }
 for p in ${POLICIES:-streamed upstream}; do
   echo "exactness.sh: probing under the $p policy" >&2

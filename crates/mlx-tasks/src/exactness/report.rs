@@ -256,7 +256,8 @@ pub fn control(run: &Run) -> (Control, Vec<Finding>) {
             .count(),
     };
     let mut f = Vec::new();
-    if !run.probe.perturbed || c.caught < c.cases || c.blocks_caught < c.blocks || c.cases == 0 {
+    let empty = c.cases + c.blocks == 0;
+    if !run.probe.perturbed || c.caught < c.cases || c.blocks_caught < c.blocks || empty {
         f.push(Finding {
             policy: run.label(),
             kind: "control",
