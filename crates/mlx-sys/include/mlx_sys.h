@@ -60,6 +60,7 @@ std::unique_ptr<MlxArray> quantized_matmul(
 
 // The exactness probe (probe/exactness.h) under the bridge's lock and stream.
 rust::String exactness_probe(rust::Str spec);
+void exactness_write_checkpoint(rust::Str spec, rust::Str file);
 
 // The CPU policy switch of the fork's local overlay (mlx/backend/cpu/quantized_policy.h).
 // Without it in the built MLX, available() is false and the others throw.

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -353,11 +354,13 @@ void run_ops(const Options& o, std::ostream& os) {
 struct Linear {
   std::vector<mx::array> q;  // wq, scales, biases when quantized
   std::optional<mx::array> dense;
+  std::optional<mx::array> bias;  // an additive bias (Qwen2's q/k/v projections)
   int bits = 4;
   int gs = 64;
   mx::array operator()(const mx::array& x) const {
-    if (dense) return mx::matmul(x, mx::transpose(*dense));
-    return mx::quantized_matmul(x, q[0], q[1], q[2], true, gs, bits, "affine");
+    auto y = dense ? mx::matmul(x, mx::transpose(*dense))
+                   : mx::quantized_matmul(x, q[0], q[1], q[2], true, gs, bits, "affine");
+    return bias ? mx::add(y, *bias) : y;
   }
 };
 
@@ -437,6 +440,103 @@ Model make_model(const Options& o) {
   m.final_norm = w.norm(d.d_model);
   m.head = w.linear(d.vocab, d.d_model, o.dense_head);
   return m;
+}
+
+// ---- Checkpoints in MLX's format (mlx-lm's names; config.json is read by the caller).
+
+using Tensors = std::unordered_map<std::string, mx::array>;
+
+Tensors load_tensors(const std::vector<std::string>& files) {
+  Tensors all;
+  for (const auto& f : files) {
+    for (auto& [name, a] : mx::load_safetensors(f).first) all.insert_or_assign(name, a);
+  }
+  return all;
+}
+
+const mx::array& tensor(const Tensors& t, const std::string& name) {
+  auto it = t.find(name);
+  if (it == t.end()) {
+    throw std::invalid_argument("exactness: the checkpoint has no tensor '" + name + "'");
+  }
+  return it->second;
+}
+
+// PREFIX.weight, quantized when PREFIX.scales is there; PREFIX.bias when there.
+Linear load_linear(const Tensors& t, const std::string& prefix, const Dims& d) {
+  Linear l;
+  l.bits = d.bits;
+  l.gs = d.group_size;
+  if (t.count(prefix + ".scales")) {
+    l.q = {tensor(t, prefix + ".weight"), tensor(t, prefix + ".scales"),
+           tensor(t, prefix + ".biases")};
+  } else {
+    l.dense = tensor(t, prefix + ".weight");
+  }
+  if (t.count(prefix + ".bias")) l.bias = tensor(t, prefix + ".bias");
+  return l;
+}
+
+Model load_model(const Options& o) {
+  Tensors t = load_tensors(o.checkpoint);
+  Model m;
+  m.d = o.dims;
+  m.dt = dtype_of(o.dtype);
+  Linear embed = load_linear(t, "model.embed_tokens", o.dims);
+  // A quantized table is dequantized once: row for row what a quantized embedding returns.
+  m.embed = embed.dense ? *embed.dense
+                        : mx::dequantize(embed.q[0], embed.q[1], embed.q[2], embed.gs,
+                                         embed.bits, "affine");
+  for (int i = 0; i < o.dims.layers; ++i) {
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    Layer l;
+    l.attn_norm = tensor(t, p + "input_layernorm.weight");
+    l.q = load_linear(t, p + "self_attn.q_proj", o.dims);
+    l.k = load_linear(t, p + "self_attn.k_proj", o.dims);
+    l.v = load_linear(t, p + "self_attn.v_proj", o.dims);
+    l.o = load_linear(t, p + "self_attn.o_proj", o.dims);
+    l.mlp_norm = tensor(t, p + "post_attention_layernorm.weight");
+    l.gate = load_linear(t, p + "mlp.gate_proj", o.dims);
+    l.up = load_linear(t, p + "mlp.up_proj", o.dims);
+    l.down = load_linear(t, p + "mlp.down_proj", o.dims);
+    m.layers.push_back(std::move(l));
+  }
+  m.final_norm = tensor(t, "model.norm.weight");
+  // Tied embeddings: the head is the embedding's own (quantized) matrix.
+  m.head = t.count("lm_head.weight") ? load_linear(t, "lm_head", o.dims) : embed;
+  mx::eval(m.embed);
+  return m;
+}
+
+void name_linear(Tensors& t, const std::string& prefix, const Linear& l) {
+  if (l.dense) {
+    t.insert_or_assign(prefix + ".weight", *l.dense);
+  } else {
+    t.insert_or_assign(prefix + ".weight", l.q[0]);
+    t.insert_or_assign(prefix + ".scales", l.q[1]);
+    t.insert_or_assign(prefix + ".biases", l.q[2]);
+  }
+  if (l.bias) t.insert_or_assign(prefix + ".bias", *l.bias);
+}
+
+// The seeded model under mlx-lm's names (embedding dense, the rest as built).
+Tensors named(const Model& m) {
+  Tensors t;
+  t.insert_or_assign("model.embed_tokens.weight", m.embed);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    const Layer& l = m.layers[i];
+    t.insert_or_assign(p + "input_layernorm.weight", l.attn_norm);
+    t.insert_or_assign(p + "post_attention_layernorm.weight", l.mlp_norm);
+    const std::pair<const char*, const Linear*> lin[] = {
+        {"self_attn.q_proj", &l.q}, {"self_attn.k_proj", &l.k}, {"self_attn.v_proj", &l.v},
+        {"self_attn.o_proj", &l.o}, {"mlp.gate_proj", &l.gate},  {"mlp.up_proj", &l.up},
+        {"mlp.down_proj", &l.down}};
+    for (auto& [name, linear] : lin) name_linear(t, p + name, *linear);
+  }
+  t.insert_or_assign("model.norm.weight", m.final_norm);
+  name_linear(t, "lm_head", m.head);
+  return t;
 }
 
 struct Cache {
@@ -648,7 +748,7 @@ void check_dims(const Options& o) {
 void run_decoder(const Options& o, std::ostream& os) {
   check_dims(o);
   auto started = std::chrono::steady_clock::now();
-  Model m = make_model(o);
+  Model m = o.checkpoint.empty() ? make_model(o) : load_model(o);
   auto prompt = mx::random::randint(0, o.dims.vocab, {1, o.prompt}, mx::int32,
                                     mx::random::key(o.seed + 1));
   Cache pc;
@@ -674,30 +774,27 @@ void run_decoder(const Options& o, std::ostream& os) {
   os << "],\"seconds\":" << secs << "}";
 }
 
+// A decoder's shapes; the quantization and norm settings keep their defaults.
+Dims shapes(int vocab, int d_model, int layers, int q_heads, int kv_heads, int head_dim, int mlp,
+            float rope_base) {
+  Dims d;
+  d.vocab = vocab;
+  d.d_model = d_model;
+  d.layers = layers;
+  d.q_heads = q_heads;
+  d.kv_heads = kv_heads;
+  d.head_dim = head_dim;
+  d.mlp = mlp;
+  d.rope_base = rope_base;
+  return d;
+}
+
 // The decoder presets; "preset=NAME" sets these dims, and later dims options override them.
 Dims preset_dims(const std::string& name) {
-  Dims d;
-  if (name == "small") {
-    d.vocab = 2048;
-    d.d_model = 512;
-    d.layers = 4;
-    d.q_heads = 8;
-    d.kv_heads = 2;
-    d.head_dim = 64;
-    d.mlp = 1024;
-  } else if (name == "7b") {  // Qwen2.5-7B's shapes
-    d.vocab = 152064;
-    d.d_model = 3584;
-    d.layers = 28;
-    d.q_heads = 28;
-    d.kv_heads = 4;
-    d.head_dim = 128;
-    d.mlp = 18944;
-    d.rope_base = 1000000.0f;
-  } else {
-    throw std::invalid_argument("exactness: preset must be small or 7b, got '" + name + "'");
-  }
-  return d;
+  if (name == "small") return shapes(2048, 512, 4, 8, 2, 64, 1024, 10000.0f);
+  // Qwen2.5-7B's shapes.
+  if (name == "7b") return shapes(152064, 3584, 28, 28, 4, 128, 18944, 1000000.0f);
+  throw std::invalid_argument("exactness: preset must be small or 7b, got '" + name + "'");
 }
 
 int int_value(const std::string& key, const std::string& v) {
@@ -710,7 +807,22 @@ int int_value(const std::string& key, const std::string& v) {
   throw std::invalid_argument("exactness: option " + key + " needs an integer, got '" + v + "'");
 }
 
+float float_value(const std::string& key, const std::string& v) {
+  try {
+    size_t used = 0;
+    float x = std::stof(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("exactness: option " + key + " needs a number, got '" + v + "'");
+}
+
 } // namespace
+
+void write_checkpoint(const Options& opts, const std::string& file) {
+  check_dims(opts);
+  mx::save_safetensors(file, named(make_model(opts)), {{"format", "mlx"}});
+}
 
 void run(const Options& opts, std::ostream& out) {
   if (opts.t_max < 1 || opts.seeds < 1) {
@@ -727,49 +839,54 @@ void run(const Options& opts, std::ostream& out) {
 Options parse_options(const std::string& spec) {
   Options o;
   o.dims = preset_dims(o.preset);
+  const std::map<std::string, int*> ints = {
+      {"t_max", &o.t_max},          {"seeds", &o.seeds},
+      {"prompt", &o.prompt},        {"k_max", &o.k_max},
+      {"vocab", &o.dims.vocab},     {"d_model", &o.dims.d_model},
+      {"layers", &o.dims.layers},   {"q_heads", &o.dims.q_heads},
+      {"kv_heads", &o.dims.kv_heads}, {"head_dim", &o.dims.head_dim},
+      {"mlp", &o.dims.mlp},         {"bits", &o.dims.bits},
+      {"group_size", &o.dims.group_size}};
+  const std::map<std::string, bool*> flags = {
+      {"ops", &o.ops}, {"decoder", &o.decoder}, {"dense_head", &o.dense_head},
+      {"perturb", &o.perturb}};
   std::stringstream ss(spec);
   std::string item;
-  std::map<std::string, std::function<void(const std::string&)>> set = {
-      {"ops", [&](auto& v) { o.ops = int_value("ops", v) != 0; }},
-      {"decoder", [&](auto& v) { o.decoder = int_value("decoder", v) != 0; }},
-      {"t_max", [&](auto& v) { o.t_max = int_value("t_max", v); }},
-      {"seeds", [&](auto& v) { o.seeds = int_value("seeds", v); }},
-      {"preset", [&](auto& v) {
-         o.dims = preset_dims(v);
-         o.preset = v;
-       }},
-      {"prompt", [&](auto& v) { o.prompt = int_value("prompt", v); }},
-      {"k_max", [&](auto& v) { o.k_max = int_value("k_max", v); }},
-      {"seed", [&](auto& v) { o.seed = static_cast<uint64_t>(int_value("seed", v)); }},
-      {"dtype", [&](auto& v) {
-         dtype_of(v);
-         o.dtype = v;
-       }},
-      {"dense_head", [&](auto& v) { o.dense_head = int_value("dense_head", v) != 0; }},
-      {"perturb", [&](auto& v) { o.perturb = int_value("perturb", v) != 0; }},
-      {"vocab", [&](auto& v) { o.dims.vocab = int_value("vocab", v); }},
-      {"d_model", [&](auto& v) { o.dims.d_model = int_value("d_model", v); }},
-      {"layers", [&](auto& v) { o.dims.layers = int_value("layers", v); }},
-      {"q_heads", [&](auto& v) { o.dims.q_heads = int_value("q_heads", v); }},
-      {"kv_heads", [&](auto& v) { o.dims.kv_heads = int_value("kv_heads", v); }},
-      {"head_dim", [&](auto& v) { o.dims.head_dim = int_value("head_dim", v); }},
-      {"mlp", [&](auto& v) { o.dims.mlp = int_value("mlp", v); }},
-      {"kv_lens", [&](auto& v) {
-         o.kv_lens.clear();
-         std::stringstream ls(v);
-         std::string n;
-         while (std::getline(ls, n, ',')) o.kv_lens.push_back(int_value("kv_lens", n));
-       }},
-  };
   while (std::getline(ss, item, ';')) {
     if (item.empty()) continue;
     auto eq = item.find('=');
     std::string key = item.substr(0, eq);
-    auto it = set.find(key);
-    if (eq == std::string::npos || it == set.end()) {
+    std::string v = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (eq == std::string::npos) {
+      throw std::invalid_argument("exactness: unknown option '" + item + "'");
+    } else if (ints.count(key)) {
+      *ints.at(key) = int_value(key, v);
+    } else if (flags.count(key)) {
+      *flags.at(key) = int_value(key, v) != 0;
+    } else if (key == "seed") {
+      o.seed = static_cast<uint64_t>(int_value(key, v));
+    } else if (key == "preset") {
+      o.dims = preset_dims(v);
+      o.preset = v;
+    } else if (key == "dtype") {
+      dtype_of(v);
+      o.dtype = v;
+    } else if (key == "rope_base" || key == "eps") {
+      (key == "eps" ? o.dims.eps : o.dims.rope_base) = float_value(key, v);
+    } else if (key == "checkpoint") {
+      o.checkpoint.clear();
+      std::stringstream fs(v);
+      std::string f;
+      while (std::getline(fs, f, '|')) o.checkpoint.push_back(f);
+      o.preset = "checkpoint";
+    } else if (key == "kv_lens") {
+      o.kv_lens.clear();
+      std::stringstream ls(v);
+      std::string n;
+      while (std::getline(ls, n, ',')) o.kv_lens.push_back(int_value(key, n));
+    } else {
       throw std::invalid_argument("exactness: unknown option '" + item + "'");
     }
-    it->second(item.substr(eq + 1));
   }
   return o;
 }

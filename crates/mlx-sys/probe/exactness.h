@@ -47,6 +47,10 @@ struct Options {
   std::string dtype = "bf16";
   // The LM head as a dense (unquantized) matmul instead of a quantized one.
   bool dense_head = false;
+  // An MLX-format checkpoint's safetensors files ("checkpoint=a|b"): the decoder's weights,
+  // under mlx-lm's names, instead of the seeded ones; dims come from its config.json (read by
+  // the caller and passed as options). The report's preset is then "checkpoint".
+  std::vector<std::string> checkpoint;
   // A negative control: flip the lowest bit of the first chain row's first element before
   // comparing, so every comparison must report a difference (shows the check can fail).
   bool perturb = false;
@@ -55,6 +59,10 @@ struct Options {
 // Runs the probe and writes one JSON object (docs/json.md, "exactness" raw results) to out.
 // Throws std::exception on bad options.
 void run(const Options& opts, std::ostream& out);
+
+// Writes the seeded decoder of `opts` to `file` (safetensors, mlx-lm's names): a checkpoint for
+// testing the checkpoint mode. config.json is the caller's to write.
+void write_checkpoint(const Options& opts, const std::string& file);
 
 // Parses "key=value;key=value" (the bridge's and main.cc's shared option syntax). Unknown
 // keys throw std::invalid_argument naming the key.

@@ -42,6 +42,8 @@ pub(crate) mod bridge {
         /// The block-vs-chain exactness probe (probe/exactness.h): options as
         /// `key=value;...`, the raw results as one JSON object.
         fn exactness_probe(spec: &str) -> Result<String>;
+        /// The probe's seeded decoder for `spec`, written to `file` as an MLX checkpoint.
+        fn exactness_write_checkpoint(spec: &str, file: &str) -> Result<()>;
         fn qmm_policy_available() -> bool;
         fn set_qmm_t_streamed(enabled: bool) -> Result<()>;
         fn qmm_t_streamed() -> Result<bool>;

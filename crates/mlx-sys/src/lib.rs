@@ -259,6 +259,15 @@ pub fn exactness_probe(spec: &str) -> Result<String> {
     Ok(bridge::exactness_probe(spec)?)
 }
 
+/// Writes the probe's seeded decoder for `spec` to `file` (safetensors, mlx-lm's tensor names):
+/// a checkpoint for testing the probe's checkpoint mode (config.json is the caller's).
+pub fn exactness_write_checkpoint(spec: &str, file: &std::path::Path) -> Result<()> {
+    let file = file
+        .to_str()
+        .ok_or_else(|| Error("exactness: the checkpoint path is not UTF-8".into()))?;
+    Ok(bridge::exactness_write_checkpoint(spec, file)?)
+}
+
 /// Which kernel the CPU backend's affine `quantized_matmul` with transposed weights runs for
 /// 2..=16 rows: the fork's row-streamed kernels or MLX's row-by-row loops. A fork-local
 /// switch (overlay `0002-cpu-qmm-t-policy-switch`), process-wide, read when a kernel runs.

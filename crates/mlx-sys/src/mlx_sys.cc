@@ -318,6 +318,11 @@ rust::String exactness_probe(rust::Str spec) {
   return rust::String(out.str());
 }
 
+void exactness_write_checkpoint(rust::Str spec, rust::Str file) {
+  Locked l;
+  exactness::write_checkpoint(exactness::parse_options(std::string(spec)), std::string(file));
+}
+
 bool qmm_policy_available() {
   return MLX_SYS_QMM_POLICY;
 }

@@ -46,3 +46,41 @@ fn a_flipped_bit_is_reported_in_every_case_and_block() {
     let clean = mlx_sys::exactness_probe(&spec.replace("perturb=1", "perturb=0")).unwrap();
     assert_eq!(count(&clean, "\"rows_differ\":0,"), cases, "{clean}");
 }
+
+fn field<'a>(json: &'a str, key: &str) -> &'a str {
+    let start = json
+        .find(key)
+        .unwrap_or_else(|| panic!("no {key} in {json}"));
+    let rest = &json[start..];
+    &rest[..rest.find(']').unwrap() + 1]
+}
+
+/// The checkpoint mode loads what `exactness_write_checkpoint` wrote under mlx-lm's names and
+/// decodes exactly as the seeded model it came from; a tensor the dims need and the file
+/// lacks is an error naming it.
+#[test]
+fn a_written_checkpoint_decodes_as_its_seeded_model() {
+    let dir = std::env::temp_dir().join(format!("mlx-sys-checkpoint-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("model.safetensors");
+    let spec = "preset=small;layers=2;prompt=8;k_max=4;ops=0;seed=7";
+    mlx_sys::exactness_write_checkpoint(spec, &file).unwrap();
+    let seeded = mlx_sys::exactness_probe(spec).unwrap();
+    let loaded =
+        mlx_sys::exactness_probe(&format!("{spec};checkpoint={}", file.display())).unwrap();
+    assert!(loaded.contains("\"preset\":\"checkpoint\""), "{loaded}");
+    assert_eq!(field(&loaded, "\"decoded\""), field(&seeded, "\"decoded\""));
+    assert_eq!(field(&loaded, "\"blocks\""), field(&seeded, "\"blocks\""));
+    let e = mlx_sys::exactness_probe(&format!(
+        "preset=small;layers=3;ops=0;checkpoint={}",
+        file.display()
+    ))
+    .unwrap_err();
+    assert!(
+        e.message()
+            .contains("no tensor 'model.layers.2.input_layernorm.weight'"),
+        "{}",
+        e.message()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

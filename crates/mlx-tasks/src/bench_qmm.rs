@@ -74,19 +74,8 @@ fn example_args(args: &QmmArgs, json: bool, root: &Path) -> Vec<String> {
 pub fn run(args: &QmmArgs, json: bool) -> Result<ExitCode> {
     let root = workspace_root();
     if !args.no_build {
-        // Progress goes to stderr so that `--json` keeps stdout machine-readable.
-        let out = cargo()
-            .args(["xtask", "build-mlx"])
-            .current_dir(&root)
-            .stdout(std::process::Stdio::piped())
-            .output()
-            .context("running `cargo xtask build-mlx`")?;
-        if !json {
-            eprint!("{}", String::from_utf8_lossy(&out.stdout));
-        }
-        if !out.status.success() {
-            eprint!("{}", String::from_utf8_lossy(&out.stdout));
-            eprintln!("bench qmm: `cargo xtask build-mlx` failed");
+        if let Err(e) = crate::build_mlx_first(&root, json) {
+            eprintln!("bench qmm: {e}");
             return Ok(ExitCode::from(2));
         }
     }

@@ -39,6 +39,26 @@ pub(crate) fn cargo() -> std::process::Command {
     std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
+/// Brings the MLX that mlx-sys links up to date with `cargo xtask build-mlx`, for the tasks
+/// that run mlx-sys's examples. Its report goes to stderr unless `quiet` (so `--json` keeps
+/// stdout machine-readable); on failure it is printed whatever `quiet` says.
+pub(crate) fn build_mlx_first(root: &std::path::Path, quiet: bool) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let out = cargo()
+        .args(["xtask", "build-mlx"])
+        .current_dir(root)
+        .stdout(std::process::Stdio::piped())
+        .output()
+        .context("running `cargo xtask build-mlx`")?;
+    if !quiet || !out.status.success() {
+        eprint!("{}", String::from_utf8_lossy(&out.stdout));
+    }
+    if !out.status.success() {
+        anyhow::bail!("`cargo xtask build-mlx` failed");
+    }
+    Ok(())
+}
+
 /// The MLX tasks (flatten them into a CLI next to `overlay_cli::Command`).
 #[derive(Subcommand)]
 pub enum Task {

@@ -242,11 +242,39 @@ fn workspace_series_drift_and_export_on_real_mlx() {
         listed
     );
     for (name, status) in &statuses {
+        // 0010 hooks into scaled_dot_product_attention (its Depends-On), whose signature
+        // upstream extends before 846d176 (`bool force_fused`): drift must ask for a review.
+        let expected: &[&str] = if name.starts_with("0010-") {
+            &["context-drift"]
+        } else {
+            &["clean", "moved"]
+        };
         assert!(
-            status == "clean" || status == "moved",
+            expected.contains(&status.as_str()),
             "{name} is {status} at 846d176: {out}"
         );
     }
+    let sdpa = v["overlays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"].as_str().unwrap().starts_with("0010-"))
+        .expect("overlay 0010 in the series");
+    assert!(
+        sdpa["changed_symbols"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "mlx::core::fast::scaled_dot_product_attention"),
+        "{sdpa}"
+    );
+    assert!(
+        sdpa["symbol_changes"][0]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("force_fused"),
+        "{sdpa}"
+    );
     // Files only local-only overlays touch must never appear in an export.
     let files_of = |kind: &str| -> std::collections::BTreeSet<String> {
         listed

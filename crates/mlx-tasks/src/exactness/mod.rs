@@ -7,6 +7,7 @@
 //!
 //! Exit codes: 0 every promised row identical and the control caught; 1 findings; 2 error.
 
+pub mod checkpoint;
 mod render;
 pub mod report;
 
@@ -70,6 +71,10 @@ pub struct ExactnessArgs {
     /// Only the decoder
     #[arg(long)]
     pub decoder_only: bool,
+    /// The decoder's weights and shapes from an MLX-format model folder (config.json +
+    /// safetensors, as mlx-lm writes them) instead of the seeded preset: a fail-closed gate
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["preset", "ops_only"])]
+    pub checkpoint: Option<PathBuf>,
     /// Render runs written elsewhere (one JSON line per run, as the CUDA bundle's probe writes) instead of probing
     #[arg(long, value_name = "FILE")]
     pub from: Option<PathBuf>,
@@ -92,8 +97,21 @@ pub enum DtypeArg {
 }
 
 impl ExactnessArgs {
-    /// The probe's option string (`probe/exactness.h`'s `parse_options`), unperturbed.
-    pub fn spec(&self) -> String {
+    /// The probe's option string (`probe/exactness.h`'s `parse_options`), unperturbed; with
+    /// `--checkpoint`, the decoder alone, its dims and tensors from the folder.
+    pub fn spec(&self) -> Result<String> {
+        let base = self.base_spec();
+        match &self.checkpoint {
+            Some(dir) => Ok(format!(
+                "{};ops=0;{}",
+                base.replace(";ops=1", ""),
+                checkpoint::spec(dir)?
+            )),
+            None => Ok(base),
+        }
+    }
+
+    fn base_spec(&self) -> String {
         let preset = match self.preset {
             Preset::Small => "small",
             Preset::SevenB => "7b",
@@ -166,31 +184,19 @@ fn header(g: &Global) -> Result<serde_json::Value> {
 /// Builds MLX unless told not to, then one example process per policy and the control.
 fn probe_here(args: &ExactnessArgs) -> Result<(Vec<Run>, Option<Run>)> {
     let root = workspace_root();
+    // A bad --checkpoint is refused before anything is built.
+    let spec = args.spec()?;
     if !args.no_build {
-        build_mlx(&root)?;
+        crate::build_mlx_first(&root, false).context("exactness")?;
     }
     let mut runs = Vec::new();
     for policy in args.policies() {
         eprintln!("exactness: probing under the {policy} policy");
-        runs.push(example(&root, policy, &args.spec())?);
+        runs.push(example(&root, policy, &spec)?);
     }
     eprintln!("exactness: the negative control (one flipped bit per case)");
     let control = example(&root, "streamed", CONTROL_SPEC)?;
     Ok((runs, Some(control)))
-}
-
-fn build_mlx(root: &Path) -> Result<()> {
-    let out = cargo()
-        .args(["xtask", "build-mlx"])
-        .current_dir(root)
-        .stdout(Stdio::piped())
-        .output()
-        .context("running `cargo xtask build-mlx`")?;
-    if !out.status.success() {
-        eprint!("{}", String::from_utf8_lossy(&out.stdout));
-        bail!("exactness: `cargo xtask build-mlx` failed");
-    }
-    Ok(())
 }
 
 fn example(root: &Path, policy: &str, spec: &str) -> Result<Run> {
@@ -268,7 +274,7 @@ mod tests {
     fn the_spec_carries_every_option() {
         let a = Cli::parse_from(["x", "--preset", "7b", "--kv", "64,16384", "--ops-only"]).args;
         assert_eq!(
-            a.spec(),
+            a.spec().unwrap(),
             "preset=7b;prompt=40;k_max=16;t_max=32;seeds=2;kv_lens=64,16384;dtype=bf16;dense_head=0;ops=1;decoder=0"
         );
         assert_eq!(a.policies(), ["streamed", "upstream"]);
