@@ -217,3 +217,24 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
     );
     assert!(!f.root.join("runs.jsonl.partial").exists());
 }
+
+/// A checkpoint folder the probe cannot read is refused before anything is built: exit 2,
+/// the file named, as JSON under --json.
+#[test]
+fn a_checkpoint_without_a_usable_config_is_refused_before_building() {
+    let f = fixture();
+    let dir = f.root.join("model");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), r#"{"model_type": "gemma3"}"#).unwrap();
+    let out = f
+        .xtask(&["--json", "exactness", "--checkpoint", dir.to_str().unwrap()])
+        .code(2);
+    let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let msg = v["error"].as_str().unwrap();
+    assert!(
+        msg.contains("model/config.json") && msg.contains("gemma3"),
+        "{msg}"
+    );
+    assert_eq!(v["kind"], "input");
+    assert!(!out.stderr.contains("build-mlx"), "{}", out.stderr);
+}
