@@ -797,24 +797,24 @@ Dims preset_dims(const std::string& name) {
   throw std::invalid_argument("exactness: preset must be small or 7b, got '" + name + "'");
 }
 
-int int_value(const std::string& key, const std::string& v) {
+// The whole of `v` parsed by `parse` (std::stoi, std::stof), else an error naming the option.
+template <typename T, typename Parse>
+T parsed(const std::string& key, const std::string& v, Parse parse, const char* what) {
   try {
     size_t used = 0;
-    int n = std::stoi(v, &used);
-    if (used == v.size()) return n;
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument("exactness: option " + key + " needs an integer, got '" + v + "'");
-}
-
-float float_value(const std::string& key, const std::string& v) {
-  try {
-    size_t used = 0;
-    float x = std::stof(v, &used);
+    T x = parse(v, &used);
     if (used == v.size()) return x;
   } catch (const std::exception&) {
   }
-  throw std::invalid_argument("exactness: option " + key + " needs a number, got '" + v + "'");
+  throw std::invalid_argument("exactness: option " + key + " needs " + what + ", got '" + v + "'");
+}
+
+int int_value(const std::string& key, const std::string& v) {
+  return parsed<int>(key, v, [](auto& s, size_t* n) { return std::stoi(s, n); }, "an integer");
+}
+
+float float_value(const std::string& key, const std::string& v) {
+  return parsed<float>(key, v, [](auto& s, size_t* n) { return std::stof(s, n); }, "a number");
 }
 
 } // namespace

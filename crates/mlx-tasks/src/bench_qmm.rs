@@ -38,19 +38,7 @@ pub struct QmmArgs {
 
 /// The `bench_qmm` example's command line for these arguments.
 fn example_args(args: &QmmArgs, json: bool, root: &Path) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "run",
-        "--release",
-        "--quiet",
-        "-p",
-        "mlx-sys",
-        "--example",
-        "bench_qmm",
-        "--",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut v = crate::mlx_sys_example("bench_qmm");
     if json {
         v.push("--json".into());
     }

@@ -39,6 +39,24 @@ pub(crate) fn cargo() -> std::process::Command {
     std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
+/// `cargo run --release --quiet -p mlx-sys --example NAME --`: the arguments that run one of
+/// mlx-sys's examples (xtask does not link mlx-sys; its build script needs a built MLX).
+pub(crate) fn mlx_sys_example(name: &str) -> Vec<String> {
+    [
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "mlx-sys",
+        "--example",
+        name,
+        "--",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// Brings the MLX that mlx-sys links up to date with `cargo xtask build-mlx`, for the tasks
 /// that run mlx-sys's examples. Its report goes to stderr unless `quiet` (so `--json` keeps
 /// stdout machine-readable); on failure it is printed whatever `quiet` says.

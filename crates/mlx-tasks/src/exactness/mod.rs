@@ -201,16 +201,8 @@ fn probe_here(args: &ExactnessArgs) -> Result<(Vec<Run>, Option<Run>)> {
 
 fn example(root: &Path, policy: &str, spec: &str) -> Result<Run> {
     let out = cargo()
-        .args([
-            "run",
-            "--release",
-            "--quiet",
-            "-p",
-            "mlx-sys",
-            "--example",
-            "exactness",
-        ])
-        .args(["--", "--policy", policy, "--spec", spec])
+        .args(crate::mlx_sys_example("exactness"))
+        .args(["--policy", policy, "--spec", spec])
         .current_dir(root)
         .stderr(Stdio::inherit())
         .output()
