@@ -3,7 +3,8 @@
 per process so a crash names its case.
 
     sdpa_repro.py            every case, each in a child process: one line per case (rc, error)
-    sdpa_repro.py CASE       that case alone, in this process (for a debugger or a sanitizer)
+    sdpa_repro.py CASE       that case alone, in this process (for a debugger or a sanitizer);
+                             SDPA_RTLD_GLOBAL=1 imports MLX with RTLD_GLOBAL | RTLD_NOW
 
 A case: dtype, B, query heads, KV heads, q_len, kv_len, head dim, mask (causal, none, array).
 MLX sends q_len > 1 with a causal mask (q_len <= kv_len), no mask or an additive array mask to
@@ -32,7 +33,7 @@ CASES = [
 
 
 def loaded_libs():
-    keys = ("cudnn", "nvrtc", "cublas", "cudart", "libcuda.so", "nvJitLink")
+    keys = ("cudnn", "nvrtc", "cublas", "cudart", "libcuda.so", "nvJitLink", "libstdc++", "libgcc_s")
     seen = []
     for line in open("/proc/self/maps"):
         p = line.split()[-1] if "/" in line else ""
@@ -42,6 +43,10 @@ def loaded_libs():
 
 
 def run_case(i):
+    if os.environ.get("SDPA_RTLD_GLOBAL") == "1":
+        # The extension and its libraries in the global scope, as an executable's are (the C++
+        # probe runs these cases without a fault).
+        sys.setdlopenflags(os.RTLD_GLOBAL | os.RTLD_NOW)
     import mlx.core as mx
     import numpy as np
 

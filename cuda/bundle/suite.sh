@@ -18,7 +18,8 @@
 #   NVRTC cache, one folder per file so no two processes write one cache: default
 #   OUTDIR/../ptx), SUITE_TORCH (plain: tests import the image's torch as they are; first: torch
 #   is imported before MLX in every process; block: `import torch` raises ImportError, so the
-#   tests take their no-torch branches; default plain)
+#   tests take their no-torch branches; global: extension modules are opened RTLD_GLOBAL, so
+#   MLX's libraries are in the global scope as an executable's are; default plain)
 set -uo pipefail
 bundle=$(cd "$(dirname "$0")/../.." && pwd)
 here=$bundle/cuda/bundle
@@ -28,7 +29,7 @@ out=${3:?output folder}
 case "$policy" in upstream|streamed|pin) ;; *) echo "suite.sh: policy upstream, streamed or pin, not $policy" >&2; exit 2;; esac
 case "$device" in gpu|cpu) ;; *) echo "suite.sh: device gpu or cpu, not $device" >&2; exit 2;; esac
 torch=${SUITE_TORCH:-plain}
-case "$torch" in plain|first|block) ;; *) echo "suite.sh: SUITE_TORCH plain, first or block, not $torch" >&2; exit 2;; esac
+case "$torch" in plain|first|block|global) ;; *) echo "suite.sh: SUITE_TORCH plain, first, block or global, not $torch" >&2; exit 2;; esac
 jobs=${SUITE_JOBS:-8}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "suite.sh: SUITE_JOBS: a count, not $jobs" >&2; exit 2; }
 tests=$bundle/mlx/python/tests

@@ -119,12 +119,53 @@ if ! step probe; then
       > $R/probe-$n.log 2>&1
     echo "probe [$order]: rc=$? $(tail -1 $R/probe-$n.log)"
   done | tee $R/probe.txt
+  # The abort of MLX first, torch second: without cuDNN's folder on LD_LIBRARY_PATH (torch's
+  # libraries use RUNPATH, which LD_LIBRARY_PATH overrides), and with MLX in the global scope.
+  LD_LIBRARY_PATH=${LD_LIBRARY_PATH//$cudnn\/lib:/} timeout 120 python3 -X faulthandler -c \
+    "import mlx.core as mx; import torch; print(mx.add(mx.array([1.0]), 1).item(), torch.__version__)" \
+    > $R/probe-3.log 2>&1
+  echo "probe [mlx, torch; no cudnn dir]: rc=$? $(tail -1 $R/probe-3.log)" | tee -a $R/probe.txt
+  timeout 120 python3 -X faulthandler -c "import os, sys; sys.setdlopenflags(os.RTLD_GLOBAL | os.RTLD_NOW)
+import mlx.core as mx; import torch; print(mx.add(mx.array([1.0]), 1).item(), torch.__version__)" \
+    > $R/probe-4.log 2>&1
+  echo "probe [mlx, torch; RTLD_GLOBAL]: rc=$? $(tail -1 $R/probe-4.log)" | tee -a $R/probe.txt
+  # What suite.sh's SUITE_TORCH=global gives the tests: MLX, then torch, a C++ exception caught,
+  # an array through torch and back.
+  PYTHONPATH=$B/cuda/bundle/torch_global:$PYTHONPATH timeout 120 python3 -X faulthandler -c "import mlx.core as mx
+import numpy as np, torch
+try:
+    mx.reshape(mx.array([1, 2, 3]), (2, 2))
+except ValueError:
+    pass
+t = torch.tensor(np.array(mx.arange(4.0)))
+print('global ok', mx.array(t.numpy()).sum().item(), torch.__version__)" > $R/probe-5.log 2>&1
+  echo "probe [global]: rc=$? $(tail -1 $R/probe-5.log)" | tee -a $R/probe.txt
+  # test_nn's sharded layers call mx.distributed.init(), which segfaulted at the pin and on the
+  # fork (session 9): as Python loads MLX, and with MLX's libraries global.
+  for g in plain global; do
+    pp=$PYTHONPATH; [ $g = global ] && pp=$B/cuda/bundle/torch_global:$PYTHONPATH
+    PYTHONPATH=$pp timeout 120 python3 -X faulthandler -c \
+      "import mlx.core as mx; g = mx.distributed.init(); print('distributed', g.rank(), g.size())" \
+      > $R/probe-dist-$g.log 2>&1
+    echo "probe [distributed $g]: rc=$? $(tail -1 $R/probe-dist-$g.log)" | tee -a $R/probe.txt
+  done
+  # Whether a C++ exception MLX throws and nanobind turns into a Python one survives in this
+  # image's Python without torch (the SDPA crash's suspect).
+  timeout 120 python3 -X faulthandler -c "import mlx.core as mx
+try:
+    mx.reshape(mx.array([1, 2, 3]), (2, 2))
+except ValueError as e:
+    print('caught:', str(e)[:60])" > $R/probe-throw.log 2>&1
+  echo "probe [throw]: rc=$? $(tail -1 $R/probe-throw.log)" | tee -a $R/probe.txt
   done_step probe
 fi
 # Session 7: MLX first aborts at `import torch`; torch first segfaults every C++ exception MLX
-# throws (docs/testing.md). So the tests import torch only where both orders work (plain), else
-# not at all (block); SUITE_TORCH=first stays for a run that wants torch interop anyway.
+# throws (docs/testing.md). Session 9: with extension modules opened RTLD_GLOBAL, MLX first and
+# torch second imports. So the tests import torch as they are where that works (plain), else
+# with MLX's libraries global (global), else not at all (block); SUITE_TORCH=first stays for a
+# run that wants torch first anyway.
 torch=block
+grep -q '^probe \[global\]: rc=0' $R/probe.txt && torch=global
 grep -q '^probe \[import mlx.core as mx; import torch\]: rc=0' $R/probe.txt && torch=plain
 torch=${SUITE_TORCH:-$torch}
 say "torch in the tests: $torch"
@@ -140,6 +181,17 @@ sdpa() {
   local c; c=$(grep -m1 -E '^[0-9]+ .*: rc=-' cases.txt | cut -d' ' -f1)
   [ -n "$c" ] || c=$(grep -m1 -E '^[0-9]+ .*: rc=[1-9]' cases.txt | cut -d' ' -f1)
   [ -n "$c" ] || return 0
+  # What changes the outcome: the extension's libraries in the global scope (Python loads
+  # extensions RTLD_LOCAL, an executable's libraries are global), cuDNN's libraries preloaded,
+  # every symbol bound at load (an unresolved one named instead of a call to 0).
+  local v
+  for v in "SDPA_RTLD_GLOBAL=1" "LD_PRELOAD=$cudnn/lib/libcudnn_graph.so.9:$cudnn/lib/libcudnn.so.9" \
+           "LD_BIND_NOW=1"; do
+    env "$v" MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 120 python3 -X faulthandler \
+      $B/cuda/bundle/sdpa_repro.py "$c" > variant.txt 2>&1
+    echo "${v%%=*}: rc=$? $(grep -m1 -E '^case |symbol|undefined' variant.txt)" >> variants.txt
+  done
+  rm -f variant.txt
   MLX_USE_CUDA_GRAPHS=0 MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 120 python3 -X faulthandler \
     $B/cuda/bundle/sdpa_repro.py "$c" > graphs-off.txt 2>&1
   echo "rc=$?" >> graphs-off.txt
@@ -147,9 +199,18 @@ sdpa() {
     MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 120 python3 -X faulthandler $B/cuda/bundle/sdpa_repro.py "$c" > logged.txt 2>&1
   echo "rc=$?" >> logged.txt
   MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 180 cuda-gdb -q -batch -ex "set pagination off" -ex "set confirm off" \
-    -ex run -ex "bt 60" -ex "info registers rip" -ex "x/6i \$pc" -ex "info sharedlibrary" \
+    -ex run -ex "bt 60" -ex "info registers rip" -ex "x/6i \$pc" -ex "x/24a \$sp" \
+    -ex "info symbol *(void **)\$sp" -ex "info sharedlibrary" \
     --args python3 $B/cuda/bundle/sdpa_repro.py "$c" > gdb.txt 2>&1
   echo "rc=$?" >> gdb.txt
+  # A call to address 0 leaves no frames: the return address on the stack names the caller
+  # (x/24a above); every C++ exception thrown before the fault, with its backtrace.
+  MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 180 cuda-gdb -q -batch -ex "set pagination off" -ex "set confirm off" \
+    -ex "catch throw" -ex run -ex "bt 40" -ex continue -ex "bt 40" -ex continue -ex "bt 40" \
+    -ex continue -ex "bt 40" -ex "x/24a \$sp" \
+    --args python3 $B/cuda/bundle/sdpa_repro.py "$c" > gdb-throw.txt 2>&1
+  echo "rc=$?" >> gdb-throw.txt
+  ldd $B/mlx/python/mlx/core*.so > ldd.txt 2>&1
   MLX_PTX_CACHE_DIR=$W/ptx-sdpa timeout 180 compute-sanitizer --tool memcheck --print-limit 30 \
     python3 $B/cuda/bundle/sdpa_repro.py "$c" > sanitizer.txt 2>&1
   echo "rc=$?" >> sanitizer.txt
