@@ -217,10 +217,11 @@ pub enum Refusal {
     /// Upstream already contains the overlay at the export target.
     #[error("upstream already contains this overlay at the target commit; nothing to export")]
     AlreadyUpstream,
-    /// `canonicalize`: the overlay's change is already at the pin (it applies only elsewhere, a
-    /// second time); re-diffing it would record the duplicate.
+    /// `canonicalize`, `apply` (and everything that materializes the series): the overlay's change
+    /// is already at the pin (it applies only elsewhere, a second time); re-diffing it would record
+    /// the duplicate, applying it would write it.
     #[error(
-        "its change is already upstream at the pin; canonicalizing it would record its lines a second time"
+        "its change is already upstream at the pin; applying or canonicalizing it would add its lines a second time"
     )]
     UpstreamedAtPin,
     /// `bump-pin --continue`: the resolved bump tree changes files the overlay being resolved does

@@ -128,7 +128,16 @@ pub fn apply_series(repo: &UpstreamRepo, rev: &str, series: &Series) -> Result<A
     let mut result = base.clone();
     let mut outcomes = Vec::new();
     for ov in &series.overlays {
-        outcomes.push(result.apply_overlay(ov, repo)?);
+        let before = result.clone();
+        let outcome = result.apply_overlay(ov, repo)?;
+        // An overlay whose change the tree already has applies only elsewhere, a second time
+        // (the pin moved past its merge without bump-pin): refused, as canonicalize refuses it.
+        if outcome.offsets().next().is_some() && crate::check::already_upstream(ov, &before, repo)?
+        {
+            return Err(Error::refused(&ov.path, None, crate::Refusal::UpstreamedAtPin)
+                .with_help("retire it: delete it and its series line, or put the old rev back and `cargo xtask bump-pin <rev> --drop-upstreamed` (`cargo xtask check` lists it as UPSTREAMED); nothing was written"));
+        }
+        outcomes.push(outcome);
     }
     Ok(Applied {
         base,

@@ -430,4 +430,12 @@ fn a_hand_moved_pin_past_the_overlay_is_upstreamed_not_offset() {
         out.stderr
     );
     assert_eq!(before, f.project_snapshot());
+    // apply refuses it too (it wrote the duplicate with exit 0): no tree is written.
+    let dir = f.t().join("applied");
+    let out = f.xtask(&["apply", "--dir", dir.to_str().unwrap()]).code(2);
+    assert!(
+        out.stderr.contains("already upstream at the pin") && !dir.exists(),
+        "{}",
+        out.snapshot()
+    );
 }
