@@ -513,10 +513,88 @@ fn suite_json_reads_outcomes_and_compares_with_the_pin() {
     assert_eq!(c["regressions"], json!([a("test_crash"), a("test_sub")]));
     assert_eq!(c["fixed"], json!([]));
 
+    // The same file judged here (`test-upstream --from`): the same regressions, exit 1; what
+    // fails at both (test_b's timeouts, test_c.py's crash) is upstream's own.
+    let json = f.t().join("suite.json");
+    let from = |extra: &[&str]| {
+        let mut args = vec!["test-upstream", "--from", json.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        crate::fixture::run_xtask(None, None, &args)
+    };
+    let (code, stdout, stderr) = from(&["--json"]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["comparison"][0]["regressions"], c["regressions"]);
+    assert_eq!(
+        v["comparison"][0]["upstream_failures"],
+        json!([b("test_slow"), b("test_timed"), "test_c.py"])
+    );
+    let (code, stdout, _) = from(&[]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains(&format!("REGRESSION streamed/gpu: {}", a("test_crash")))
+            && stdout.contains("streamed/gpu against the pin: 2 regression(s), 3 upstream's own"),
+        "{stdout}"
+    );
+
     // The pin's run alone compares nothing and fails nothing; an unknown policy is refused.
     suite_json(&f, &runs[1..]).0.ok();
     let (out, _) = suite_json(&f, &[format!("fast:gpu:{}", pin.display())]);
     assert!(out.code(2).stderr.contains("policy upstream|streamed|pin"));
+}
+
+/// `test-upstream --from` refuses a file it cannot judge, naming it (and the line), exit 2; a
+/// file with no pin run judges nothing and says so (exit 0).
+#[test]
+fn test_upstream_from_refuses_what_it_cannot_judge() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let from = |name: &str, text: &str| {
+        let p = f.t().join(name);
+        std::fs::write(&p, text).unwrap();
+        crate::fixture::run_xtask(
+            None,
+            None,
+            &["test-upstream", "--from", p.to_str().unwrap()],
+        )
+    };
+    let run = |policy: &str, outcome: &str| {
+        format!(
+            "{{\"policy\": \"{policy}\", \"device\": \"gpu\", \"tests\": [{{\"id\": \"t.py::T::a\", \"outcome\": \"{outcome}\"}}]}}"
+        )
+    };
+    let (code, _, err) = from("bad.json", "{\"schema\": 1,\n \"runs\": [}");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad.json: line 2"), "{err}");
+    let (code, _, err) = from(
+        "word.json",
+        &format!("{{\"schema\": 1, \"runs\": [{}]}}", run("pin", "flaky")),
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("word.json") && err.contains("\"flaky\""),
+        "{err}"
+    );
+    let (code, _, err) = from("schema.json", "{\"schema\": 7, \"runs\": []}");
+    assert_eq!(code, 2);
+    assert!(err.contains("schema 7"), "{err}");
+    let (code, out, _) = from(
+        "alone.json",
+        &format!(
+            "{{\"schema\": 1, \"runs\": [{}]}}",
+            run("streamed", "failed")
+        ),
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("nothing judged against the pin"), "{out}");
+    let (code, out, _) = from(
+        "both.json",
+        &format!(
+            "{{\"schema\": 1, \"runs\": [{}, {}]}}",
+            run("streamed", "failed"),
+            run("pin", "failed")
+        ),
+    );
+    assert_eq!(code, 0, "a failure at the pin too is upstream's own: {out}");
 }
 
 /// suite.sh refuses, with exit 2 and before it looks for the bundle, what it does not know.
@@ -545,7 +623,7 @@ fn suite_refuses_an_unknown_policy_device_or_torch_mode() {
     refused(
         &["streamed", "cpu"],
         "maybe",
-        "SUITE_TORCH plain, first or block, not maybe",
+        "SUITE_TORCH plain, first, block or global, not maybe",
     );
 }
 

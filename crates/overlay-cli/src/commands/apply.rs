@@ -29,10 +29,34 @@ pub fn materialize(
     dir: &Path,
     force: bool,
 ) -> Result<(overlay::project::Applied, overlay::materialize::WriteReport)> {
-    let up = ctx.upstream();
+    materialize_series(ctx, dir, force, &ctx.series()?)
+}
+
+/// Materializes the pinned upstream alone into `dir` (test-upstream's control): the series read
+/// (a malformed one is still refused) but none of its overlays applied.
+pub fn materialize_unpatched(
+    ctx: &Ctx,
+    dir: &Path,
+    force: bool,
+) -> Result<(overlay::project::Applied, overlay::materialize::WriteReport)> {
     let series = ctx.series()?;
+    let empty = overlay::series::Series {
+        dir: series.dir,
+        raw: String::new(),
+        overlays: Vec::new(),
+    };
+    materialize_series(ctx, dir, force, &empty)
+}
+
+fn materialize_series(
+    ctx: &Ctx,
+    dir: &Path,
+    force: bool,
+    series: &overlay::series::Series,
+) -> Result<(overlay::project::Applied, overlay::materialize::WriteReport)> {
+    let up = ctx.upstream();
     let repo = ctx.open_upstream()?;
-    let applied = apply_series(&repo, &up.rev, &series)?;
+    let applied = apply_series(&repo, &up.rev, series)?;
     let report = overlay::materialize::write_tree(
         dir,
         &applied.result,

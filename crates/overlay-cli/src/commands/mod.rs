@@ -28,7 +28,7 @@ mod new_overlay;
 mod refresh;
 mod status;
 
-pub use apply::{ApplyArgs, apply, materialize};
+pub use apply::{ApplyArgs, apply, materialize, materialize_unpatched};
 pub use bump_pin::{BumpArgs, bump_pin};
 pub use canonicalize::{CanonicalizeArgs, canonicalize};
 pub use check::check;

@@ -26,9 +26,14 @@ use serde::Serialize;
 
 use crate::Global;
 use crate::build_mlx::{self as bm, Backend, DirKeyMaterial, Profile};
-use crate::commands::{Ctx, materialize};
+use crate::commands::{Ctx, materialize, materialize_unpatched};
 use crate::progress::BuildProgress;
 use overlay::lock::Mode as LockMode;
+
+pub mod compare;
+mod from_file;
+
+use compare::{Comparison, RunTests, Verdict};
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyArg {
@@ -55,7 +60,7 @@ pub struct TestUpstreamArgs {
     /// Which suites: MLX's C++ tests (ctest), its Python tests (pytest), or both
     #[arg(long, value_enum, default_value = "all")]
     pub suite: SuiteArg,
-    /// Python test files of python/tests to run (repeatable)
+    /// Python test files of python/tests to run (repeatable; `all`: every test_*.py there)
     #[arg(
         long = "python-test",
         value_name = "FILE",
@@ -68,6 +73,14 @@ pub struct TestUpstreamArgs {
     /// Install missing build and test dependencies (apt-get as root on Debian/Ubuntu)
     #[arg(long)]
     pub install_deps: bool,
+    /// Also build the upstream at its pin with no overlay and run the same suites there (policy
+    /// `pin`): then only a test that fails on the patched build and passes at the pin fails the run
+    #[arg(long)]
+    pub control: bool,
+    /// Read a results file a GPU machine wrote (cuda/bundle/suite_json.py) and judge it here, as
+    /// --control judges the runs it makes; nothing is built
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["control", "install_deps"])]
+    pub from: Option<PathBuf>,
 }
 
 /// One suite run under one policy (`--json`: `suites[]`).
@@ -84,6 +97,9 @@ pub struct SuiteResult {
     pub failures: Vec<String>,
     /// Each skipped test with the reason its runner gave.
     pub skips: Vec<Skip>,
+    /// Names of the passed tests (for the comparison with the pin).
+    #[serde(skip)]
+    pub passes: Vec<String>,
 }
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -121,11 +137,14 @@ pub fn run(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
 }
 
 fn run_inner(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
+    if let Some(path) = &a.from {
+        return render_from(g, path);
+    }
     let backend = a.backend.unwrap_or_else(Backend::host_default);
     if backend == Backend::Metal && !cfg!(target_os = "macos") {
         return Err(user_err("--backend metal needs macOS"));
     }
-    for f in &a.python_tests {
+    for f in a.python_tests.iter().filter(|f| *f != "all") {
         if f.contains('/') || !f.ends_with(".py") {
             return Err(user_err(format!(
                 "--python-test {f:?}: expected a file name of MLX's python/tests, e.g. test_quantized.py"
@@ -144,7 +163,7 @@ fn run_inner(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
         .max(1);
     let python = python_venv()?;
-    let build = build_tests(&ctx, a, backend, &deps, &python, jobs)?;
+    let build = build_tests(&ctx, a, backend, &deps, &python, jobs, false)?;
     let features = Features {
         gguf: has_gguf(&ctx),
     };
@@ -155,18 +174,181 @@ fn run_inner(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
     };
     let mut results = Vec::new();
     for &policy in policies {
-        if a.suite != SuiteArg::Python {
-            results.push(run_ctest(&build.build, &features, backend, policy)?);
+        results.extend(run_suites(a, &build, &python, &features, backend, policy)?);
+    }
+    if !a.control {
+        print_report(g.json, &results, None);
+        let failed = results.iter().any(|r| r.failed > 0);
+        return Ok(ExitCode::from(u8::from(failed)));
+    }
+    eprintln!(
+        "the control: {} at its pin, no overlay",
+        ctx.upstream().name
+    );
+    let pin = build_tests(&ctx, a, backend, &deps, &python, jobs, true)?;
+    results.extend(run_suites(a, &pin, &python, &features, backend, "pin")?);
+    let comparisons = compare::compare(&as_runs(&results));
+    print_report(g.json, &results, Some(&comparisons));
+    let regressed = comparisons.iter().any(|c| !c.regressions.is_empty());
+    Ok(ExitCode::from(u8::from(regressed)))
+}
+
+/// The chosen suites of one build under one policy (`pin`: no switch set).
+fn run_suites(
+    a: &TestUpstreamArgs,
+    build: &TestBuild,
+    python: &Path,
+    features: &Features,
+    backend: Backend,
+    policy: &'static str,
+) -> Result<Vec<SuiteResult>> {
+    let mut results = Vec::new();
+    if a.suite != SuiteArg::Python {
+        results.push(run_ctest(&build.build, features, backend, policy)?);
+    }
+    if a.suite != SuiteArg::Cpp {
+        for file in python_files(&build.src, &a.python_tests)? {
+            results.push(run_pytest(&build.src, python, &file, backend, policy)?);
         }
-        if a.suite != SuiteArg::Cpp {
-            for file in &a.python_tests {
-                results.push(run_pytest(&build.src, &python, file, backend, policy)?);
+    }
+    Ok(results)
+}
+
+/// The files `--python-test` names, `all` standing for every `test_*.py` of python/tests (in
+/// name order, each once).
+fn python_files(src: &Path, named: &[String]) -> Result<Vec<String>> {
+    let mut files: Vec<String> = Vec::new();
+    for n in named {
+        if n != "all" {
+            if !files.contains(n) {
+                files.push(n.clone());
+            }
+            continue;
+        }
+        let dir = src.join("python/tests");
+        let mut all: Vec<String> = std::fs::read_dir(&dir)
+            .with_context(|| format!("listing {}", dir.display()))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|f| f.starts_with("test_") && f.ends_with(".py"))
+            .collect();
+        all.sort();
+        for f in all {
+            if !files.contains(&f) {
+                files.push(f);
             }
         }
     }
-    print_report(g.json, &results);
-    let failed = results.iter().any(|r| r.failed > 0);
-    Ok(ExitCode::from(u8::from(failed)))
+    Ok(files)
+}
+
+/// The runs here as the comparison's runs, one per policy, test ids as the GPU results spell
+/// them (`test_x.py::Case::test_y`, `cpp::NAME`).
+fn as_runs(results: &[SuiteResult]) -> Vec<RunTests> {
+    let mut runs: Vec<RunTests> = Vec::new();
+    for r in results {
+        let device = if r.backend == "cpu" { "cpu" } else { "gpu" };
+        let at = match runs.iter().position(|x| x.policy == r.policy) {
+            Some(i) => i,
+            None => {
+                runs.push(RunTests {
+                    policy: r.policy.into(),
+                    device: device.into(),
+                    ..RunTests::default()
+                });
+                runs.len() - 1
+            }
+        };
+        let id = |n: &str| match r.suite.as_str() {
+            "cpp" => format!("cpp::{n}"),
+            _ => n.to_string(),
+        };
+        let tests = &mut runs[at].tests;
+        tests.extend(r.passes.iter().map(|n| (id(n), Verdict::Passed)));
+        tests.extend(r.failures.iter().map(|n| (id(n), Verdict::Failed)));
+        tests.extend(r.skips.iter().map(|s| (id(&s.name), Verdict::Skipped)));
+    }
+    runs
+}
+
+/// `--from FILE`: a GPU machine's results, their counts and the comparison with the pin.
+fn render_from(g: &Global, path: &Path) -> Result<ExitCode> {
+    let res = from_file::read(path)?;
+    let comparisons = compare::compare(&res.runs);
+    if g.json {
+        let runs: Vec<_> = res
+            .runs
+            .iter()
+            .map(|r| serde_json::json!({"policy": r.policy, "device": r.device, "counts": compare::counts(r)}))
+            .collect();
+        let doc = serde_json::json!({"schema": 1, "header": res.header, "runs": runs, "comparison": comparisons});
+        println!("{doc}");
+    } else {
+        println!("{}", describe_header(&res.header));
+        println!(
+            "{:<9} {:<6} {:>7} {:>7} {:>8} {:>8} {:>8}",
+            "policy", "device", "passed", "failed", "skipped", "crashed", "timeout"
+        );
+        for r in &res.runs {
+            let c = compare::counts(r);
+            let n = |v| c.get(&v).copied().unwrap_or(0);
+            println!(
+                "{:<9} {:<6} {:>7} {:>7} {:>8} {:>8} {:>8}",
+                r.policy,
+                r.device,
+                n(Verdict::Passed),
+                n(Verdict::Failed),
+                n(Verdict::Skipped),
+                n(Verdict::Crashed),
+                n(Verdict::Timeout)
+            );
+        }
+        print!("{}", describe_comparisons(&comparisons));
+    }
+    let regressed = comparisons.iter().any(|c| !c.regressions.is_empty());
+    Ok(ExitCode::from(u8::from(regressed)))
+}
+
+/// One line naming the machine of a results file (GPU, driver, nvcc, cuDNN).
+fn describe_header(h: &serde_json::Value) -> String {
+    let field = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
+    format!(
+        "{} (driver {}), {}, cuDNN {}",
+        field("gpu"),
+        field("driver"),
+        field("nvcc"),
+        field("cudnn")
+    )
+}
+
+/// The verdict against the pin, per run: a count line, then each regression and each of
+/// upstream's own failures by name.
+fn describe_comparisons(comparisons: &[Comparison]) -> String {
+    let mut s = String::new();
+    if comparisons.is_empty() {
+        s.push_str("no pin run to compare with: nothing judged against the pin\n");
+    }
+    for c in comparisons {
+        let _ = writeln!(
+            s,
+            "{}/{} against the pin: {} regression(s), {} upstream's own, {} fixed, {} not at the pin",
+            c.policy,
+            c.device,
+            c.regressions.len(),
+            c.upstream_failures.len(),
+            c.fixed.len(),
+            c.not_at_pin.len()
+        );
+        for id in &c.regressions {
+            let _ = writeln!(s, "REGRESSION {}/{}: {id}", c.policy, c.device);
+        }
+        for id in &c.upstream_failures {
+            let _ = writeln!(s, "upstream's own {}/{}: {id}", c.policy, c.device);
+        }
+        for id in &c.not_at_pin {
+            let _ = writeln!(s, "not at the pin {}/{}: {id}", c.policy, c.device);
+        }
+    }
+    s
 }
 
 /// The pinned sources the test build needs, exported (cached) for FetchContent.
@@ -212,8 +394,10 @@ struct TestBuild {
     build: PathBuf,
 }
 
-/// Materializes the patched tree and builds the targets the chosen suites need, under the
-/// build-mlx cache's layout and lock.
+/// Materializes the patched tree (or, `unpatched`, the pin alone: the control) and builds the
+/// targets the chosen suites need, under the build-mlx cache's layout and lock. Both trees share
+/// one build folder (the series is not part of the dir key), so switching between them rebuilds
+/// only the files the overlays touch.
 fn build_tests(
     ctx: &Ctx,
     a: &TestUpstreamArgs,
@@ -221,6 +405,7 @@ fn build_tests(
     deps: &TestDeps,
     python: &Path,
     jobs: usize,
+    unpatched: bool,
 ) -> Result<TestBuild> {
     let up = ctx.upstream();
     let gguf = has_gguf(ctx);
@@ -250,7 +435,11 @@ fn build_tests(
     std::fs::create_dir_all(&src)?;
     std::fs::create_dir_all(&build)?;
     eprintln!("materializing {} into {}", up.name, src.display());
-    materialize(ctx, &src, false).context("materializing the patched source tree")?;
+    if unpatched {
+        materialize_unpatched(ctx, &src, false).context("materializing the pin's source tree")?;
+    } else {
+        materialize(ctx, &src, false).context("materializing the patched source tree")?;
+    }
     ctx.unlock();
 
     let mut defines = material.cmake_options.clone();
@@ -419,7 +608,12 @@ fn python_venv() -> Result<PathBuf> {
 /// of other checkouts never share MLX's fixed temporary file names.
 fn with_policy(cmd: &mut Command, policy: &str) -> Result<tempfile::TempDir> {
     for var in POLICY_ENV {
-        cmd.env(var, policy);
+        // The pin has no switch: none is set, and none leaks in from the caller.
+        if policy == "pin" {
+            cmd.env_remove(var);
+        } else {
+            cmd.env(var, policy);
+        }
     }
     let tmp = tempfile::Builder::new()
         .prefix("mlx-upstream-tests-")
@@ -591,6 +785,7 @@ fn finish(
         seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
         failures: o.failed,
         skips: o.skips,
+        passes: o.passed,
     })
 }
 
@@ -665,9 +860,12 @@ pub fn parse_pytest(text: &str) -> Outcome {
     o
 }
 
-fn print_report(json: bool, results: &[SuiteResult]) {
+fn print_report(json: bool, results: &[SuiteResult], comparisons: Option<&[Comparison]>) {
     if json {
-        let doc = serde_json::json!({ "schema": 1, "suites": results });
+        let mut doc = serde_json::json!({ "schema": 1, "suites": results });
+        if let Some(c) = comparisons {
+            doc["comparison"] = serde_json::json!(c);
+        }
         println!("{doc}");
         return;
     }
@@ -693,6 +891,9 @@ fn print_report(json: bool, results: &[SuiteResult]) {
         }
     }
     print!("{notes}");
+    if let Some(c) = comparisons {
+        print!("{}", describe_comparisons(c));
+    }
 }
 
 #[cfg(test)]
