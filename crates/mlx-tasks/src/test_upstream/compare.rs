@@ -4,7 +4,7 @@
 //! Used for the runs `test-upstream --control` makes here and for a GPU machine's results read
 //! back with `--from` (cuda/bundle/suite_json.py's file), so both are judged by one rule.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -106,15 +106,6 @@ pub fn counts(run: &RunTests) -> BTreeMap<Verdict, usize> {
         *m.entry(*v).or_insert(0) += 1;
     }
     m
-}
-
-/// The ids of a run's tests that failed in any way, for a report's list.
-pub fn failures(run: &RunTests) -> BTreeSet<&str> {
-    run.tests
-        .iter()
-        .filter(|(_, v)| v.is_failure())
-        .map(|(id, _)| id.as_str())
-        .collect()
 }
 
 #[cfg(test)]
