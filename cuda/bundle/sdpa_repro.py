@@ -4,7 +4,10 @@ per process so a crash names its case.
 
     sdpa_repro.py            every case, each in a child process: one line per case (rc, error)
     sdpa_repro.py CASE       that case alone, in this process (for a debugger or a sanitizer);
-                             SDPA_RTLD_GLOBAL=1 imports MLX with RTLD_GLOBAL | RTLD_NOW
+                             SDPA_RTLD_GLOBAL=1 imports MLX with RTLD_GLOBAL | RTLD_NOW;
+                             SDPA_PROMOTE=1 imports it as Python does, then opens the extension
+                             again with RTLD_GLOBAL | RTLD_NOLOAD (what overlay 0011 does in
+                             MLX before cuDNN's first handle: its effect on an unpatched build)
 
 A case: dtype, B, query heads, KV heads, q_len, kv_len, head dim, mask (causal, none, array).
 MLX sends q_len > 1 with a causal mask (q_len <= kv_len), no mask or an additive array mask to
@@ -50,6 +53,9 @@ def run_case(i):
     import mlx.core as mx
     import numpy as np
 
+    if os.environ.get("SDPA_PROMOTE") == "1":
+        import ctypes
+        ctypes.CDLL(mx.__file__, mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD | os.RTLD_NOW)
     name, dt, B, Hq, Hkv, qL, kvL, D, mask = CASES[i]
     dtype = getattr(mx, dt)
     mx.random.seed(0)

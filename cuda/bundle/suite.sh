@@ -12,7 +12,8 @@
 #     (pytest's output), OUTDIR/FILE.rc ("RC SECONDS"; 124 when the file ran out of time) for
 #     every test file, and OUTDIR/cpp.xml, OUTDIR/cpp.rc for the C++ tests (doctest's XML
 #     reporter, written line by line: a crash leaves the case it was in open)
-#   env: SUITE_FILES (test files, default every python/tests/test_*.py), SUITE_JOBS (files at a
+#   env: SUITE_FILES (test files, default every python/tests/test_*.py; "none": the C++ tests
+#   alone), SUITE_JOBS (files at a
 #   time, default 8), SUITE_FILE_TIMEOUT (seconds a file may run, default 480), TEST_TIMEOUT
 #   (pytest-timeout's seconds per test, default 300), SUITE_CPP (0: no C++ tests), PTX_ROOT (MLX's
 #   NVRTC cache, one folder per file so no two processes write one cache: default
@@ -60,12 +61,16 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
 # One of the GPU image's pytest plugins makes every C++ exception MLX throws a segmentation
 # fault (test-python.sh): only the plugins named here load.
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
-if [ -n "${SUITE_FILES:-}" ]; then
+if [ "${SUITE_FILES:-}" = none ]; then
+  files=()
+  [ "${SUITE_CPP:-1}" != 0 ] || { echo "suite.sh: SUITE_FILES=none and SUITE_CPP=0: nothing to run" >&2; exit 2; }
+elif [ -n "${SUITE_FILES:-}" ]; then
   read -r -a files <<< "$SUITE_FILES"
+  [ ${#files[@]} -gt 0 ] || { echo "suite.sh: SUITE_FILES names no test file" >&2; exit 2; }
 else
   mapfile -t files < <(cd "$tests" && ls test_*.py)
+  [ ${#files[@]} -gt 0 ] || { echo "suite.sh: no test files in $tests" >&2; exit 2; }
 fi
-[ ${#files[@]} -gt 0 ] || { echo "suite.sh: no test files" >&2; exit 2; }
 
 run_file() {
   local f=$1 t0 rc
@@ -95,6 +100,6 @@ if [ "${SUITE_CPP:-1}" != 0 ] && [ -x "$build/tests/tests" ]; then
   ) &
   cpp_pid=$!
 fi
-printf '%s\n' "${files[@]}" | xargs -P "$jobs" -I{} bash -c 'run_file "$@"' _ {}
+[ ${#files[@]} -eq 0 ] || printf '%s\n' "${files[@]}" | xargs -P "$jobs" -I{} bash -c 'run_file "$@"' _ {}
 [ -z "$cpp_pid" ] || wait "$cpp_pid"
 exit 0

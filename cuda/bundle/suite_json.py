@@ -17,7 +17,8 @@ failed, error, skipped, crashed, timeout:
 Tests a file collected but never reached (after a crash or its time limit) are counted in its
 "files" entry as not_run, and are not in "tests". C++ tests (cpp.xml) have ids
 "cpp::FILE::CASE" (with no cpp.rc the binary had not ended: its open case is left out and its
-"files" entry says complete: false). The comparison: for every run of a policy whose device also has a pin run,
+"files" entry says complete: false; a case doctest closed on a signal is a timeout when the file ran
+out of time, else crashed). The comparison: for every run of a policy whose device also has a pin run,
 "regressions" are the ids the policy fails (failed, error, crashed, timeout) that pass at the pin
 (the only thing that fails it), "fixed" the reverse, "only_here" the ids the pin has no result
 for. Exit 1 when there is a regression, 2 on unusable input, else 0.
@@ -125,6 +126,7 @@ def python_file(d, name):
 
 CASE = re.compile(r'<TestCase\s+name="([^"]*)"(?:\s+filename="([^"]*)")?[^>]*?(/?)>')
 RESULT = re.compile(r'test_case_success="(true|false)"')
+CRASH = re.compile(r'<Exception crash="true">([^<]*)</Exception>')
 
 
 def cpp_tests(d):
@@ -141,7 +143,13 @@ def cpp_tests(d):
         nxt = m.start() if m else len(text)
         if cur is not None:
             r = RESULT.search(text, pos, nxt)
-            if r:
+            if r and CRASH.search(text, pos, nxt):
+                # doctest's signal handler closed the case: SIGTERM from the file's time limit
+                # (rc 124) is a timeout, any other signal a crash.
+                cur["outcome"] = "timeout" if rc in OUT_OF_TIME else "crashed"
+                cur["reason"] = " ".join(CRASH.search(text, pos, nxt).group(1).split())[:200]
+                tests.append(cur)
+            elif r:
                 cur["outcome"] = "passed" if r.group(1) == "true" else "failed"
                 tests.append(cur)
             elif rc is not None:
@@ -167,6 +175,10 @@ def cpp_tests(d):
             "complete": rc is not None}, tests
 
 
+def first_attempt(entry, tests):
+    return {"rc": entry["rc"], "seconds": entry["seconds"], "counts": counts(tests)}
+
+
 def run_of(spec):
     try:
         policy, device, d = spec.split(":", 2)
@@ -177,12 +189,17 @@ def run_of(spec):
     if not os.path.isdir(d):
         raise SystemExit(f"suite_json.py: {d}: no such folder")
     files, tests = [], []
+    first = os.path.join(d, "first")
     for name in sorted(f[:-3] for f in os.listdir(d) if f.endswith(".rc") and f != "cpp.rc"):
         entry, t = python_file(d, name)
+        if os.path.exists(os.path.join(first, name + ".rc")):
+            entry["first_attempt"] = first_attempt(*python_file(first, name))
         files.append(entry)
         tests.extend(t)
     entry, t = cpp_tests(d)
     if entry:
+        if os.path.exists(os.path.join(first, "cpp.rc")):
+            entry["first_attempt"] = first_attempt(*cpp_tests(first))
         files.append(entry)
         tests.extend(t)
     if not files:

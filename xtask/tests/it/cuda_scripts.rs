@@ -457,6 +457,9 @@ fn suite_json_reads_outcomes_and_compares_with_the_pin() {
          <TestCase name=\"test a &amp; b\" filename=\"/x/ops_tests.cpp\" line=\"3\">\n\
          <OverallResultsAsserts successes=\"3\" failures=\"0\" test_case_success=\"true\"/>\n</TestCase>\n\
          <TestCase name=\"test svd\" filename=\"/x/linalg_tests.cpp\" line=\"3\" skipped=\"true\"/>\n\
+         <TestCase name=\"test signal\" filename=\"/x/ops_tests.cpp\" line=\"7\">\n\
+         <Exception crash=\"true\">\n SIGSEGV - Segmentation violation signal\n</Exception>\n\
+         <OverallResultsAsserts successes=\"0\" failures=\"0\" test_case_success=\"false\"/>\n</TestCase>\n\
          <TestCase name=\"test crash\" filename=\"/x/ops_tests.cpp\" line=\"9\">\n",
     )
     .unwrap();
@@ -503,6 +506,10 @@ fn suite_json_reads_outcomes_and_compares_with_the_pin() {
         outcome(0, "cpp::ops_tests.cpp::test crash").as_deref(),
         Some("crashed")
     );
+    assert_eq!(
+        outcome(0, "cpp::ops_tests.cpp::test signal").as_deref(),
+        Some("crashed")
+    );
     let files = doc["runs"][0]["files"].as_array().unwrap();
     let file_a = files.iter().find(|e| e["file"] == "test_a.py").unwrap();
     assert_eq!(
@@ -541,6 +548,134 @@ fn suite_json_reads_outcomes_and_compares_with_the_pin() {
     suite_json(&f, &runs[1..]).0.ok();
     let (out, _) = suite_json(&f, &[format!("fast:gpu:{}", pin.display())]);
     assert!(out.code(2).stderr.contains("policy upstream|streamed|pin"));
+}
+
+/// A file run again after it ran out of time (DIR/first/ holds the first attempt) is judged by
+/// the second attempt, and its files entry keeps the first; without the second attempt's pass
+/// the same timeout is a regression (the check can fail).
+#[test]
+fn suite_json_judges_a_retried_file_by_its_second_attempt() {
+    use serde_json::json;
+    let f = Fixture::new(&[("a", "a\n")]);
+    let fork = f.t().join("streamed");
+    let pin = f.t().join("pin");
+    let id = "test_a.py::TestA::test_x";
+    let lines = |call: bool| {
+        let mut l = vec![json!({"collected": [id]}), json!({"start": id})];
+        if call {
+            l.push(json!({"id": id, "when": "call", "outcome": "passed"}));
+        }
+        l
+    };
+    suite_file(&pin, "test_a", &lines(true), 0);
+    suite_file(&fork, "test_a", &lines(false), 124);
+    // doctest's handler closes the case it was in when the file's time limit sends SIGTERM: a
+    // timeout, not a failure.
+    std::fs::write(
+        fork.join("cpp.xml"),
+        "<TestCase name=\"test slow\" filename=\"/x/ops_tests.cpp\" line=\"2\">\n\
+         <Exception crash=\"true\">\n SIGTERM - Termination request signal\n</Exception>\n\
+         <OverallResultsAsserts successes=\"0\" failures=\"0\" test_case_success=\"false\"/>\n</TestCase>\n",
+    )
+    .unwrap();
+    std::fs::write(fork.join("cpp.rc"), "124 300\n").unwrap();
+    let runs = [
+        format!("streamed:gpu:{}", fork.display()),
+        format!("pin:gpu:{}", pin.display()),
+    ];
+    let (out, doc) = suite_json(&f, &runs);
+    out.code(1);
+    assert_eq!(doc["comparison"][0]["regressions"], json!([id]));
+    let slow = &doc["runs"][0]["tests"].as_array().unwrap()[1];
+    assert_eq!(
+        (slow["id"].as_str(), slow["outcome"].as_str()),
+        (Some("cpp::ops_tests.cpp::test slow"), Some("timeout"))
+    );
+    std::fs::remove_file(fork.join("cpp.xml")).unwrap();
+    std::fs::remove_file(fork.join("cpp.rc")).unwrap();
+
+    suite_file(&fork.join("first"), "test_a", &lines(false), 124);
+    suite_file(&fork, "test_a", &lines(true), 0);
+    let (out, doc) = suite_json(&f, &runs);
+    out.code(0);
+    let entry = &doc["runs"][0]["files"][0];
+    assert_eq!(entry["rc"], 0);
+    assert_eq!(
+        entry["first_attempt"],
+        json!({"rc": 124, "seconds": 3, "counts": {"timeout": 1}})
+    );
+    assert_eq!(doc["comparison"][0]["regressions"], json!([]));
+}
+
+/// ptx_stale.py drops the cache entries whose saved source includes a changed header, directly
+/// or through another header, and an entry it cannot judge (no .cu); with the same sums on both
+/// sides it drops nothing (the check can keep as well as drop); bad sums are exit 2.
+#[test]
+fn ptx_stale_drops_entries_whose_headers_changed() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let t = f.t();
+    let inc = t.join("inc/mlx/device");
+    let cache = t.join("cache");
+    std::fs::create_dir_all(&inc).unwrap();
+    std::fs::create_dir_all(cache.join("long")).unwrap();
+    std::fs::write(inc.join("outer.cuh"), "#include \"mlx/device/inner.cuh\"\n").unwrap();
+    std::fs::write(inc.join("inner.cuh"), "int v;\n").unwrap();
+    std::fs::write(inc.join("other.cuh"), "int w;\n").unwrap();
+    let script = workspace().join("cuda/bundle/ptx_stale.py");
+    let py = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new("python3")
+            .arg(&script)
+            .args(args)
+            .output()
+            .unwrap();
+        f.out(out)
+    };
+    let sums = |name: &str| {
+        let out = py(&["sums".as_ref(), t.join("inc").as_os_str()]).code(0);
+        std::fs::write(t.join(name), &out.stdout).unwrap();
+        t.join(name)
+    };
+    for (entry, source) in [
+        ("stale", "#include \"mlx/device/outer.cuh\"\n"),
+        ("fresh", "#include <mlx/device/other.cuh>\n"),
+    ] {
+        for ext in ["ptx", "txt"] {
+            std::fs::write(cache.join(format!("{entry}.{ext}")), "x").unwrap();
+        }
+        std::fs::write(cache.join(format!("{entry}.cu")), source).unwrap();
+    }
+    std::fs::write(cache.join("long/unjudged.ptx"), "x").unwrap();
+    let old = sums("old.sums");
+    let drop = |new: &Path| {
+        py(&[
+            "drop".as_ref(),
+            old.as_os_str(),
+            new.as_os_str(),
+            t.join("inc").as_os_str(),
+            cache.as_os_str(),
+        ])
+    };
+    let left = || -> Vec<String> {
+        files_under(&cache, &[])
+            .keys()
+            .map(|p| p.display().to_string())
+            .collect()
+    };
+    let all = left();
+    assert!(drop(&old).code(0).stdout.contains("nothing dropped"));
+    assert_eq!(left(), all);
+    std::fs::write(inc.join("inner.cuh"), "int v2;\n").unwrap();
+    let new = sums("new.sums");
+    let out = drop(&new).code(0);
+    assert!(
+        out.stdout.contains("2 cache entries dropped"),
+        "{}",
+        out.snapshot()
+    );
+    assert_eq!(left(), ["fresh.cu", "fresh.ptx", "fresh.txt"]);
+    std::fs::write(t.join("bad.sums"), "not a sum\n").unwrap();
+    let out = drop(&t.join("bad.sums"));
+    assert!(out.code(2).stderr.contains("bad.sums:1"));
 }
 
 /// `test-upstream --from` refuses a file it cannot judge, naming it (and the line), exit 2; a
