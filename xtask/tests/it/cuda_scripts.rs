@@ -782,3 +782,38 @@ fn h200_blas_names_a_missing_package() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// cuda/scope/repro.sh, the lookup-scope fault behind issue 25's cuDNN crash, without a GPU: a
+/// module opened RTLD_LOCAL whose scope holds a library defining libstdc++'s std::call_once slots
+/// before libstdc++ faults in its sub-library's std::call_once; making the front library global
+/// (0011 as first written) does not help, making the module itself global (0011 now) does, and so
+/// does opening it RTLD_GLOBAL. Without the interposer it passes: the control that shows the
+/// fault is the interposer's and not the harness's.
+#[test]
+fn scope_repro_faults_as_the_h200_did_and_overlay_0011s_fix_holds() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let out = Command::new("bash")
+        .arg(workspace().join("cuda/scope/repro.sh"))
+        .arg(f.t().join("scope"))
+        .output()
+        .unwrap();
+    let out = f.out(out).code(0);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let verdict = |case: &str| {
+        lines
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("{case}: ")))
+            .map(|v| v.split(' ').next().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no line for {case}: {}", out.snapshot()))
+    };
+    for (case, want) in [
+        ("local none", "crashed"),
+        ("local front", "crashed"),
+        ("local self", "passed"),
+        ("global none", "passed"),
+        ("global self", "passed"),
+        ("local none, no interposer", "passed"),
+    ] {
+        assert_eq!(verdict(case), want, "{case}: {}", out.snapshot());
+    }
+}
