@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Drops the entries of MLX's NVRTC (PTX) caches that headers changed since they were written.
 
-    ptx_stale.py sums INCLUDE_DIR > SUMS
-    ptx_stale.py drop OLD_SUMS NEW_SUMS INCLUDE_DIR CACHE_DIR [CACHE_DIR ...]
+    ptx_stale.py sums ROOTS > SUMS
+    ptx_stale.py drop OLD_SUMS NEW_SUMS ROOTS CACHE_DIR [CACHE_DIR ...]
+
+ROOTS: the folders NVRTC's headers come from, joined by ":": MLX embeds
+mlx/backend/cuda/device/*.h and *.cuh in its library (the source tree's copies, at build time)
+and finds the rest (CUTLASS, CCCL) in the folder include/ beside it.
 
 MLX keys its PTX cache (MLX_PTX_CACHE_DIR) by module name alone. A kernel compiled from the same
 source text against other JIT-visible headers (an overlay that changes mlx/backend/cuda/device/,
 the tree taken back to the pin, a series that moved between two runs) keeps its name, so a cache
 shared between the fork and the pin, or carried from an earlier run, would hand one tree the
-other's kernel. `sums` writes "SHA256  PATH" for every header under INCLUDE_DIR (the tree NVRTC
-reads: the bundle's install/include). `drop` takes the headers whose sums differ between OLD and
+other's kernel. `sums` writes "SHA256  ROOT/PATH" for every header under each root (ROOT: the
+root's own name). `drop` takes the headers whose sums differ between OLD and
 NEW (or that only one has), adds every header that includes one of them (by file name, so it
 drops more rather than less), and removes each cache entry (NAME.ptx, NAME.txt, NAME.cu) whose
 saved source (NAME.cu) includes any of them; an entry without its .cu cannot be judged and goes
@@ -24,16 +28,20 @@ HEADER = (".h", ".hpp", ".cuh", ".inl")
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
-def headers(root):
-    for d, _, names in os.walk(root):
-        for n in names:
-            if n.endswith(HEADER):
-                p = os.path.join(d, n)
-                yield os.path.relpath(p, root), p
+def headers(roots):
+    for root in roots.split(":"):
+        if not os.path.isdir(root):
+            raise SystemExit(f"ptx_stale.py: {root}: no such folder")
+        top = os.path.basename(os.path.normpath(root))
+        for d, _, names in os.walk(root):
+            for n in names:
+                if n.endswith(HEADER):
+                    p = os.path.join(d, n)
+                    yield os.path.join(top, os.path.relpath(p, root)), p
 
 
-def sums(root):
-    for rel, p in sorted(headers(root)):
+def sums(roots):
+    for rel, p in sorted(headers(roots)):
         with open(p, "rb") as f:
             print(f"{hashlib.sha256(f.read()).hexdigest()}  {rel}")
 
@@ -90,10 +98,14 @@ def drop(old, new, root, caches):
 
 
 def main(argv):
-    if len(argv) == 3 and argv[1] == "sums" and os.path.isdir(argv[2]):
-        sums(argv[2])
+    if len(argv) == 3 and argv[1] == "sums":
+        try:
+            sums(argv[2])
+        except SystemExit as e:
+            print(e, file=sys.stderr)
+            return 2
         return 0
-    if len(argv) >= 6 and argv[1] == "drop" and os.path.isdir(argv[4]):
+    if len(argv) >= 6 and argv[1] == "drop":
         try:
             return drop(argv[2], argv[3], argv[4], [c for c in argv[5:] if os.path.isdir(c)])
         except OSError as e:

@@ -232,13 +232,14 @@ sdpa() {
 # MLX keys its PTX cache by module name alone (cuda/bundle/ptx_stale.py): a carried entry whose
 # JIT-visible headers changed since it was written goes (the sums it was written against travel
 # with it as jit.sums; a cache without them cannot be judged and is not used).
+jit_roots=$B/mlx/mlx/backend/cuda/device:$B/install/include
 seed_ptx() {
   [ -d $W/ptx-carried ] || return 0
   if ! step seed-judged; then
-    python3 $B/cuda/bundle/ptx_stale.py sums $B/install/include > $W/jit-fork.sums
+    python3 $B/cuda/bundle/ptx_stale.py sums $jit_roots > $W/jit-fork.sums
     if [ -f $W/ptx-carried/jit.sums ]; then
       mv $W/ptx-carried/jit.sums $W/jit-carried.sums
-      python3 $B/cuda/bundle/ptx_stale.py drop $W/jit-carried.sums $W/jit-fork.sums $B/install/include \
+      python3 $B/cuda/bundle/ptx_stale.py drop $W/jit-carried.sums $W/jit-fork.sums $jit_roots \
         $W/ptx-carried
     else
       say "ptx cache carried without jit.sums: not used"; rm -rf $W/ptx-carried; return 0
@@ -301,9 +302,9 @@ retry() {  # POLICY DEVICE BUDGET
 keep_ptx() {
   rm -rf $W/ptx-all && mkdir -p $W/ptx-all
   for d in $W/ptx/*/ $W/ptx-sdpa/; do [ -d "$d" ] && cp -rn "$d". $W/ptx-all/; done
-  [ -f $W/jit-fork.sums ] || python3 $B/cuda/bundle/ptx_stale.py sums $B/install/include > $W/jit-fork.sums
+  [ -f $W/jit-fork.sums ] || python3 $B/cuda/bundle/ptx_stale.py sums $jit_roots > $W/jit-fork.sums
   [ -f $W/jit-pin.sums ] && python3 $B/cuda/bundle/ptx_stale.py drop $W/jit-fork.sums $W/jit-pin.sums \
-    $B/install/include $W/ptx-all
+    $jit_roots $W/ptx-all
   cp $W/jit-fork.sums $W/ptx-all/jit.sums
   tar -cJf $W/ptx-cache.tar.xz -C $W/ptx-all . && \
     say "ptx cache: $(ls $W/ptx-all | wc -l) files, $(( $(stat -c %s $W/ptx-cache.tar.xz) >> 20 )) MiB packed"
@@ -366,13 +367,13 @@ wait_upto $sdpa_pid 60
 if ! step control; then
   say "control: back to the pin"
   touch $W/control
-  python3 $B/cuda/bundle/ptx_stale.py sums $B/install/include > $W/jit-fork.sums
+  python3 $B/cuda/bundle/ptx_stale.py sums $jit_roots > $W/jit-fork.sums
   bash $B/cuda/bundle/control.sh "$carry/overlays-mlx" > $R/control-build.log 2>&1 \
     || { tail -20 $R/control-build.log; say "control failed"; keep_ptx; exit 1; }
   tail -3 $R/control-build.log
   # The pin's kernels must not come from the fork's entries of the same name.
-  python3 $B/cuda/bundle/ptx_stale.py sums $B/install/include > $W/jit-pin.sums
-  python3 $B/cuda/bundle/ptx_stale.py drop $W/jit-fork.sums $W/jit-pin.sums $B/install/include \
+  python3 $B/cuda/bundle/ptx_stale.py sums $jit_roots > $W/jit-pin.sums
+  python3 $B/cuda/bundle/ptx_stale.py drop $W/jit-fork.sums $W/jit-pin.sums $jit_roots \
     $W/ptx/* $W/ptx-sdpa | tee -a $R/control-build.log
   done_step control
   say "control build done"

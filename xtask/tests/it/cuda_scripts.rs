@@ -614,12 +614,16 @@ fn suite_json_judges_a_retried_file_by_its_second_attempt() {
 fn ptx_stale_drops_entries_whose_headers_changed() {
     let f = Fixture::new(&[("a", "a\n")]);
     let t = f.t();
+    // Two roots, as NVRTC has them: the headers MLX embeds (device/) and the include folder.
     let inc = t.join("inc/mlx/device");
+    let dev = t.join("device");
+    std::fs::create_dir_all(&dev).unwrap();
+    let roots = format!("{}:{}", t.join("inc").display(), dev.display());
     let cache = t.join("cache");
     std::fs::create_dir_all(&inc).unwrap();
     std::fs::create_dir_all(cache.join("long")).unwrap();
     std::fs::write(inc.join("outer.cuh"), "#include \"mlx/device/inner.cuh\"\n").unwrap();
-    std::fs::write(inc.join("inner.cuh"), "int v;\n").unwrap();
+    std::fs::write(dev.join("inner.cuh"), "int v;\n").unwrap();
     std::fs::write(inc.join("other.cuh"), "int w;\n").unwrap();
     let script = workspace().join("cuda/bundle/ptx_stale.py");
     let py = |args: &[&std::ffi::OsStr]| {
@@ -631,7 +635,7 @@ fn ptx_stale_drops_entries_whose_headers_changed() {
         f.out(out)
     };
     let sums = |name: &str| {
-        let out = py(&["sums".as_ref(), t.join("inc").as_os_str()]).code(0);
+        let out = py(&["sums".as_ref(), roots.as_ref()]).code(0);
         std::fs::write(t.join(name), &out.stdout).unwrap();
         t.join(name)
     };
@@ -651,7 +655,7 @@ fn ptx_stale_drops_entries_whose_headers_changed() {
             "drop".as_ref(),
             old.as_os_str(),
             new.as_os_str(),
-            t.join("inc").as_os_str(),
+            roots.as_ref(),
             cache.as_os_str(),
         ])
     };
@@ -664,7 +668,7 @@ fn ptx_stale_drops_entries_whose_headers_changed() {
     let all = left();
     assert!(drop(&old).code(0).stdout.contains("nothing dropped"));
     assert_eq!(left(), all);
-    std::fs::write(inc.join("inner.cuh"), "int v2;\n").unwrap();
+    std::fs::write(dev.join("inner.cuh"), "int v2;\n").unwrap();
     let new = sums("new.sums");
     let out = drop(&new).code(0);
     assert!(
