@@ -58,6 +58,8 @@ pypath=$bundle/mlx/python:$here
 export PYTHONPATH=$pypath PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 COLUMNS=200
 # Several files at a time share the cores: OpenBLAS takes two threads each.
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
+# Every test from the same random state under each policy and at the pin (mlx_seed.py;
+# MLX_TEST_SEED, default 0).
 # One of the GPU image's pytest plugins makes every C++ exception MLX throws a segmentation
 # fault (test-python.sh): only the plugins named here load.
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
@@ -79,7 +81,7 @@ run_file() {
   t0=$(date +%s)
   (cd "$tests" && OUTCOMES_FILE=$out/$name.jsonl MLX_PTX_CACHE_DIR=$ptx/$name \
     timeout -k 10 "${SUITE_FILE_TIMEOUT:-480}" python3 -X faulthandler -m pytest -v \
-      -p no:cacheprovider -p timeout -p outcomes --timeout "${TEST_TIMEOUT:-300}" "$f" \
+      -p no:cacheprovider -p timeout -p outcomes -p mlx_seed --timeout "${TEST_TIMEOUT:-300}" "$f" \
       > "$out/$name.log" 2>&1)
   rc=$?
   echo "$rc $(( $(date +%s) - t0 ))" > "$out/$name.rc"

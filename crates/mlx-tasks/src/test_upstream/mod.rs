@@ -116,6 +116,10 @@ pub struct Outcome {
     pub skips: Vec<Skip>,
 }
 
+/// The pytest plugin that seeds MLX's and numpy's generators before every test (the same file
+/// suite.sh gives the GPU machine's runs).
+const SEED_PLUGIN: &str = include_str!("../../../../cuda/bundle/mlx_seed.py");
+
 /// Pinned numpy and pytest for the venv (the registry's wheels for CPython 3.11..3.13).
 const PY_REQUIREMENTS: &[&str] = &["numpy==2.3.5", "pytest==8.4.2"];
 
@@ -743,13 +747,29 @@ fn run_pytest(
     }
     let started = Instant::now();
     let mut cmd = Command::new(python);
+    let tmp = with_policy(&mut cmd, policy)?;
+    // Every test from the same random state on the fork and at the pin (cuda/bundle/mlx_seed.py).
+    let plugins = tmp.path().join("plugins");
+    std::fs::create_dir_all(&plugins)
+        .and_then(|()| std::fs::write(plugins.join("mlx_seed.py"), SEED_PLUGIN))
+        .context("writing the seed plugin for pytest")?;
+    let pythonpath = std::env::join_paths([src.join("python"), plugins])
+        .context("joining PYTHONPATH for the tests")?;
     cmd.current_dir(&tests)
-        .args(["-m", "pytest", "-v", "-p", "no:cacheprovider", file])
-        .env("PYTHONPATH", src.join("python"))
+        .args([
+            "-m",
+            "pytest",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "mlx_seed",
+            file,
+        ])
+        .env("PYTHONPATH", pythonpath)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         // pytest cuts skip reasons to the terminal width.
         .env("COLUMNS", "400");
-    let tmp = with_policy(&mut cmd, policy)?;
     let (text, code) = capture(&mut cmd)?;
     drop(tmp);
     let outcome = parse_pytest(&text);
