@@ -712,3 +712,25 @@ fn huge_files_and_hunks_use_memory_linear_in_their_size() {
         );
     }
 }
+
+/// What a Windows checkout or editor does to an overlay file (issue 24: CRLF and BOM never
+/// named): every command that reads the series names the conversion on line 1, with the way out,
+/// exit 2, nothing changed; before, it read as a malformed header or as not a patch at all.
+#[test]
+fn converted_overlay_files_name_the_conversion() {
+    let f = Fixture::new(&[("x.txt", "x\n")]);
+    let name = f.add_overlay("Edit x", &[("x.txt", Some("y\n"))], T);
+    let path = f.root.join("overlays/up").join(&name);
+    let lf = std::fs::read_to_string(&path).unwrap();
+    for (converted, want) in [
+        (lf.replace('\n', "\r\n"), "CRLF line endings"),
+        (format!("\u{feff}{lf}"), "byte-order mark"),
+    ] {
+        std::fs::write(&path, &converted).unwrap();
+        for cmd in ["check", "apply", "status"] {
+            refused(&f, &[cmd], &[], &[&format!("{name}:1:"), want]);
+        }
+    }
+    std::fs::write(&path, &lf).unwrap();
+    f.xtask(&["check"]).ok();
+}

@@ -296,6 +296,20 @@ mod tests {
                 .contains("transfer encoding \"base64\"")
         );
         assert!(refused(HEAD).contains("the patch contains no diff"));
+        // A Windows editor's BOM and a CRLF checkout are named, not read as a malformed header.
+        let bom = refused(&format!("\u{feff}{HEAD}{DIFF}"));
+        assert!(
+            bom.starts_with("t.patch:1:") && bom.contains("byte-order mark"),
+            "{bom}"
+        );
+        let crlf = refused(&format!("{HEAD}{DIFF}").replace('\n', "\r\n"));
+        assert!(
+            crlf.starts_with("t.patch:1:") && crlf.contains("CRLF"),
+            "{crlf}"
+        );
+        // CR inside the content (a patch of a file with CRLF lines) is not a converted file.
+        let content_cr = DIFF.replace("-a\n+b\n", "-a\r\n+b\r\n");
+        parse(&format!("{HEAD}{content_cr}")).expect("CR in content lines is content");
         assert!(refused(&format!("{HEAD}{DIFF}{DIFF}")).contains("f is patched twice"));
         let copy = "diff --git a/f b/g\nsimilarity index 90%\ncopy from f\ncopy to g\n";
         assert!(

@@ -59,9 +59,40 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// An editor's byte-order mark or a checkout's CRLF conversion, named as such: git writes
+/// format-patch files in UTF-8 without a BOM and with LF after its own lines (a patch of a file
+/// with CRLF lines keeps their CR inside the content, never on the `From` line).
+fn refuse_converted(c: &Cursor<'_>, raw: &str) -> Result<()> {
+    if raw.starts_with('\u{feff}') {
+        return Err(c
+            .err(
+                1,
+                "the file starts with a UTF-8 byte-order mark (BOM), which git never writes",
+            )
+            .with_help(
+                "an editor added it: save the file as UTF-8 without a BOM, or remove the first \
+                 three bytes (sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)",
+            ));
+    }
+    if c.peek().is_some_and(|l| l.ends_with('\r')) {
+        return Err(c
+            .err(
+                1,
+                "the file has CRLF line endings; git writes overlays with LF",
+            )
+            .with_help(
+                "a checkout with core.autocrlf=true or an editor converted it (this repository's \
+                 .gitattributes marks overlays/** -text so git leaves them alone): check the \
+                 file out again (git checkout -- FILE) or convert it back (sed -i 's/\\r$//' FILE)",
+            ));
+    }
+    Ok(())
+}
+
 /// Parses one overlay file. `name` is its series entry, `path` where it was read from.
 pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
     let mut c = Cursor::new(path, raw);
+    refuse_converted(&c, raw)?;
     match c.peek() {
         Some(l) if l.starts_with("From ") => {
             c.next();
