@@ -248,7 +248,36 @@ pub struct Origin<'a> {
     pub series_hash: &'a str,
 }
 
-fn edits_error(dir: &Path, e: &Edits) -> Error {
+/// The way out of a tree's edits, one text for apply's refusal, refresh's and status's note, so
+/// that no command sends the user to another that refuses (issue 24, C): refresh takes edits only
+/// from a tree applied at the pin from the series as it is now.
+pub fn edits_way_out(dir: &Path, state: &State, rev: &str, series_hash: &str) -> String {
+    let d = dir.display();
+    let redo = format!(
+        "copy the edited files aside, `cargo xtask apply --dir {d} --force` (which discards them), \
+         redo the edits in the fresh tree and `cargo xtask refresh --dir {d}`"
+    );
+    if state.rev != rev {
+        let short = |r: &str| r.get(..12).unwrap_or(r).to_string();
+        format!(
+            "refresh cannot take them: the tree was applied at {}, the pin is {}; {redo}",
+            short(&state.rev),
+            short(rev)
+        )
+    } else if state.series_hash != series_hash {
+        format!(
+            "refresh cannot take them: the tree was applied from another version of the series \
+             (the overlays changed since, by a pull or an edit); {redo}"
+        )
+    } else {
+        format!(
+            "keep them: `cargo xtask refresh --dir {d}` (turns them into overlays); discard them: \
+             `cargo xtask apply --dir {d} --force`"
+        )
+    }
+}
+
+fn edits_error(dir: &Path, e: &Edits, way_out: String) -> Error {
     let mut list: Vec<String> = Vec::new();
     list.extend(e.modified.iter().map(|p| format!("modified: {p}")));
     list.extend(e.added.iter().map(|p| format!("added:    {p}")));
@@ -258,11 +287,7 @@ fn edits_error(dir: &Path, e: &Edits) -> Error {
             .iter()
             .map(|p| format!("mode:     {p} (executable bit changed)")),
     );
-    Error::refused(dir, None, Refusal::UnrecordedEdits { list })
-        .with_help(format!(
-            "keep them: `cargo xtask refresh --dir {0}` (turns them into overlays); discard them: `cargo xtask apply --dir {0} --force`",
-            dir.display()
-        ))
+    Error::refused(dir, None, Refusal::UnrecordedEdits { list }).with_help(way_out)
 }
 
 fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
@@ -397,7 +422,8 @@ pub fn write_tree(
     let e = edits_in(&disk, &state);
     if !e.is_empty() {
         if !force {
-            return Err(edits_error(dir, &e));
+            let way_out = edits_way_out(dir, &state, origin.rev, origin.series_hash);
+            return Err(edits_error(dir, &e, way_out));
         }
         report.discarded = e.all().cloned().collect();
     }

@@ -282,8 +282,9 @@ fn check_tree_state(series: &Series, dir: &Path, state: &State) -> Result<()> {
         )));
     }
     if state.series_hash != series.content_hash() {
-        return Err(Error::refused(dir, None, Refusal::OtherSeries)
-            .with_help("save your edits elsewhere, run `cargo xtask apply` again, then redo them; refresh cannot attribute edits across two versions of the series"));
+        let way_out =
+            crate::materialize::edits_way_out(dir, state, &state.rev, &series.content_hash());
+        return Err(Error::refused(dir, None, Refusal::OtherSeries).with_help(way_out));
     }
     Ok(())
 }

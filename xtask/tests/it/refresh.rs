@@ -247,3 +247,45 @@ fn a_file_turned_into_a_symlink_is_refused_not_read_through() {
     );
     assert_eq!(before, f.project_snapshot(), "refresh wrote");
 }
+
+/// Edits in a tree applied from an earlier version of the series (a pull changed the overlays,
+/// issue 24's C): refresh cannot attribute them, and apply no longer sends the user to refresh;
+/// both give the same way out, and following it keeps the edit.
+#[test]
+fn edits_across_a_series_change_get_one_way_out_that_works() {
+    let (f, dir) = fixture();
+    let d = dir.to_str().unwrap();
+    std::fs::write(dir.join("b.txt"), "b1\nB2\nb3 edited\n").unwrap();
+    let third = f.root.join("overlays/up/0003-Third.patch");
+    let text = f
+        .read(&third)
+        .replace("Why: a test needs it.", "Why: a test needs it (pulled).");
+    std::fs::write(&third, text).unwrap();
+    f.xtask(&["check"]).ok();
+    let before = f.project_snapshot();
+    let apply = f.xtask(&["apply", "--dir", d]).code(2);
+    let refresh = f.xtask(&["refresh", "--dir", d]).code(2);
+    for out in [&apply, &refresh] {
+        assert!(
+            out.stderr.contains("another version of the series")
+                && out.stderr.contains("apply --dir $TMP/tree --force")
+                && !out.stderr.contains("keep them: `cargo xtask refresh"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert_eq!(before, f.project_snapshot());
+    // The way out: the edit aside, a fresh tree, the edit again, refresh.
+    let edited = f.read(dir.join("b.txt"));
+    f.xtask(&["apply", "--dir", d, "--force"]).ok();
+    std::fs::write(dir.join("b.txt"), edited).unwrap();
+    let out = f
+        .xtask(&["refresh", "--dir", d, "--into", "0003-Third.patch"])
+        .ok();
+    assert!(
+        out.stdout.contains("rewrote 0003-Third.patch"),
+        "{}",
+        out.stdout
+    );
+    assert!(f.read(&third).contains("+b3 edited\n"));
+}

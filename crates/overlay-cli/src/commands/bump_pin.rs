@@ -171,6 +171,22 @@ fn refuse_unsafe_bump(
     if let Some((st, e)) = applied_edits(ctx)?
         && st.rev == up.rev
     {
+        let series_hash = ctx.series()?.content_hash();
+        if st.series_hash != series_hash {
+            // Refresh would refuse these: the way out the other commands give (issue 24, C).
+            let dir = ctx.rel(&ctx.default_dir()).into_owned();
+            bail!(
+                "{dir} holds {} edit(s) no overlay has ({}); a bump would strand them; nothing was written\n  help: {}, then bump",
+                e.all().count(),
+                list_edits(&e),
+                overlay::materialize::edits_way_out(
+                    std::path::Path::new(&dir),
+                    &st,
+                    &up.rev,
+                    &series_hash
+                )
+            );
+        }
         bail!(
             "{} holds {} edit(s) no overlay has ({}); a bump would strand them (refresh works only at the pin they were made on); nothing was written\n  help: keep them: `cargo xtask refresh{u}` (or `new-overlay`), then bump; discard them: `cargo xtask apply{u} --force`, then bump",
             ctx.rel(&ctx.default_dir()),

@@ -67,7 +67,7 @@ pub fn status(g: &Global) -> Result<ExitCode> {
     }
     if let Some((st, e)) = applied_edits(&ctx)? {
         let n = e.all().count();
-        pending.push(if st.rev == up.rev {
+        pending.push(if st.rev == up.rev && st.series_hash == series.content_hash() {
             format!(
                 "{} holds {n} edit(s) no overlay has ({}): `cargo xtask refresh{u}` keeps them, `cargo xtask apply{u} --force` discards them",
                 ctx.rel(&apply_dir),
@@ -76,11 +76,15 @@ pub fn status(g: &Global) -> Result<ExitCode> {
             )
         } else {
             format!(
-                "{} was applied at {}, not at the pin, and holds {n} edit(s) no overlay has ({}): refresh cannot take them at another pin; save them elsewhere, then `cargo xtask apply{} --force`",
+                "{} holds {n} edit(s) no overlay has ({}): {}",
                 ctx.rel(&apply_dir),
-                short(&st.rev),
                 list_edits(&e),
-                upstream_flag(&ctx)
+                overlay::materialize::edits_way_out(
+                    std::path::Path::new(ctx.rel(&apply_dir).as_ref()),
+                    &st,
+                    &up.rev,
+                    &series.content_hash()
+                )
             )
         });
     }
