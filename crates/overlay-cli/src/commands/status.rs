@@ -67,7 +67,8 @@ pub fn status(g: &Global) -> Result<ExitCode> {
     }
     if let Some((st, e)) = applied_edits(&ctx)? {
         let n = e.all().count();
-        pending.push(if st.rev == up.rev && st.series_hash == series.content_hash() {
+        let series_hash = series.content_hash();
+        pending.push(if st.rev == up.rev && st.series_hash == series_hash {
             format!(
                 "{} holds {n} edit(s) no overlay has ({}): `cargo xtask refresh{u}` keeps them, `cargo xtask apply{u} --force` discards them",
                 ctx.rel(&apply_dir),
@@ -83,7 +84,7 @@ pub fn status(g: &Global) -> Result<ExitCode> {
                     std::path::Path::new(ctx.rel(&apply_dir).as_ref()),
                     &st,
                     &up.rev,
-                    &series.content_hash()
+                    &series_hash
                 )
             )
         });
