@@ -21,7 +21,9 @@ Tests a file collected but never reached (after a crash or its time limit) are c
 out of time, else crashed). The comparison: for every run of a policy whose device also has a pin run,
 "regressions" are the ids the policy fails (failed, error, crashed, timeout) that pass at the pin
 (the only thing that fails it), "fixed" the reverse, "only_here" the ids the pin has no result
-for. Exit 1 when there is a regression, 2 on unusable input, else 0.
+for, "flaky" the ids (of either run) that failed or crashed on their first attempt and passed when their
+file ran again (DIR/first/ holds a first attempt: files that ran out of time or had failures; such
+a test carries first_outcome). Exit 1 when there is a regression, 2 on unusable input, else 0.
 """
 import html
 import json
@@ -90,7 +92,7 @@ def python_file(d, name):
         elif call["outcome"] == "failed" or subfail:
             t["outcome"] = "failed"
             t["reason"] = (call.get("reason") if call["outcome"] == "failed" else None) or \
-                subfail[0].get("reason", "")
+                (subfail[0].get("reason", "") if subfail else "")
             if subfail:
                 t["subtests_failed"] = len(subfail)
         elif call["outcome"] == "skipped":
@@ -179,6 +181,17 @@ def first_attempt(entry, tests):
     return {"rc": entry["rc"], "seconds": entry["seconds"], "counts": counts(tests)}
 
 
+def with_first(tests, first):
+    """Marks each test whose first attempt had another outcome with it (first_outcome), and
+    passes the first attempt's (entry, tests) on."""
+    before = {t["id"]: t["outcome"] for t in first[1]}
+    for t in tests:
+        o = before.get(t["id"])
+        if o is not None and o != t["outcome"]:
+            t["first_outcome"] = o
+    return first
+
+
 def run_of(spec):
     try:
         policy, device, d = spec.split(":", 2)
@@ -193,13 +206,13 @@ def run_of(spec):
     for name in sorted(f[:-3] for f in os.listdir(d) if f.endswith(".rc") and f != "cpp.rc"):
         entry, t = python_file(d, name)
         if os.path.exists(os.path.join(first, name + ".rc")):
-            entry["first_attempt"] = first_attempt(*python_file(first, name))
+            entry["first_attempt"] = first_attempt(*with_first(t, python_file(first, name)))
         files.append(entry)
         tests.extend(t)
     entry, t = cpp_tests(d)
     if entry:
         if os.path.exists(os.path.join(first, "cpp.rc")):
-            entry["first_attempt"] = first_attempt(*cpp_tests(first))
+            entry["first_attempt"] = first_attempt(*with_first(t, cpp_tests(first)))
         files.append(entry)
         tests.extend(t)
     if not files:
@@ -230,6 +243,11 @@ def compare(runs):
             "regressions": sorted(i for i, o in here.items() if o in BAD and at_pin.get(i) == "passed"),
             "fixed": sorted(i for i, o in here.items() if o == "passed" and at_pin.get(i) in BAD),
             "only_here": sorted(i for i in here if i not in at_pin),
+            # Failed on the first attempt, passed when its file ran again: not a regression, but
+            # named (either side). A first timeout is the cold NVRTC cache's, not the test's.
+            "flaky": sorted(t["id"] for t in r["tests"] + pin["tests"]
+                            if t["outcome"] == "passed"
+                            and t.get("first_outcome") in BAD - {"timeout"}),
         })
     return out
 
@@ -258,7 +276,8 @@ def main(argv):
         print(f"{r['policy']}/{r['device']}: {r['counts']}")
     for c in comparison:
         print(f"{c['policy']}/{c['device']} vs pin: {len(c['regressions'])} regressions, "
-              f"{len(c['fixed'])} fixed, {len(c['only_here'])} not at the pin")
+              f"{len(c['fixed'])} fixed, {len(c['only_here'])} not at the pin, "
+              f"{len(c['flaky'])} passed only when run again")
     return 1 if any(c["regressions"] for c in comparison) else 0
 
 

@@ -14,11 +14,12 @@
 #   h200-pipeline.sh run CARRY     the steps, in order, each skipped once done (state in
 #                                  /tmp/run/steps): env, blas, build, probe, sdpa (in the
 #                                  background of the suites), suite streamed:gpu, suite
-#                                  upstream:gpu (whole suite), the timeouts of both again on the
-#                                  cache they filled (retry), streamed:cpu when time is left,
+#                                  upstream:gpu (whole suite), the timeouts and failures of both
+#                                  again on the cache they filled (retry), streamed:cpu when time
+#                                  is left,
 #                                  control (the pin, control.sh; PTX entries whose headers the
 #                                  series changes dropped: ptx_stale.py), sdpa at the pin, suite
-#                                  pin:gpu, its timeouts again, pin:cpu when streamed:cpu ran,
+#                                  pin:gpu, its timeouts and failures again, pin:cpu when streamed:cpu ran,
 #                                  keep-ptx
 #   env: DEADLINE (seconds the run may take from its start, default 1300), FORK_ONLY=1 (no
 #   upstream, control or pin runs: streamed:gpu, the SDPA cases and keep-ptx alone), EXACTNESS=1
@@ -267,7 +268,7 @@ suite() {  # POLICY DEVICE BUDGET [FILES]
   done_step suite-$name
 }
 
-# Runs again, once, the files of a run that ran out of time, on the cache their first attempt
+# Runs again, once, the files of a run that ran out of time or had failures, on the cache their first attempt
 # filled (session 9: the fork's runs came first, on a cold NVRTC cache, and ran out of time
 # where the pin's, warm, did not). The first attempt's files go to NAME/first/: suite_json.py
 # keeps them in the files entry and judges the second.
@@ -278,8 +279,10 @@ retry() {  # POLICY DEVICE BUDGET
   for f in $d/*.rc; do
     [ -f "$f" ] || continue
     read -r rc _ < "$f"
-    case "$rc" in 124|137) ;; *) continue ;; esac
     n=$(basename "$f" .rc)
+    # Out of time, or (a Python file) tests failed, pytest's 1: a failure the file's second run
+    # does not repeat is named flaky by suite_json.py, not hidden.
+    case "$rc" in 124|137) ;; 1) [ "$n" = cpp ] && continue ;; *) continue ;; esac
     if [ "$n" = cpp ]; then cpp=1; else files+=("$n.py"); fi
   done
   if [ ${#files[@]} -eq 0 ] && [ $cpp = 0 ]; then done_step retry-$name; return 0; fi

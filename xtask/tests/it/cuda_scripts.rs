@@ -605,6 +605,27 @@ fn suite_json_judges_a_retried_file_by_its_second_attempt() {
         json!({"rc": 124, "seconds": 3, "counts": {"timeout": 1}})
     );
     assert_eq!(doc["comparison"][0]["regressions"], json!([]));
+    assert_eq!(doc["comparison"][0]["flaky"], json!([]));
+
+    // A file run again after a failure: the second attempt's pass judges it, and the test is
+    // named (first_outcome, flaky) rather than hidden; one that fails again stays a regression.
+    let failed = |call: &str| {
+        vec![
+            json!({"collected": [id]}),
+            json!({"start": id}),
+            json!({"id": id, "when": "call", "outcome": call}),
+        ]
+    };
+    suite_file(&fork.join("first"), "test_a", &failed("failed"), 1);
+    let (out, doc) = suite_json(&f, &runs);
+    out.code(0);
+    assert_eq!(doc["runs"][0]["tests"][0]["first_outcome"], "failed");
+    assert_eq!(doc["comparison"][0]["flaky"], json!([id]));
+    suite_file(&fork, "test_a", &failed("failed"), 1);
+    let (out, doc) = suite_json(&f, &runs);
+    out.code(1);
+    assert_eq!(doc["comparison"][0]["flaky"], json!([]));
+    assert_eq!(doc["comparison"][0]["regressions"], json!([id]));
 }
 
 /// ptx_stale.py drops the cache entries whose saved source includes a changed header, directly
