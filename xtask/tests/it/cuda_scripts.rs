@@ -621,6 +621,22 @@ fn suite_json_judges_a_retried_file_by_its_second_attempt() {
     out.code(0);
     assert_eq!(doc["runs"][0]["tests"][0]["first_outcome"], "failed");
     assert_eq!(doc["comparison"][0]["flaky"], json!([id]));
+    // Read back here, the same verdict: named flaky, not a regression.
+    let json_file = f.t().join("suite.json");
+    let (code, stdout, stderr) = crate::fixture::run_xtask(
+        None,
+        None,
+        &[
+            "test-upstream",
+            "--from",
+            json_file.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["comparison"][0]["flaky"], json!([id]));
+    assert_eq!(v["comparison"][0]["regressions"], json!([]));
     suite_file(&fork, "test_a", &failed("failed"), 1);
     let (out, doc) = suite_json(&f, &runs);
     out.code(1);

@@ -46,6 +46,9 @@ pub struct RunTests {
     pub policy: String,
     pub device: String,
     pub tests: BTreeMap<String, Verdict>,
+    /// Tests that failed (or crashed) on their file's first attempt and passed when it ran again
+    /// (a GPU machine's results: `first_outcome`); empty for runs made here.
+    pub passed_on_retry: std::collections::BTreeSet<String>,
 }
 
 /// One run of the patched build against the pin's run on the same device.
@@ -61,6 +64,9 @@ pub struct Comparison {
     pub fixed: Vec<String>,
     /// Fail here, never reached (or skipped) at the pin: not judged, listed.
     pub not_at_pin: Vec<String>,
+    /// Failed on a first attempt and passed when the file ran again, here or at the pin: not
+    /// judged, listed.
+    pub flaky: Vec<String>,
 }
 
 /// Compares every non-pin run with the pin's run on its device; a device with no pin run is
@@ -85,6 +91,11 @@ fn compare_one(run: &RunTests, pin: &RunTests) -> Comparison {
         upstream_failures: Vec::new(),
         fixed: Vec::new(),
         not_at_pin: Vec::new(),
+        flaky: run
+            .passed_on_retry
+            .union(&pin.passed_on_retry)
+            .cloned()
+            .collect(),
     };
     for (id, &v) in &run.tests {
         let at_pin = pin.tests.get(id).copied();
@@ -117,6 +128,7 @@ mod tests {
             policy: policy.into(),
             device: "cpu".into(),
             tests: tests.iter().map(|(i, v)| (i.to_string(), *v)).collect(),
+            passed_on_retry: Default::default(),
         }
     }
 

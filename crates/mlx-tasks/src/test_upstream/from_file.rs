@@ -29,6 +29,9 @@ struct Run {
 struct Test {
     id: String,
     outcome: String,
+    /// The first attempt's outcome, where the file ran twice and it differed.
+    #[serde(default)]
+    first_outcome: Option<String>,
 }
 
 /// What a results file holds: the machine it names and its runs.
@@ -67,6 +70,7 @@ pub fn read(path: &Path) -> Result<Results> {
             )));
         }
         let mut tests = BTreeMap::new();
+        let mut passed_on_retry = std::collections::BTreeSet::new();
         for t in r.tests {
             let v = Verdict::parse(&t.outcome).ok_or_else(|| {
                 bad(format!(
@@ -75,12 +79,17 @@ pub fn read(path: &Path) -> Result<Results> {
                     r.policy, r.device, t.id, t.outcome
                 ))
             })?;
+            let first = t.first_outcome.as_deref().and_then(Verdict::parse);
+            if v == Verdict::Passed && matches!(first, Some(Verdict::Failed | Verdict::Crashed)) {
+                passed_on_retry.insert(t.id.clone());
+            }
             tests.insert(t.id, v);
         }
         runs.push(RunTests {
             policy: r.policy,
             device: r.device,
             tests,
+            passed_on_retry,
         });
     }
     if runs.is_empty() {

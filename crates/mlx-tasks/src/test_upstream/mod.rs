@@ -334,13 +334,14 @@ fn describe_comparisons(comparisons: &[Comparison]) -> String {
     for c in comparisons {
         let _ = writeln!(
             s,
-            "{}/{} against the pin: {} regression(s), {} upstream's own, {} fixed, {} not at the pin",
+            "{}/{} against the pin: {} regression(s), {} upstream's own, {} fixed, {} not at the pin, {} flaky",
             c.policy,
             c.device,
             c.regressions.len(),
             c.upstream_failures.len(),
             c.fixed.len(),
-            c.not_at_pin.len()
+            c.not_at_pin.len(),
+            c.flaky.len()
         );
         for id in &c.regressions {
             let _ = writeln!(s, "REGRESSION {}/{}: {id}", c.policy, c.device);
@@ -350,6 +351,13 @@ fn describe_comparisons(comparisons: &[Comparison]) -> String {
         }
         for id in &c.not_at_pin {
             let _ = writeln!(s, "not at the pin {}/{}: {id}", c.policy, c.device);
+        }
+        for id in &c.flaky {
+            let _ = writeln!(
+                s,
+                "flaky {}/{} (failed, then passed when run again): {id}",
+                c.policy, c.device
+            );
         }
     }
     s
