@@ -15,11 +15,11 @@
 #                                  /tmp/run/steps): env, blas, build, probe, sdpa (in the
 #                                  background of the suites), suite streamed:gpu, suite
 #                                  upstream:gpu (whole suite), the timeouts and failures of both
-#                                  again on the cache they filled (retry), streamed:cpu when time
-#                                  is left,
+#                                  again on the cache they filled (retry), streamed:cpu beside
+#                                  them, link-scope.sh after the SDPA cases,
 #                                  control (the pin, control.sh; PTX entries whose headers the
 #                                  series changes dropped: ptx_stale.py), sdpa at the pin, suite
-#                                  pin:gpu, its timeouts and failures again, pin:cpu when streamed:cpu ran,
+#                                  pin:gpu and pin:cpu, its timeouts and failures again,
 #                                  keep-ptx
 #   env: DEADLINE (seconds the run may take from its start, default 1300), FORK_ONLY=1 (no
 #   upstream, control or pin runs: streamed:gpu, the SDPA cases and keep-ptx alone), EXACTNESS=1
@@ -96,6 +96,10 @@ fi
 [ -d $B ] || tar -xzf "$carry/bundle.tar.gz" -C $W || { say "unpack failed"; exit 1; }
 blas_env=$(bash $B/cuda/machine/h200-blas.sh "$carry/debs" $W/blas) || { say "blas failed"; exit 1; }
 eval "$blas_env"
+# The extension exports nothing of the static archives it links (session 11: it exported
+# libstdc++'s std::__once_call and __once_proxy, the cuDNN fault's cause; link-scope.sh links it
+# again without this and says which archive they come from). LINK_BARE=1 builds without it.
+[ "${LINK_BARE:-0}" = 1 ] || BUNDLE_CMAKE_ARGS="$BUNDLE_CMAKE_ARGS -DCMAKE_MODULE_LINKER_FLAGS=-Wl,--exclude-libs,ALL"
 if [ -f "$carry/ptx-cache.tar.xz" ] && ! step seed; then
   mkdir -p $W/ptx-carried && tar -xJf "$carry/ptx-cache.tar.xz" -C $W/ptx-carried && done_step seed
   say "ptx cache carried: $(ls $W/ptx-carried | wc -l) files"
@@ -262,7 +266,7 @@ suite() {  # POLICY DEVICE BUDGET [FILES]
   [ "$budget" -gt 60 ] || { say "suite $name: no time left ($budget s)"; return 1; }
   say "suite $name (files cut at $budget s)"
   SUITE_FILES=${4:-$all_files} SUITE_TORCH=$torch SUITE_JOBS=${SUITE_JOBS:-8} SUITE_FILE_TIMEOUT=$budget \
-    TEST_TIMEOUT=$(( budget - 20 )) PTX_ROOT=$W/ptx bash $B/cuda/bundle/suite.sh $1 $2 $R/$name \
+    TEST_TIMEOUT=$(( budget - 20 )) PTX_ROOT=${PTX:-$W/ptx} bash $B/cuda/bundle/suite.sh $1 $2 $R/$name \
     > $R/$name.txt 2>&1
   sort -t: -k1,1 $R/$name.txt | cut -c1-160
   done_step suite-$name
@@ -342,8 +346,15 @@ if [ "${EXACTNESS:-0}" = 1 ]; then
   exit 0
 fi
 
+# The module's link, as built and without the flag above, and what each does in plain processes
+# (cuda/machine/link-scope.sh); in the background of the suites, as the SDPA cases.
+scope() {
+  step scope-$1 && return 0
+  bash $B/cuda/machine/link-scope.sh $B $R/scope-$1 > $R/scope-$1.txt 2>&1
+  touch $W/steps/scope-$1
+}
 seed_ptx
-step sdpa-fork || { (sdpa fork; touch $W/steps/sdpa-fork) & }
+step sdpa-fork || { (sdpa fork; touch $W/steps/sdpa-fork; scope fork) & }
 sdpa_pid=$!
 clamp() { local v=$1; [ "$v" -lt "$2" ] && v=$2; [ "$v" -gt "$3" ] && v=$3; echo "$v"; }
 # Budgets: what is left after the build shared so that the pin's run still fits.
@@ -362,11 +373,17 @@ fi
 # the pin's run, its timeouts again. CPU-device runs only when time is left for the fork's and
 # the pin's both (CI compares the whole CPU suite on the CPU build: docs/testing.md).
 suite streamed gpu "$(clamp $(( $(left) - 640 )) 150 360)"
+# DEVICE=cpu (MLX's CI runs its C++ tests so on a GPU machine too) beside the GPU-device runs that
+# follow, on cores NVRTC leaves, with a PTX folder of its own; done before the control rebuilds.
+cpu_suite() { SUITE_JOBS=4 PTX=$W/ptx-cpu suite $1 cpu "$2"; }
+(cpu_suite streamed 150) &
+cpu_pid=$!
 suite upstream gpu "$(clamp $(( $(left) - 470 )) 90 200)"
 retry streamed gpu "$(clamp $(( $(left) - 400 )) 0 200)"
 retry upstream gpu "$(clamp $(( $(left) - 360 )) 0 150)"
-[ "$(left)" -gt 560 ] && suite streamed cpu "$(clamp $(( $(left) - 440 )) 60 120)"
-wait_upto $sdpa_pid 60
+# The control rebuilds the tree these read.
+wait $cpu_pid
+wait $sdpa_pid
 if ! step control; then
   say "control: back to the pin"
   touch $W/control
@@ -381,12 +398,14 @@ if ! step control; then
   done_step control
   say "control build done"
 fi
-step sdpa-pin || { (sdpa pin; touch $W/steps/sdpa-pin) & }
+step sdpa-pin || { (sdpa pin; touch $W/steps/sdpa-pin; scope pin) & }
 sdpa_pid=$!
+cpu_pid=
+[ -d $R/streamed-cpu ] && { (cpu_suite pin 150) & cpu_pid=$!; }
 suite pin gpu "$(clamp $(( $(left) - 130 )) 0 260)"
 retry pin gpu "$(clamp $(( $(left) - 70 )) 0 150)"
-[ -d $R/streamed-cpu ] && suite pin cpu "$(clamp $(( $(left) - 50 )) 0 120)"
-wait_upto $sdpa_pid 30
+[ -z "$cpu_pid" ] || wait_upto $cpu_pid 120
+wait_upto $sdpa_pid 120
 keep_ptx
 runs=()
 for d in streamed-gpu upstream-gpu pin-gpu streamed-cpu pin-cpu; do
