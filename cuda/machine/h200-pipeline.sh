@@ -96,10 +96,6 @@ fi
 [ -d $B ] || tar -xzf "$carry/bundle.tar.gz" -C $W || { say "unpack failed"; exit 1; }
 blas_env=$(bash $B/cuda/machine/h200-blas.sh "$carry/debs" $W/blas) || { say "blas failed"; exit 1; }
 eval "$blas_env"
-# The extension exports nothing of the static archives it links (session 11: it exported
-# libstdc++'s std::__once_call and __once_proxy, the cuDNN fault's cause; link-scope.sh links it
-# again without this and says which archive they come from). LINK_BARE=1 builds without it.
-[ "${LINK_BARE:-0}" = 1 ] || BUNDLE_CMAKE_ARGS="$BUNDLE_CMAKE_ARGS -DCMAKE_MODULE_LINKER_FLAGS=-Wl,--exclude-libs,ALL"
 if [ -f "$carry/ptx-cache.tar.xz" ] && ! step seed; then
   mkdir -p $W/ptx-carried && tar -xJf "$carry/ptx-cache.tar.xz" -C $W/ptx-carried && done_step seed
   say "ptx cache carried: $(ls $W/ptx-carried | wc -l) files"
@@ -351,6 +347,7 @@ fi
 scope() {
   step scope-$1 && return 0
   bash $B/cuda/machine/link-scope.sh $B $R/scope-$1 > $R/scope-$1.txt 2>&1
+  rm -rf $R/scope-$1/bare $R/scope-$1/ptx
   touch $W/steps/scope-$1
 }
 seed_ptx

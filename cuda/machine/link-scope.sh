@@ -7,16 +7,16 @@
 #
 #   link-scope.sh BUNDLE OUTDIR
 #     BUNDLE: a bundle built with PYTHON_BINDINGS=1 (build.sh; build/ and the extension in
-#     mlx/python/mlx); its module is linked as built ("built": with whatever
-#     CMAKE_MODULE_LINKER_FLAGS the build had) and again with that link command minus
-#     -Wl,--exclude-libs,ALL ("bare"), the linker tracing both symbols (-Wl,--trace-symbol: the
-#     archive member that defines each) and writing a map. Then, for each module, in plain Python
-#     processes: what it exports of libstdc++, mx.distributed.init(), MLX then torch, torch then
+#     mlx/python/mlx); its module as built ("built": with -Wl,--exclude-libs,ALL where the
+#     series has overlay 0012) and linked again with that command minus the flag ("bare"), the
+#     linker tracing both symbols (-Wl,--trace-symbol: the archive member that defines each) and
+#     writing a map. Then, for each module, in plain Python processes: what it exports of libstdc++, mx.distributed.init(), MLX then torch, torch then
 #     MLX with a C++ exception caught, and one causal cuDNN SDPA case (sdpa_repro.py case 1).
 #   writes OUTDIR/toolchain.txt (the compiler's configuration, where libstdc++ comes from),
-#   OUTDIR/link.txt (the module's link command), OUTDIR/trace.txt (the linker's trace), OUTDIR/map.txt
-#   (the map's lines about those symbols and libstdc++), OUTDIR/exports.txt, OUTDIR/probes.txt
-#   ("MODULE PROBE: rc=N last line"), OUTDIR/bare/ (the bare module's package)
+#   OUTDIR/link.txt (the module's link command), OUTDIR/trace.txt (the linker's trace),
+#   OUTDIR/map.txt (the map's lines about those symbols and libstdc++), OUTDIR/exports.txt,
+#   OUTDIR/probes.txt ("MODULE PROBE: rc=N last line"), OUTDIR/bare/ (the bare module's package:
+#   hundreds of MiB for a static libmlx; h200-pipeline.sh deletes it before packing results)
 set -uo pipefail
 bundle=$(cd "${1:?bundle folder}" && pwd)
 out=${2:?output folder}
@@ -25,18 +25,20 @@ build=${BUILD_DIR:-$bundle/build}
 pkg=$bundle/mlx/python/mlx
 [ -d "$build" ] || { echo "link-scope.sh: no build folder $build" >&2; exit 2; }
 
-{ c++ -v 2>&1 | tail -3
-  for f in libstdc++.so libstdc++.a libstdc++_nonshared.a; do echo "$f: $(c++ -print-file-name=$f)"; done
-  # A linker script (devtoolset's libstdc++.so names a static archive beside the shared one).
-  so=$(c++ -print-file-name=libstdc++.so)
-  file -L "$so" 2>/dev/null
-  grep -a -m3 -E 'INPUT|GROUP' "$so" 2>/dev/null
-  c++ -dumpspecs 2>/dev/null | grep -n -E 'static-libstdc|static-libgcc' | head -5
-} > "$out/toolchain.txt" 2>&1
-
 target=$(ninja -C "$build" -t targets all | sed -n 's/^\([^ ]*core\.[^ ]*\.so\): .*/\1/p' | head -1)
 [ -n "$target" ] || { echo "link-scope.sh: no core*.so target in $build" >&2; exit 1; }
 ninja -C "$build" -t commands "$target" | tail -1 > "$out/link.txt"
+# The compiler that linked it (the link command's first word after ": &&"), and where its
+# libstdc++ comes from.
+cxx=$(sed -E 's/^: && //' "$out/link.txt" | cut -d' ' -f1)
+{ echo "linker driver: $cxx"; "$cxx" -v 2>&1 | tail -3
+  for f in libstdc++.so libstdc++.a; do echo "$f: $("$cxx" -print-file-name=$f)"; done
+  so=$("$cxx" -print-file-name=libstdc++.so)
+  file -L "$so" 2>/dev/null
+  # A linker script (devtoolset's libstdc++.so names a static archive beside the shared one).
+  grep -a -m3 -E 'INPUT|GROUP' "$so" 2>/dev/null
+  "$cxx" -dumpspecs 2>/dev/null | grep -n -E 'static-libstdc|static-libgcc' | head -5
+} > "$out/toolchain.txt" 2>&1
 built=$(ls "$pkg"/core*.so | head -1)
 mkdir -p "$out/bare/mlx"
 cp -r "$pkg"/. "$out/bare/mlx/"
