@@ -6,7 +6,7 @@ per process so a crash names its case.
     sdpa_repro.py CASE       that case alone, in this process (for a debugger or a sanitizer);
                              SDPA_RTLD_GLOBAL=1 imports MLX with RTLD_GLOBAL | RTLD_NOW;
                              SDPA_PROMOTE=1 imports it as Python does, then opens the extension
-                             again with RTLD_GLOBAL | RTLD_NOLOAD (what overlay 0011 does in
+                             again with RTLD_GLOBAL | RTLD_NOLOAD (what the dropped overlay 0011 did in
                              MLX before cuDNN's first handle: its effect on an unpatched build)
 
 A case: dtype, B, query heads, KV heads, q_len, kv_len, head dim, mask (causal, none, array).

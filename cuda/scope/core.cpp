@@ -3,9 +3,10 @@
 // FIX names what runs before the front's first call:
 //   none   nothing
 //   front  the front's library made global (RTLD_NOLOAD | RTLD_GLOBAL) and its sub-library
-//          opened RTLD_GLOBAL: overlay 0011 as first written, which the H200 showed not to help
+//          opened RTLD_GLOBAL: the first workaround (overlay 0011 as first written), which the H200
+//          showed not to help
 //   self   the object holding this code made global with its dependencies, in its own order:
-//          overlay 0011 now
+//          overlay 0011 in its second form (dropped since: overlay 0012 removes the cause)
 #include <dlfcn.h>
 #include <cstdio>
 #include <cstring>

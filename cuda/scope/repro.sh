@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The cuDNN fault of issue 25 without a GPU: the lookup-scope mismatch behind the call to address 0
-# in cudnnCreate (docs/testing.md, overlay 0011), built from the sources beside this script and
+# in cudnnCreate (docs/testing.md; overlay 0012 fixes its cause), built from the sources beside this script and
 # run under each load mode and fix.
 #
 #   repro.sh OUTDIR [CUDNN_LIB]
 #     builds into OUTDIR and prints one line per case, "MODE FIX: passed|crashed (rc N)": MODE
 #     local (as Python opens an extension) or global; FIX none, front or self (core.cpp); and
-#     "local none, no interposer" (the control: the same module without it). With
+#     "local none, no interposer" (the control: the same module without it); and the cause the
+#     H200 showed, "local none, static libstdc++ exported" and "... hidden" (overlay 0012). With
 #     CUDNN_LIB (the lib folder of the nvidia-cudnn-cu13 wheel, headers not needed), the front is
 #     cuDNN itself: cudnnCreate runs its std::call_once setup before it looks for a GPU.
 #   Exit 2 when a build fails; otherwise 0 (the lines are the result).
@@ -33,6 +34,21 @@ build $CXX -shared -fPIC -O1 "${defs[@]}" "$here/core.cpp" -o "$out/core.so" -Wl
 # The control: the same module without the interposer.
 build $CXX -shared -fPIC -O1 "${defs[@]}" "$here/core.cpp" -o "$out/core-plain.so" -Wl,--no-as-needed \
   "${front[@]}" -ldl -Wl,-rpath,"$rpath"
+# The cause the H200 showed (overlay 0012): the module itself defines the slot, libstdc++.a linked
+# into it by a toolchain that links libstdc++ statically, libstdc++.so in its scope through the
+# front (cuDNN needs it; the stand-in's front is linked against it to be the same), and no
+# interposer. Once with the archive's symbols exported, once hidden.
+if [ -n "$cudnn" ]; then
+  front_cxx=("${front[@]}")
+else
+  build $CC -shared -fPIC "$here/shim.c" -ldl -Wl,--no-as-needed -lstdc++ -o "$out/libscope_shim_cxx.so"
+  front_cxx=("$out/libscope_shim_cxx.so")
+fi
+for v in exported hidden; do
+  hide=(); [ $v = hidden ] && hide=(-Wl,--exclude-libs,ALL)
+  build $CXX -shared -fPIC -O1 "${defs[@]}" "$here/core.cpp" "$here/once.cpp" -o "$out/core-static-$v.so" \
+    -static-libstdc++ ${hide[@]+"${hide[@]}"} -Wl,--no-as-needed "${front_cxx[@]}" -ldl -Wl,-rpath,"$rpath"
+done
 build $CC "$here/loader.c" -ldl -o "$out/loader"
 case_() {  # MODULE MODE FIX LABEL
   # The shell that waits reports a fault on its stderr: that of an inner one, thrown away.
@@ -45,4 +61,6 @@ for mode in local global; do
   for fix in none front self; do case_ core.so $mode $fix "$mode $fix"; done
 done
 case_ core-plain.so local none "local none, no interposer"
+case_ core-static-exported.so local none "local none, static libstdc++ exported"
+case_ core-static-hidden.so local none "local none, static libstdc++ hidden"
 exit 0

@@ -827,11 +827,13 @@ fn h200_blas_names_a_missing_package() {
 /// cuda/scope/repro.sh, the lookup-scope fault behind issue 25's cuDNN crash, without a GPU: a
 /// module opened RTLD_LOCAL whose scope holds a library defining libstdc++'s std::call_once slots
 /// before libstdc++ faults in its sub-library's std::call_once; making the front library global
-/// (0011 as first written) does not help, making the module itself global (0011 now) does, and so
-/// does opening it RTLD_GLOBAL. Without the interposer it passes: the control that shows the
-/// fault is the interposer's and not the harness's.
+/// (the first workaround tried) does not help, making the module itself global (the second) does,
+/// and so does opening it RTLD_GLOBAL. Without the interposer it passes: the control that shows
+/// the fault is the interposer's and not the harness's. The cause the H200 showed: the module
+/// itself, linked with libstdc++.a, exports the slot and faults the same way; linked with
+/// --exclude-libs,ALL (overlay 0012) it passes.
 #[test]
-fn scope_repro_faults_as_the_h200_did_and_overlay_0011s_fix_holds() {
+fn scope_repro_faults_as_the_h200_did_and_overlay_0012s_fix_holds() {
     let f = Fixture::new(&[("a", "a\n")]);
     let out = Command::new("bash")
         .arg(workspace().join("cuda/scope/repro.sh"))
@@ -854,7 +856,80 @@ fn scope_repro_faults_as_the_h200_did_and_overlay_0011s_fix_holds() {
         ("global none", "passed"),
         ("global self", "passed"),
         ("local none, no interposer", "passed"),
+        ("local none, static libstdc++ exported", "crashed"),
+        ("local none, static libstdc++ hidden", "passed"),
     ] {
         assert_eq!(verdict(case), want, "{case}: {}", out.snapshot());
     }
+}
+
+/// cuda/machine/link-scope.sh on a stand-in bundle: a CMake/Ninja build of a module linked with
+/// -static-libstdc++ and -Wl,--exclude-libs,ALL (as overlay 0012 links MLX's extension, on a
+/// toolchain that links libstdc++ statically). The script finds the module's link in Ninja, links
+/// it again without the flag, and says which archive member defines libstdc++'s call_once slot and
+/// what each module exports; the probes run (and fail: no MLX here) without stopping it.
+#[test]
+fn link_scope_names_the_archive_that_defines_the_call_once_slot() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let b = f.t().join("bundle");
+    let src = b.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::create_dir_all(b.join("mlx/python/mlx")).unwrap();
+    std::fs::create_dir_all(b.join("install/include")).unwrap();
+    std::fs::write(
+        src.join("core.cpp"),
+        "#include <mutex>\nstatic std::once_flag f;\nstatic int x;\n\
+         extern \"C\" int run() { std::call_once(f, [] { x = 1; }); return x; }\n",
+    )
+    .unwrap();
+    let out_dir = b.join("mlx/python/mlx");
+    std::fs::write(
+        src.join("CMakeLists.txt"),
+        format!(
+            "cmake_minimum_required(VERSION 3.20)\nproject(t CXX)\nadd_library(core MODULE core.cpp)\n\
+             set_target_properties(core PROPERTIES PREFIX \"\" OUTPUT_NAME \"core.cpython-3-x86_64-linux-gnu\" \
+             LIBRARY_OUTPUT_DIRECTORY {})\n\
+             target_link_options(core PRIVATE -static-libstdc++ \"LINKER:--exclude-libs,ALL\")\n",
+            out_dir.display()
+        ),
+    )
+    .unwrap();
+    let run = |cmd: &str, args: &[&str]| {
+        let o = Command::new(cmd).args(args).current_dir(&b).output().unwrap();
+        f.out(o).code(0);
+    };
+    run("cmake", &["-S", "src", "-B", "build", "-G", "Ninja"]);
+    run("ninja", &["-C", "build"]);
+    let res = b.join("res");
+    let o = Command::new("bash")
+        .arg(workspace().join("cuda/machine/link-scope.sh"))
+        .arg(&b)
+        .arg(&res)
+        .output()
+        .unwrap();
+    let out = f.out(o).code(0);
+    let read = |name: &str| std::fs::read_to_string(res.join(name)).unwrap();
+    let trace = read("trace.txt");
+    assert!(
+        trace.contains("libstdc++.a(mutex.o): definition of _ZSt11__once_call"),
+        "{trace}\n{}",
+        out.snapshot()
+    );
+    assert!(trace.contains("relink rc=0"), "{trace}");
+    let exports = read("exports.txt");
+    let line = |m: &str| {
+        exports
+            .lines()
+            .find(|l| l.starts_with(&format!("{m}:")))
+            .unwrap_or_else(|| panic!("no {m} line: {exports}"))
+            .to_string()
+    };
+    assert!(!line("built").contains("__once_call"), "{exports}");
+    assert!(line("bare").contains("B _ZSt11__once_call"), "{exports}");
+    assert!(read("link.txt").contains("--exclude-libs,ALL"));
+    assert!(!read("relink.sh").contains("--exclude-libs"));
+    assert!(read("toolchain.txt").starts_with("linker driver: "));
+    // Eight probes, each with its exit status, though none could import MLX here.
+    let probes = read("probes.txt");
+    assert_eq!(probes.matches(": rc=").count(), 8, "{probes}");
 }
