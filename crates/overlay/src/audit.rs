@@ -58,7 +58,7 @@ pub enum Origin {
 }
 
 /// What happened to a protected line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LossKind {
     /// The overlay deletes it.
@@ -829,6 +829,32 @@ pub fn series_findings(
     pin: git2::Oid,
     series: &crate::series::Series,
 ) -> Result<Vec<crate::check::Finding>> {
+    Ok(series_losses(repo, src, pin, series)?
+        .iter()
+        .map(|s| finding(&s.overlay, &s.path, &s.message, &s.loss))
+        .collect())
+}
+
+/// One run of lines an overlay of a series loses that it has not confirmed ([`series_losses`]).
+#[derive(Debug, Clone)]
+pub struct SeriesLoss {
+    /// The overlay's file name.
+    pub overlay: String,
+    /// The file the lines are in.
+    pub path: String,
+    /// The run, described ([`summarize`]).
+    pub message: String,
+    /// The run's first loss.
+    pub loss: Loss,
+}
+
+/// What [`series_findings`] reports, as runs of losses with their overlay.
+pub fn series_losses(
+    repo: &git2::Repository,
+    src: &dyn BlobSource,
+    pin: git2::Oid,
+    series: &crate::series::Series,
+) -> Result<Vec<SeriesLoss>> {
     let pin_tree = crate::upstream::tree_of_commit(repo, pin)?;
     let mut post = pin_tree.clone();
     let mut out = Vec::new();
@@ -862,11 +888,12 @@ pub fn series_findings(
             let history = rec.base_for(&path).map(|base| History { repo, base, pin });
             let losses = attribute(history.as_ref(), &path, &raw, &rec.confirmed())?;
             let open: Vec<&Loss> = losses.iter().filter(|l| !l.accepted).collect();
-            out.extend(
-                summarize(&open)
-                    .into_iter()
-                    .map(|(m, l)| finding(&ov.name, &path, &m, l)),
-            );
+            out.extend(summarize(&open).into_iter().map(|(m, l)| SeriesLoss {
+                overlay: ov.name.clone(),
+                path: path.clone(),
+                message: m,
+                loss: l.clone(),
+            }));
         }
     }
     Ok(out)

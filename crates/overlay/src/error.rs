@@ -241,6 +241,14 @@ pub enum Refusal {
         /// Each run of lost lines, described (`crate::audit::summarize`).
         losses: Vec<String>,
     },
+    /// `refresh` / `new-overlay`: the overlays the edits go to would lose lines of an earlier
+    /// overlay, or bring back lines upstream deleted, that the series before did not
+    /// (`crate::audit`, `check`'s DROPS).
+    #[error("the edits lose lines that are not their overlay's to drop:\n    {}\nnothing was written", losses.join("\n    "))]
+    EditsDrop {
+        /// Each run of lost lines, with the overlay that would lose it.
+        losses: Vec<String>,
+    },
     /// `bump-pin --continue`: the resolved bump tree carries none of the overlay's changes.
     #[error("the resolved tree carries none of this overlay's changes")]
     ResolutionEmpty,

@@ -94,10 +94,16 @@ pub struct Plan {
     pub unchanged: Vec<String>,
     /// The new overlay, when one was created.
     pub created: Option<String>,
+    /// The trailers `--accept-reverts` recorded, per overlay ([`Plan::audit`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub accepted: BTreeMap<String, Vec<String>>,
     #[serde(skip)]
     writes: Vec<(PathBuf, String, Option<String>)>,
     #[serde(skip)]
     new_state: Option<State>,
+    /// The series as it will be, for [`Plan::audit`].
+    #[serde(skip)]
+    new_series: Option<Series>,
 }
 
 /// One overlay a refresh writes, summed up: how many edits went into it, in how many files.
@@ -895,6 +901,132 @@ fn finish(
         pending: None,
         exec: Some(crate::materialize::exec_paths(tree)),
     });
+    plan.new_series = Some(new_series);
+}
+
+/// A run of lines an overlay of a series loses without a trailer confirming it: `check`'s DROPS
+/// (`crate::audit`) and REVERTS (`crate::reverts`), with what tells it from the same run of
+/// another series and the trailer that would confirm it.
+struct OpenLoss {
+    overlay: String,
+    key: String,
+    message: String,
+    trailer: String,
+}
+
+fn open_losses(
+    repo: &git2::Repository,
+    src: &dyn BlobSource,
+    pin: git2::Oid,
+    series: &Series,
+) -> Result<Vec<OpenLoss>> {
+    let mut out: Vec<OpenLoss> = crate::audit::series_losses(repo, src, pin, series)?
+        .into_iter()
+        .map(|l| OpenLoss {
+            key: format!("{:?} {} {}", l.loss.kind, l.loss.file, l.loss.text.trim()),
+            trailer: crate::audit::confirming_trailers(std::slice::from_ref(&l.loss), pin)
+                .remove(0),
+            overlay: l.overlay,
+            message: l.message,
+        })
+        .collect();
+    for o in crate::reverts::series_reverts(repo, src, pin, series)? {
+        for r in o.reverts.iter().filter(|r| !r.accepted) {
+            out.push(OpenLoss {
+                overlay: o.overlay.clone(),
+                key: format!("revert {} {}", r.file, r.lines.join("\n")),
+                message: format!("{}: {}", r.file, crate::reverts::describe(r)),
+                trailer: format!(
+                    "{}: {}",
+                    crate::reverts::ACCEPT_TRAILER,
+                    r.commit.as_deref().unwrap_or(&r.base)
+                ),
+            });
+        }
+    }
+    Ok(out)
+}
+
+impl Plan {
+    /// The resolution audit (`crate::audit`, what `check` reports as DROPS) over what this refresh
+    /// writes: runs of lines an overlay it rewrites or creates loses that are not its own (an
+    /// earlier overlay's, or upstream's deleted ones brought back) and that the series before it
+    /// did not lose. Refused ([`Refusal::EditsDrop`], nothing written) unless `accept`, which
+    /// records them in those overlays as `Reverts-Overlay:` / `Reverts-Upstream:` trailers;
+    /// returns the trailers added, per overlay.
+    pub fn audit(
+        &mut self,
+        repo: &git2::Repository,
+        src: &dyn BlobSource,
+        pin: git2::Oid,
+        (before, dir): (&Series, &Path),
+        accept: bool,
+    ) -> Result<BTreeMap<String, Vec<String>>> {
+        let Some(after) = &self.new_series else {
+            return Ok(BTreeMap::new());
+        };
+        let written: BTreeSet<&String> = self.rewritten.iter().chain(&self.created).collect();
+        let had: BTreeSet<(String, String)> = open_losses(repo, src, pin, before)?
+            .into_iter()
+            .map(|o| (o.overlay, o.key))
+            .collect();
+        let new: Vec<OpenLoss> = open_losses(repo, src, pin, after)?
+            .into_iter()
+            .filter(|o| {
+                written.contains(&o.overlay) && !had.contains(&(o.overlay.clone(), o.key.clone()))
+            })
+            .collect();
+        if new.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        if !accept {
+            let losses = new.iter().map(|o| format!("{}: {}", o.overlay, o.message));
+            return Err(Error::refused(
+                dir,
+                None,
+                Refusal::EditsDrop {
+                    losses: losses.collect(),
+                },
+            )
+            .with_help(format!(
+                "restore those lines in {} and refresh again; or, if dropping them is what you want, refresh again with --accept-reverts (recorded in the overlay as trailers)",
+                dir.display()
+            )));
+        }
+        let mut trailers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for o in new {
+            let mine = trailers.entry(o.overlay).or_default();
+            if !mine.contains(&o.trailer) {
+                mine.push(o.trailer);
+            }
+        }
+        self.add_trailers(&trailers)?;
+        self.accepted = trailers.clone();
+        Ok(trailers)
+    }
+
+    /// Appends `trailers` to the overlays this plan writes, and keeps the tree's state naming the
+    /// series as it will be.
+    fn add_trailers(&mut self, trailers: &BTreeMap<String, Vec<String>>) -> Result<()> {
+        let series = self
+            .new_series
+            .as_mut()
+            .expect("audited plans have a series");
+        for (name, ts) in trailers {
+            let Some(ov) = series.overlays.iter_mut().find(|o| &o.name == name) else {
+                continue;
+            };
+            let Some(w) = self.writes.iter_mut().find(|w| w.0 == ov.path) else {
+                continue;
+            };
+            w.1 = crate::audit::add_trailers(&w.1, ts);
+            *ov = crate::patch::parse_overlay(name, &ov.path, &w.1)?;
+        }
+        if let Some(state) = &mut self.new_state {
+            state.series_hash = series.content_hash();
+        }
+        Ok(())
+    }
 }
 
 /// Writes a plan as one transaction (journal in `root`, the project folder): every overlay file,

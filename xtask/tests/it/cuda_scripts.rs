@@ -895,7 +895,11 @@ fn link_scope_names_the_archive_that_defines_the_call_once_slot() {
     )
     .unwrap();
     let run = |cmd: &str, args: &[&str]| {
-        let o = Command::new(cmd).args(args).current_dir(&b).output().unwrap();
+        let o = Command::new(cmd)
+            .args(args)
+            .current_dir(&b)
+            .output()
+            .unwrap();
         f.out(o).code(0);
     };
     run("cmake", &["-S", "src", "-B", "build", "-G", "Ninja"]);

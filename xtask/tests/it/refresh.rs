@@ -289,3 +289,75 @@ fn edits_across_a_series_change_get_one_way_out_that_works() {
     );
     assert!(f.read(&third).contains("+b3 edited\n"));
 }
+
+/// The resolution audit at refresh (issue 24): an overlay based on an older upstream commit
+/// (`Base:`) that the edits make delete a line upstream added after that base (REVERTS), or bring
+/// back a line upstream deleted after it (DROPS), is refused with the line and the upstream commit
+/// named, nothing written; `--accept-reverts` records the confirmation as a trailer, and `check`
+/// agrees. An edit that loses nothing passes silently.
+#[test]
+fn refresh_refuses_edits_that_revert_upstream_work_until_accepted() {
+    let f = Fixture::new(&[("a.c", &numbered(20))]);
+    let base = f.pin.clone();
+    let later = numbered(20)
+        .replace("line 10\n", "line 10\nadded later\n")
+        .replace("line 15\n", "");
+    let pin = f.commit_upstream(&[("a.c", &later)], "upstream adds and deletes");
+    f.write_pins(&pin);
+    f.git(&f.work, &["pull", "-q"]);
+    let trailers =
+        format!("Overlay-Kind: local-only\nUpstream-Status: not-submitted\nBase: {base}");
+    f.add_overlay(
+        "Fork",
+        &[("a.c", Some(&later.replace("line 3\n", "line three\n")))],
+        &trailers,
+    );
+    let dir = f.t().join("tree");
+    let d = dir.to_str().unwrap();
+    f.xtask(&["apply", "--dir", d]).ok();
+    let refresh = |extra: &[&str]| {
+        f.xtask(&[&["refresh", "--dir", d, "--into", "0001-Fork.patch"], extra].concat())
+    };
+    for (edit, want) in [
+        (("added later\n", ""), "deletes 1 upstream line(s)"),
+        (
+            ("line 14\n", "line 14\nline 15\n"),
+            "brings back a line deleted by upstream",
+        ),
+    ] {
+        let original = f.read(dir.join("a.c"));
+        std::fs::write(dir.join("a.c"), original.replace(edit.0, edit.1)).unwrap();
+        let before = f.project_snapshot();
+        let out = refresh(&[]).code(2);
+        assert!(
+            out.stderr.contains(want)
+                && out.stderr.contains(&pin[..12])
+                && out.stderr.contains("nothing was written")
+                && out.stderr.contains("--accept-reverts"),
+            "{}",
+            out.snapshot()
+        );
+        assert_eq!(before, f.project_snapshot(), "a refusal writes nothing");
+        std::fs::write(dir.join("a.c"), original).unwrap();
+    }
+    // Keeping every line passes silently.
+    let a = f.read(dir.join("a.c")).replace("line 4\n", "line four\n");
+    std::fs::write(dir.join("a.c"), &a).unwrap();
+    refresh(&[]).ok();
+    f.xtask(&["check"]).ok();
+    // Accepted: the overlay records the upstream commit, and check is clean.
+    std::fs::write(dir.join("a.c"), a.replace("added later\n", "")).unwrap();
+    let out = refresh(&["--accept-reverts"]).ok();
+    assert!(
+        out.stdout.contains(&format!("Reverts-Upstream: {pin}")),
+        "{}",
+        out.snapshot()
+    );
+    let patch = f.read(f.root.join("overlays/up/0001-Fork.patch"));
+    assert!(
+        patch.contains(&format!("\nReverts-Upstream: {pin}\n")),
+        "{patch}"
+    );
+    f.xtask(&["check"]).ok();
+    f.xtask(&["apply", "--dir", d]).ok();
+}

@@ -79,6 +79,6 @@ pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
             prelude,
             signature,
         }),
-        a.verbose,
+        (a.verbose, false),
     )
 }

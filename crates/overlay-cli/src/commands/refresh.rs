@@ -20,6 +20,10 @@ pub struct RefreshArgs {
     /// Overlay that receives edits touching only upstream lines
     #[arg(long, value_name = "OVERLAY")]
     pub into: Option<String>,
+    /// Write edits that drop lines of an earlier overlay or of upstream (the resolution audit
+    /// refuses them otherwise), recording each as a `Reverts-Overlay:` / `Reverts-Upstream:` trailer
+    #[arg(long)]
+    pub accept_reverts: bool,
 }
 
 /// `detail`: one line per edit (refresh, `new-overlay --verbose`), else one per overlay written.
@@ -27,7 +31,7 @@ pub(super) fn run_refresh(
     ctx: &Ctx,
     dir: &Path,
     into: Option<overlay::refresh::Target>,
-    detail: bool,
+    (detail, accept_reverts): (bool, bool),
 ) -> Result<ExitCode> {
     let up = ctx.upstream();
     let series = ctx.series()?;
@@ -49,9 +53,14 @@ pub(super) fn run_refresh(
     }
     let repo = ctx.open_upstream()?;
     let base = repo.tree_at(git2::Oid::from_str(&up.rev)?)?;
-    let plan = overlay::refresh::plan(&base, &series, &repo, dir, &state, into)?;
+    let mut plan = overlay::refresh::plan(&base, &series, &repo, dir, &state, into)?;
+    let pin = git2::Oid::from_str(&up.rev)?;
+    let accepted = plan.audit(repo.repo(), &repo, pin, (&series, dir), accept_reverts)?;
     overlay::refresh::commit(&plan, dir, &ctx.project.root)?;
     let mut h = String::new();
+    for (overlay, trailers) in &accepted {
+        let _ = writeln!(h, "{overlay}: recorded {}", trailers.join(", "));
+    }
     if !detail {
         for w in plan.written() {
             let what = if w.created {
@@ -103,6 +112,6 @@ pub fn refresh(g: &Global, a: &RefreshArgs) -> Result<ExitCode> {
         &ctx,
         &dir,
         a.into.clone().map(overlay::refresh::Target::Existing),
-        true,
+        (true, a.accept_reverts),
     )
 }
