@@ -156,6 +156,10 @@ pub struct FileReport {
     pub overlay: Option<String>,
     /// Upstream lines the overlay deletes that upstream added after the base.
     pub reverts: Vec<Revert>,
+    /// The base was searched for and is the oldest commit the search reached because of `bound`,
+    /// with a difference there: the copy may be older still (a wider bound or `--base` decides).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub base_at_search_edge: bool,
 }
 
 /// An overlay import makes (in a dry run: would make).
@@ -353,6 +357,13 @@ struct Search<'r> {
 }
 
 impl<'r> Search<'r> {
+    /// Whether candidate `k` is the oldest searched and the search stopped there at `bound`
+    /// commits before the pin, not at the start of history.
+    fn at_bound(&self, k: usize, bound: usize) -> bool {
+        let oldest = self.trees.iter().map(|t| t.1).min().unwrap_or(0);
+        self.trees[k].1 == oldest && oldest < 0 && oldest.unsigned_abs() as usize == bound
+    }
+
     fn new(repo: &'r git2::Repository, cands: &[(git2::Oid, i64)]) -> Result<Search<'r>> {
         let mut trees = Vec::with_capacity(cands.len());
         for (c, d) in cands {
@@ -581,6 +592,7 @@ fn plan_file(
     refuse_line_ending_change(c, pin_tree.bytes(&c.rel, src)?.as_deref())?;
     let pin_text = text_in(pin_tree)?;
     let pre = text_in(result)?;
+    let mut edge = false;
     let (base, diff_at_base) = match opts.base {
         Some(b) => {
             let t = crate::reverts::text_at(repo, b, &c.rel)?;
@@ -592,10 +604,13 @@ fn plan_file(
             (Some((b, distance)), size)
         }
         None => match search.closest(i, &c.rel, &c.text)? {
-            Some((k, size)) => (
-                Some((search.trees[k].2, Some(search.trees[k].1))),
-                Some(size),
-            ),
+            Some((k, size)) => {
+                edge = size > 0 && search.at_bound(k, opts.bound);
+                (
+                    Some((search.trees[k].2, Some(search.trees[k].1))),
+                    Some(size),
+                )
+            }
             None => (None, None),
         },
     };
@@ -652,6 +667,7 @@ fn plan_file(
             hunks: patch.as_ref().map_or(0, |p| p.hunks.len()),
             overlay: None,
             reverts,
+            base_at_search_edge: edge,
         },
         patch,
     })

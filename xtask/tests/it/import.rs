@@ -828,3 +828,37 @@ fn crlf_and_bom_copies_are_named_with_the_fix() {
         assert_eq!(before, h.f.project_snapshot(), "{name}: nothing written");
     }
 }
+
+/// A base found at the edge of the search says so (issue 24): with `--bound 1` the copy of a.c as
+/// c0 had it (plus a fork line) is closest to c2, the oldest commit searched, which still differs
+/// from it: the copy may be older than the search went, and the report warns with the way out.
+/// With the default bound the search reaches c0, three commits back, and is silent; so is an
+/// exact match at the edge.
+#[test]
+fn a_base_at_the_edge_of_the_search_is_named() {
+    let h = history();
+    let copy = a_c0().replace("a 3\n", "a 3 (fork)\n");
+    let dir = h.copies(&[("src/a.c", &copy)]);
+    let (_, v) = h.json(&dir, &["--dry-run", "--bound", "1"]);
+    let a = file(&v, "src/a.c");
+    assert_eq!(a["base"]["distance"], -1, "{v:#}");
+    assert_eq!(a["base_at_search_edge"], true, "{v:#}");
+    let out = h.import(&dir, &["--dry-run", "--bound", "1"]);
+    assert!(
+        out.stdout.contains("oldest commit searched (--bound 1)")
+            && out.stdout.contains("widen --bound"),
+        "{}",
+        out.snapshot()
+    );
+    let (_, v) = h.json(&dir, &["--dry-run"]);
+    let a = file(&v, "src/a.c");
+    assert_eq!(a["base"]["commit"], h.c[0], "{v:#}");
+    assert!(a.get("base_at_search_edge").is_none(), "{v:#}");
+    // The pin's own b.c at the edge of a one-commit search: an exact match needs no warning.
+    let dir = h.copies(&[("src/b.c", &b_c2()), ("src/c.c", &lines("c", 5))]);
+    let (_, v) = h.json(&dir, &["--dry-run", "--bound", "1"]);
+    assert!(
+        file(&v, "src/b.c").get("base_at_search_edge").is_none(),
+        "{v:#}"
+    );
+}

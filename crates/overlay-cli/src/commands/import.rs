@@ -151,6 +151,14 @@ fn render(o: &Outcome, upstream: &str, a: &ImportArgs) -> String {
                 );
             }
         }
+        if f.base_at_search_edge {
+            let _ = writeln!(
+                h,
+                "      {}: that is the oldest commit searched (--bound {}): the copy may be older; widen --bound, or give --base REV if you know it",
+                colour("warning", "33"),
+                a.bound
+            );
+        }
         if f.status != FileStatus::Unchanged {
             let _ = writeln!(
                 h,
