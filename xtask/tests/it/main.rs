@@ -25,6 +25,7 @@ mod render;
 mod reports;
 mod safety;
 mod test_upstream;
+mod tidy;
 mod upstream_ggml;
 mod upstream_mlx;
 mod workflow;

@@ -1,0 +1,71 @@
+//! The docs stay true to the tree: every path README.md and docs/ name in backticks, when it
+//! starts at a top-level entry of the workspace (`crates/...`, `cuda/...`, `docs/...`), exists.
+//! A moved or deleted file leaves the map stale otherwise (ARCHITECTURE.md named
+//! `xtask/src/fuzz.rs` long after the file moved to `crates/mlx-tasks/src/fuzz.rs`).
+
+use std::path::{Path, PathBuf};
+
+use crate::fixture::workspace;
+
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            markdown_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "md") {
+            out.push(p);
+        }
+    }
+}
+
+/// The backticked spans of `text` that read as paths from the workspace's top: `a/b[/c...]`,
+/// plain file-name characters only, whose first part is one of `tops`.
+fn named_paths<'a>(text: &'a str, tops: &[String]) -> Vec<&'a str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_.-/".contains(c);
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| t.contains('/') && t.chars().all(plain))
+        .filter(|t| !t.starts_with('/') && !t.contains("//"))
+        .filter(|t| {
+            tops.iter()
+                .any(|top| t.split('/').next() == Some(top.as_str()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_path_the_docs_name_exists() {
+    let root = workspace();
+    let tops: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("target") && n != ".git")
+        .collect();
+    let mut docs = vec![root.join("README.md")];
+    markdown_files(&root.join("docs"), &mut docs);
+    let (mut checked, mut stale) = (0, Vec::new());
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        for p in named_paths(&text, &tops) {
+            checked += 1;
+            if !root.join(p).exists() {
+                stale.push(format!(
+                    "{}: `{p}`",
+                    doc.strip_prefix(&root).unwrap().display()
+                ));
+            }
+        }
+    }
+    // Not vacuous: the docs name many paths, and a missing one is caught.
+    assert!(checked > 50, "only {checked} paths found in the docs");
+    assert_eq!(
+        named_paths("see `crates/nope/x.rs` and `target/apply/up`", &tops),
+        ["crates/nope/x.rs"]
+    );
+    assert!(
+        stale.is_empty(),
+        "stale paths in the docs:\n{}",
+        stale.join("\n")
+    );
+}
