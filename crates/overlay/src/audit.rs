@@ -471,16 +471,20 @@ fn token_change(old: &[Tok], new: &[Tok]) -> (Vec<Tok>, Vec<Tok>) {
 }
 
 /// `r` carries upstream's change `b -> t` (token strings): no token upstream removed is back
-/// (beyond what `t` has), and every token upstream added is in `r`, except as many as the tokens
+/// (beyond what `t` has), and every word upstream added is in `r`, except as many as the words
 /// of `b` that both upstream and `r` replaced (both sides changed the same words: `r` may keep
 /// its own).
 fn carries(b: &[Tok], t: &[Tok], r: &[Tok]) -> bool {
-    let (added, removed) = token_change(b, t);
-    let (_, r_removed) = token_change(b, r);
     let count = |v: &[Tok], x: &Tok| v.iter().filter(|y| *y == x).count();
+    let (_, removed) = token_change(b, t);
     if removed.iter().any(|x| count(r, x) > count(t, x)) {
         return false;
     }
+    // Which of upstream's words are there, and which both sides replaced, word by word inside
+    // literals and comments too ([`words`]).
+    let (b, t, r) = (&words(b)[..], &words(t)[..], &words(r)[..]);
+    let (added, removed) = token_change(b, t);
+    let (_, r_removed) = token_change(b, r);
     let mut pool = r.to_vec();
     let missing = added
         .iter()
@@ -504,6 +508,36 @@ fn carries(b: &[Tok], t: &[Tok], r: &[Tok]) -> bool {
         })
         .count();
     missing <= replaced_by_both
+}
+
+/// `t` with each string or character literal and each `//` comment opened into the words it
+/// holds, between its delimiters: "the same words" means words, not a whole literal both sides
+/// edited in different places (diffgit --resolutions found a signature string whose `dtype`
+/// parameter both sides added, where keeping the fork's string threw away upstream's
+/// `StreamOrDevice` in it).
+fn words(t: &[Tok]) -> Vec<Tok> {
+    let mut out = Vec::with_capacity(t.len());
+    for x in t {
+        let (open, inner, close) = if let Some(rest) = x.text.strip_prefix("//") {
+            ("//", rest, "")
+        } else if x.text.len() >= 2 && (x.text.starts_with('"') || x.text.starts_with('\'')) {
+            let q = &x.text[..1];
+            (q, &x.text[1..x.text.len() - 1], q)
+        } else {
+            out.push(x.clone());
+            continue;
+        };
+        let delim = |s: &str| Tok {
+            text: s.to_string(),
+            ident: false,
+        };
+        out.push(delim(open));
+        out.extend(tokens(inner));
+        if !close.is_empty() {
+            out.push(delim(close));
+        }
+    }
+    out
 }
 
 /// `r` is `t` with some identifiers replaced by identifiers `base` has.
@@ -985,6 +1019,23 @@ mod tests {
         );
         // Keeping every line (additions only) is silent.
         assert!(upstream_losses(base, pre, "#define V 2\n// fork\nint x;\n", &[]).is_empty());
+        // Inside a string literal both sides edited, words count, not the whole literal: the
+        // fork's string drops upstream's other edit in it; keeping both edits is kept.
+        let (b3, p3) = (
+            "s = \"f(a, *, s: Union[A, B])\";\n",
+            "s = \"f(a, d: D, *, s: AB)\";\n",
+        );
+        let own3 = ["s = \"f(a, *, s: Union[A, B])\";"];
+        assert_eq!(
+            upstream_losses(
+                b3,
+                p3,
+                "s = \"f(a, d: Opt[D], *, s: Union[A, B])\";\n",
+                &own3
+            ),
+            ["Dropped s = \"f(a, d: D, *, s: AB)\";"]
+        );
+        assert!(upstream_losses(b3, p3, "s = \"f(a, d: Opt[D], *, s: AB)\";\n", &own3).is_empty());
     }
 
     #[test]
