@@ -114,6 +114,39 @@ fn the_cases_that_disagreed_with_git_now_agree() {
     );
 }
 
+/// `--resolutions` on real conflicts (issue 24 item 4): every file git conflicts on, resolved four
+/// scripted ways, the audit's verdict against line accounting. d9bd3c26e4 and 3dc6e9b57e conflict
+/// in a Python signature string both sides edited in different places: the audit once let the
+/// overlay's whole string stand (both "replaced the same word", the literal), dropping upstream's
+/// `StreamOrDevice` in it; words inside literals count now. Taking the overlay's side loses
+/// upstream's lines in all of these, taking upstream's side or upstream's plus the redo loses none.
+#[test]
+fn scripted_resolutions_of_real_conflicts_agree_with_line_accounting() {
+    let pairs = [
+        "d9bd3c26e4:846d176227",
+        "3dc6e9b57e:846d176227",
+        "383fe160c7:846d176227",
+        "8056817bd1:846d176227",
+        "074a6bfefa:846d176227",
+    ];
+    let mut args = vec!["diffgit", "--resolutions"];
+    for p in &pairs {
+        args.extend(["--pair", p]);
+    }
+    let (code, out, err) = xtask(None, &args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("resolutions: 5 conflicting pair(s), 5 file(s) resolved four ways")
+            && out
+                .contains("take-upstream  audit refuses 0/5, line accounting loses 0/5, agree 5/5")
+            && out
+                .contains("take-overlay   audit refuses 5/5, line accounting loses 5/5, agree 5/5")
+            && out
+                .contains("upstream+redo  audit refuses 0/5, line accounting loses 0/5, agree 5/5"),
+        "{out}"
+    );
+}
+
 /// An evenly spaced sample of real first-parent commits, each carried to the end of the range.
 #[test]
 fn a_sampled_range_of_real_commits_agrees_with_git() {

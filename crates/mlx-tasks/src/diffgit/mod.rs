@@ -25,6 +25,8 @@ use overlay::tree::{BlobSource, Content, Tree};
 use crate::Global;
 use crate::commands::{Ctx, resolve_rev};
 
+mod resolutions;
+
 #[derive(clap::Args)]
 pub struct DiffgitArgs {
     /// First-parent commits A..B, each one an overlay pinned at its parent
@@ -39,6 +41,11 @@ pub struct DiffgitArgs {
     /// Take at most N commits of the range, evenly spaced
     #[arg(long, value_name = "N")]
     pub sample: Option<usize>,
+    /// Also resolve every file git conflicts on four scripted ways (upstream's side, the
+    /// overlay's, both, upstream's plus the overlay's additions) and check that the resolution
+    /// audit agrees with line accounting on each
+    #[arg(long)]
+    pub resolutions: bool,
 }
 
 /// What one side said about one pair, in the words of the comparison.
@@ -61,6 +68,9 @@ struct Counts {
     controls: usize,
     control_upstreamed: usize,
     disagreements: Vec<String>,
+    /// `--resolutions`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resolutions: Option<resolutions::Counts>,
 }
 
 pub fn run(g: &Global, a: &DiffgitArgs) -> Result<ExitCode> {
@@ -120,7 +130,10 @@ pub fn run(g: &Global, a: &DiffgitArgs) -> Result<ExitCode> {
     if pairs.is_empty() {
         bail!("nothing to compare: give --range A..B and/or --pair C:D");
     }
-    let mut counts = Counts::default();
+    let mut counts = Counts {
+        resolutions: a.resolutions.then(resolutions::Counts::default),
+        ..Counts::default()
+    };
     let mut controls_done = BTreeSet::new();
     for (i, (c, d)) in pairs.iter().enumerate() {
         if !ctx.json && i % 25 == 0 && i > 0 {
@@ -139,6 +152,9 @@ pub fn run(g: &Global, a: &DiffgitArgs) -> Result<ExitCode> {
             }
         };
         compare_pair(repo.repo(), &scratch_repo, &series, *c, *d, &mut counts)?;
+        if let Some(r) = &mut counts.resolutions {
+            resolutions::audit_pair(repo.repo(), &scratch_repo, &series, (*c, *d), r)?;
+        }
         if controls_done.insert(*c) {
             control(repo.repo(), &series, *c, &mut counts)?;
         }
@@ -169,7 +185,11 @@ fn report(ctx: &Ctx, counts: &Counts) -> Result<ExitCode> {
         "  control (target = the commit itself) drift says upstreamed: {}/{}",
         counts.control_upstreamed, counts.controls
     );
-    for d in &counts.disagreements {
+    if let Some(r) = &counts.resolutions {
+        resolutions::render(&mut h, r);
+    }
+    let resolved = counts.resolutions.iter().flat_map(|r| r.disagreements());
+    for d in counts.disagreements.iter().chain(resolved) {
         let _ = writeln!(h, "  DISAGREE {d}");
     }
     if ctx.json {
@@ -182,7 +202,8 @@ fn report(ctx: &Ctx, counts: &Counts) -> Result<ExitCode> {
     }
     let all = counts.bump_agrees_with_git == n
         && counts.drift_agrees_with_bump == n
-        && counts.control_upstreamed == counts.controls;
+        && counts.control_upstreamed == counts.controls
+        && counts.resolutions.as_ref().is_none_or(|r| r.all_agree());
     Ok(if all {
         ExitCode::SUCCESS
     } else {
