@@ -280,6 +280,25 @@ fn git_tree_files(
         .collect())
 }
 
+/// `git merge-tree --write-tree --name-only` of C onto D with C's parent as the base: a
+/// cherry-pick without a work tree (exit 1: conflicts, whose files follow the tree's line).
+fn cherry_pick_tree(
+    scratch: &git2::Repository,
+    c: git2::Oid,
+    d: git2::Oid,
+    base: git2::Oid,
+) -> Result<std::process::Output> {
+    std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(scratch.path())
+        .args(["merge-tree", "--write-tree", "--name-only"])
+        .arg(format!("--merge-base={base}"))
+        .arg(d.to_string())
+        .arg(c.to_string())
+        .output()
+        .context("running git merge-tree")
+}
+
 /// git's answer: cherry-pick C onto D, through `git merge-tree` (no work tree needed).
 fn git_verdict(
     scratch: &git2::Repository,
@@ -288,15 +307,7 @@ fn git_verdict(
     base: git2::Oid,
     paths: &BTreeSet<String>,
 ) -> Result<Verdict> {
-    let out = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(scratch.path())
-        .args(["merge-tree", "--write-tree", "--name-only"])
-        .arg(format!("--merge-base={base}"))
-        .arg(d.to_string())
-        .arg(c.to_string())
-        .output()
-        .context("running git merge-tree")?;
+    let out = cherry_pick_tree(scratch, c, d, base)?;
     match out.status.code() {
         Some(1) => return Ok(Verdict::Conflict),
         Some(0) => {}

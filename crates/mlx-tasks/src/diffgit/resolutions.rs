@@ -131,15 +131,7 @@ fn conflicted_files(
     d: git2::Oid,
     base: git2::Oid,
 ) -> Result<Option<Vec<String>>> {
-    let out = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(scratch.path())
-        .args(["merge-tree", "--write-tree", "--name-only"])
-        .arg(format!("--merge-base={base}"))
-        .arg(d.to_string())
-        .arg(c.to_string())
-        .output()
-        .context("running git merge-tree")?;
+    let out = super::cherry_pick_tree(scratch, c, d, base)?;
     if out.status.code() != Some(1) {
         return Ok(None);
     }
