@@ -8,7 +8,8 @@
 #   exactness.sh OUT [SPEC]
 #     SPEC: the probe's options, "key=value;..." (default preset=small)
 #   env: INSTALL_DIR (MLX's install prefix, default BUNDLE/install), PROBE_SRC (default
-#   BUNDLE/probe), PROBE_BUILD (default BUNDLE/build-probe), POLICIES (default "streamed upstream")
+#   BUNDLE/probe), PROBE_BUILD (default BUNDLE/build-probe), POLICIES (default "streamed upstream"),
+#   CONTROL=0 (no negative-control run: another run of the session has it)
 set -euo pipefail
 bundle=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: exactness.sh OUT [SPEC]}
@@ -39,6 +40,8 @@ for p in ${POLICIES:-streamed upstream}; do
   echo "exactness.sh: probing under the $p policy" >&2
   probe "$p" "$spec"
 done
-echo "exactness.sh: the negative control" >&2
-probe streamed "$control"
+if [ "${CONTROL:-1}" != 0 ]; then
+  echo "exactness.sh: the negative control" >&2
+  probe streamed "$control"
+fi
 mv "$tmp" "$out"

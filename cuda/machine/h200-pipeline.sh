@@ -103,7 +103,7 @@ fi
 
 if ! step build; then
   say "build"
-  PYTHON_BINDINGS=1 JOBS=$(nproc) bash $B/cuda/bundle/build.sh > $R/build.log 2>&1 \
+  PYTHON_BINDINGS=$([ "${EXACTNESS:-0}" = 1 ] && echo 0 || echo 1) JOBS=$(nproc) bash $B/cuda/bundle/build.sh > $R/build.log 2>&1 \
     || { tail -40 $R/build.log; say "build failed"; exit 1; }
   grep -E "Lapack|Blas" $R/build.log | head -4
   done_step build
@@ -114,7 +114,7 @@ fi
 export PYTHONPATH=$B/mlx/python
 
 # Which way MLX's tests can import the image's torch: as they are, torch first, or not at all.
-if ! step probe; then
+if [ "${EXACTNESS:-0}" != 1 ] && ! step probe; then
   n=0
   for order in "import mlx.core as mx; import torch" "import torch; import mlx.core as mx"; do
     n=$((n + 1))
@@ -168,8 +168,8 @@ fi
 # with MLX's libraries global (global), else not at all (block); SUITE_TORCH=first stays for a
 # run that wants torch first anyway.
 torch=block
-grep -q '^probe \[global\]: rc=0' $R/probe.txt && torch=global
-grep -q '^probe \[import mlx.core as mx; import torch\]: rc=0' $R/probe.txt && torch=plain
+grep -qs '^probe \[global\]: rc=0' $R/probe.txt && torch=global
+grep -qs '^probe \[import mlx.core as mx; import torch\]: rc=0' $R/probe.txt && torch=plain
 torch=${SUITE_TORCH:-$torch}
 say "torch in the tests: $torch"
 
@@ -235,7 +235,13 @@ sdpa() {
 # with it as jit.sums; a cache without them cannot be judged and is not used).
 jit_roots=$B/mlx/mlx/backend/cuda/device:$B/install/include
 seed_ptx() {
-  [ -d $W/ptx-carried ] || return 0
+  judge_ptx || return 0
+  for f in $B/mlx/python/tests/test_*.py cpp; do
+    local n; n=$(basename "$f" .py); mkdir -p $W/ptx/$n; cp -rn $W/ptx-carried/. $W/ptx/$n/
+  done
+}
+judge_ptx() {
+  [ -d $W/ptx-carried ] || return 1
   if ! step seed-judged; then
     python3 $B/cuda/bundle/ptx_stale.py sums $jit_roots > $W/jit-fork.sums
     if [ -f $W/ptx-carried/jit.sums ]; then
@@ -243,13 +249,10 @@ seed_ptx() {
       python3 $B/cuda/bundle/ptx_stale.py drop $W/jit-carried.sums $W/jit-fork.sums $jit_roots \
         $W/ptx-carried
     else
-      say "ptx cache carried without jit.sums: not used"; rm -rf $W/ptx-carried; return 0
+      say "ptx cache carried without jit.sums: not used"; rm -rf $W/ptx-carried; return 1
     fi
     done_step seed-judged
   fi
-  for f in $B/mlx/python/tests/test_*.py cpp; do
-    local n; n=$(basename "$f" .py); mkdir -p $W/ptx/$n; cp -rn $W/ptx-carried/. $W/ptx/$n/
-  done
 }
 
 # Every test file, the slowest first (first-use NVRTC compiles: test_quantized), so that no long
@@ -304,7 +307,7 @@ retry() {  # POLICY DEVICE BUDGET
 # header sums as jit.sums for the next run's seed_ptx.
 keep_ptx() {
   rm -rf $W/ptx-all && mkdir -p $W/ptx-all
-  for d in $W/ptx/*/ $W/ptx-sdpa/; do [ -d "$d" ] && cp -rn "$d". $W/ptx-all/; done
+  for d in $W/ptx/*/ $W/ptx-sdpa/ $W/ptx-exactness/; do [ -d "$d" ] && cp -rn "$d". $W/ptx-all/; done
   [ -f $W/jit-fork.sums ] || python3 $B/cuda/bundle/ptx_stale.py sums $jit_roots > $W/jit-fork.sums
   [ -f $W/jit-pin.sums ] && python3 $B/cuda/bundle/ptx_stale.py drop $W/jit-fork.sums $W/jit-pin.sums \
     $jit_roots $W/ptx-all
@@ -326,17 +329,24 @@ wait_upto() { local i; for (( i=0; i<$2; i+=5 )); do kill -0 "$1" 2>/dev/null ||
 exactness() {  # NAME SPEC [VAR=VALUE...]
   step exactness-$1 && return 0
   say "exactness $1"
+  [ -d $W/ptx-exactness ] || { judge_ptx && cp -r $W/ptx-carried $W/ptx-exactness; }
   env "${@:3}" MLX_PTX_CACHE_DIR=$W/ptx-exactness PROBE_BUILD=$W/build-probe timeout 480 \
     bash $B/cuda/bundle/exactness.sh $R/exactness-$1.jsonl "$2" > $R/exactness-$1.log 2>&1
   echo "exactness $1: rc=$? $(tail -1 $R/exactness-$1.log | cut -c1-120)" | tee -a $R/exactness.txt
   done_step exactness-$1
 }
 if [ "${EXACTNESS:-0}" = 1 ]; then
-  # cuDNN's SDPA off first (the known crash stops a run), then MLX's defaults, then the 7b decoder.
-  exactness small-nocudnn 'preset=small' MLX_CUDA_USE_CUDNN_SDPA=0
-  exactness small 'preset=small'
-  exactness 7b-nocudnn 'preset=7b;ops=0;prompt=40' MLX_CUDA_USE_CUDNN_SDPA=0
-  step sdpa-fork || { sdpa fork; done_step sdpa-fork; }
+  # MLX's defaults (cuDNN SDPA on): the 7b decoder with mlx-lm's KV cache at the prompt
+  # lengths (one pass, two passes, cuDNN decode at 256 keys and more), timed; the negative
+  # control with the first only (CONTROL=0 after). Then the op table without the quantized
+  # cases (their first-use NVRTC compiles outlast a call; KV 1020 puts a block across the
+  # 1-pass / 2-pass threshold) and the small decoder with both caches.
+  exactness 7b-40 'preset=7b;ops=0;prompt=40;cache=step;timing=5'
+  exactness 7b-1024 'preset=7b;ops=0;prompt=1024;cache=step;timing=5' CONTROL=0
+  exactness 7b-8192 'preset=7b;ops=0;prompt=8192;cache=step;timing=5' CONTROL=0
+  exactness ops 'preset=small;only=sdpa_causal,matmul,rms_norm,softmax,argmax_ties,rope,kv_concat;kv_lens=64,512,1020,4096,16384' CONTROL=0
+  exactness small-step 'preset=small;ops=0;cache=step;prompt=300' CONTROL=0
+  exactness 7b-1024-nocudnn 'preset=7b;ops=0;prompt=1024;cache=step;timing=5' CONTROL=0 MLX_CUDA_USE_CUDNN_SDPA=0
   keep_ptx
   say "exactness steps done"
   exit 0

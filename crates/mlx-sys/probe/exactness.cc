@@ -6,6 +6,7 @@
 // every block T = 1..t_max is compared against the same chain rows.
 #include "exactness.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -331,16 +332,28 @@ void sdpa_rows(const Options& o, std::vector<OpRow>& out) {
   }
 }
 
+// Whether the op table runs `op` (`only=` empty: every op).
+bool wanted(const Options& o, std::initializer_list<const char*> ops) {
+  return o.only.empty() || std::any_of(ops.begin(), ops.end(), [&](const char* op) {
+           return std::find(o.only.begin(), o.only.end(), op) != o.only.end();
+         });
+}
+
 void run_ops(const Options& o, std::ostream& os) {
   std::vector<OpRow> rows;
-  progress("quantized_matmul (54 cases)");
-  qmm_rows(o, rows);
+  if (wanted(o, {"quantized_matmul"})) {
+    progress("quantized_matmul (54 cases)");
+    qmm_rows(o, rows);
+  }
   progress("matmul, rms_norm, softmax, argmax");
-  matmul_rows(o, rows);
-  norm_softmax_rows(o, rows);
+  if (wanted(o, {"matmul"})) matmul_rows(o, rows);
+  if (wanted(o, {"rms_norm", "softmax", "argmax_ties"})) norm_softmax_rows(o, rows);
   progress("rope, kv_concat");
-  rope_concat_rows(o, rows);
-  sdpa_rows(o, rows);
+  if (wanted(o, {"rope", "kv_concat"})) rope_concat_rows(o, rows);
+  if (wanted(o, {"sdpa_causal"})) sdpa_rows(o, rows);
+  rows.erase(std::remove_if(rows.begin(), rows.end(),
+                            [&](const OpRow& r) { return !wanted(o, {r.op.c_str()}); }),
+             rows.end());
   os << "\"ops\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
     os << (i ? "," : "");
@@ -542,7 +555,38 @@ Tensors named(const Model& m) {
 struct Cache {
   std::vector<mx::array> k, v;
   int len = 0;
+  // cache=step: each layer's buffers (k, v), whose first `len` rows k and v are slices of.
+  bool step = false;
+  std::vector<mx::array> kbuf, vbuf;
 };
+
+// mlx-lm's KVCache.update_and_fetch: the buffer grows by whole steps of 256 rows (zeros), the
+// new rows are written with slice_update, and the cache is read as a slice of the buffer.
+mx::array step_append(mx::array& buf, const mx::array& x, int prev) {
+  constexpr int kStep = 256;
+  int L = x.shape(2), need = prev + L;
+  if (buf.ndim() != 4 || buf.shape(2) < need) {
+    int rows = (L + kStep - 1) / kStep * kStep;
+    auto grown = mx::zeros({x.shape(0), x.shape(1), rows, x.shape(3)}, x.dtype());
+    buf = buf.ndim() == 4 ? mx::concatenate({slice_axis(buf, 2, 0, prev), grown}, 2) : grown;
+  }
+  buf = mx::slice_update(buf, x, mx::Shape{0, 0, prev, 0},
+                         mx::Shape{x.shape(0), x.shape(1), need, x.shape(3)});
+  return slice_axis(buf, 2, 0, need);
+}
+
+// Appends the block's keys and values to layer i's cache; returns all keys and values.
+std::pair<mx::array, mx::array> append_kv(Cache& c, int i, const mx::array& kh,
+                                          const mx::array& vh) {
+  if (c.step) {
+    c.k[i] = step_append(c.kbuf[i], kh, c.len);
+    c.v[i] = step_append(c.vbuf[i], vh, c.len);
+  } else {
+    c.k[i] = c.len > 0 ? mx::concatenate({c.k[i], kh}, 2) : kh;
+    c.v[i] = c.len > 0 ? mx::concatenate({c.v[i], vh}, 2) : vh;
+  }
+  return {c.k[i], c.v[i]};
+}
 
 // One named intermediate output, as [L, width] rows.
 struct Tap {
@@ -573,12 +617,7 @@ mx::array attention(const Model& m, int i, const mx::array& h, Cache& c, std::ve
   auto vh = to_heads(v, L, d.kv_heads, d.head_dim);
   tap("rope_q", heads_to_rows(qh));
   tap("rope_k", heads_to_rows(kh));
-  if (c.len > 0) {
-    kh = mx::concatenate({c.k[i], kh}, 2);
-    vh = mx::concatenate({c.v[i], vh}, 2);
-  }
-  c.k[i] = kh;
-  c.v[i] = vh;
+  std::tie(kh, vh) = append_kv(c, i, kh, vh);
   float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
   auto att = mx::fast::scaled_dot_product_attention(qh, kh, vh, scale, L > 1 ? "causal" : "");
   auto rows = mx::reshape(mx::transpose(att, {0, 2, 1, 3}), {1, L, d.q_heads * d.head_dim});
@@ -608,8 +647,7 @@ mx::array mlp(const Model& m, int i, const mx::array& h, std::vector<Tap>& taps)
 mx::array forward(const Model& m, const mx::array& tokens, Cache& c, std::vector<Tap>& taps) {
   int L = tokens.shape(1);
   if (c.k.empty()) {
-    c.k.assign(m.d.layers, mx::array(0.0f));
-    c.v.assign(m.d.layers, mx::array(0.0f));
+    for (auto* a : {&c.k, &c.v, &c.kbuf, &c.vbuf}) a->assign(m.d.layers, mx::array(0.0f));
   }
   auto x = mx::take(m.embed, tokens, 0);
   for (int i = 0; i < m.d.layers; ++i) {
@@ -707,6 +745,86 @@ Block verify(const Model& m, const Cache& prompt_cache, const Classic& cl, int k
   return b;
 }
 
+// ---- Timing (timing=R): what verification costs under this process's policy.
+
+// The median milliseconds of `reps` calls of f, after one warm-up call; f evaluates its work.
+double median_ms(int reps, const std::function<void()>& f) {
+  f();
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    auto t = std::chrono::steady_clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// One forward of k tokens from the prompt's cache, logits and cache evaluated. The cache is
+// owned by the timing alone and rewound after each forward, so with cache=step its buffers are
+// updated in place (donated), as mlx-lm's are.
+double forward_ms(const Model& m, const Cache& pc, const std::vector<int32_t>& toks, int reps) {
+  Cache tc = pc;
+  int k = static_cast<int>(toks.size());
+  return median_ms(reps, [&] {
+    Cache c = std::move(tc);
+    std::vector<Tap> taps;
+    std::vector<mx::array> all = {forward(m, mx::array(toks.data(), {1, k}, mx::int32), c, taps)};
+    all.insert(all.end(), c.k.begin(), c.k.end());
+    all.insert(all.end(), c.v.begin(), c.v.end());
+    mx::eval(all);
+    c.len = pc.len;
+    for (int i = 0; i < m.d.layers; ++i) {
+      c.k[i] = c.step ? slice_axis(c.kbuf[i], 2, 0, pc.len) : pc.k[i];
+      c.v[i] = c.step ? slice_axis(c.vbuf[i], 2, 0, pc.len) : pc.v[i];
+    }
+    tc = std::move(c);
+  });
+}
+
+// The attention op alone as the decoder calls it over k rows after the prompt: q [1, H, k, D]
+// against prompt + k keys (causal for k > 1; slices of a 256-row-step buffer with cache=step),
+// once per layer in one evaluation; milliseconds per call.
+double sdpa_ms(const Model& m, const Cache& pc, int k, int reps) {
+  const Dims& d = m.d;
+  auto dt = m.embed.dtype();
+  int L = pc.len + k, rows = pc.step ? (L + 255) / 256 * 256 : L;
+  auto key = keys(7, 3);
+  auto q = randn({1, d.q_heads, k, d.head_dim}, dt, 1.0f, key[0]);
+  auto kb = randn({1, d.kv_heads, rows, d.head_dim}, dt, 1.0f, key[1]);
+  auto vb = randn({1, d.kv_heads, rows, d.head_dim}, dt, 1.0f, key[2]);
+  mx::eval(q, kb, vb);
+  auto kk = slice_axis(kb, 2, 0, L), vv = slice_axis(vb, 2, 0, L);
+  float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+  double ms = median_ms(reps, [&] {
+    std::vector<mx::array> outs;
+    for (int i = 0; i < d.layers; ++i) {
+      outs.push_back(mx::fast::scaled_dot_product_attention(q, kk, vv, scale,
+                                                            k > 1 ? "causal" : ""));
+    }
+    mx::eval(outs);
+  });
+  return ms / d.layers;
+}
+
+void write_timing(std::ostream& os, const Model& m, const Cache& pc, const Classic& cl,
+                  const Options& o) {
+  os << ",\"timing\":{\"reps\":" << o.timing << ",\"rows\":[";
+  bool first = true;
+  for (int k : {1, 4, 8, 16}) {
+    if (k > o.k_max) continue;
+    progress("decoder timing, k = " + std::to_string(k));
+    std::vector<int32_t> toks(cl.tokens.begin(), cl.tokens.begin() + k);
+    double fwd = forward_ms(m, pc, toks, o.timing);
+    double att = sdpa_ms(m, pc, k, o.timing);
+    os << (first ? "" : ",") << "{\"k\":" << k << ",\"forward_ms\":" << fwd
+       << ",\"sdpa_ms\":" << att << "}";
+    first = false;
+  }
+  os << "]}";
+}
+
 void write_dims(std::ostream& os, const Dims& d) {
   os << "{\"vocab\":" << d.vocab << ",\"d_model\":" << d.d_model << ",\"layers\":" << d.layers
      << ",\"q_heads\":" << d.q_heads << ",\"kv_heads\":" << d.kv_heads
@@ -752,6 +870,7 @@ void run_decoder(const Options& o, std::ostream& os) {
   auto prompt = mx::random::randint(0, o.dims.vocab, {1, o.prompt}, mx::int32,
                                     mx::random::key(o.seed + 1));
   Cache pc;
+  pc.step = o.cache == "step";
   std::vector<Tap> ptaps;
   progress("decoder prefill, " + std::to_string(o.prompt) + " tokens");
   forward(m, prompt, pc, ptaps);
@@ -763,15 +882,18 @@ void run_decoder(const Options& o, std::ostream& os) {
   os << "\"decoder\":{\"preset\":" << quoted(o.preset) << ",\"dims\":";
   write_dims(os, o.dims);
   os << ",\"dtype\":" << quoted(o.dtype) << ",\"dense_head\":" << (o.dense_head ? "true" : "false")
-     << ",\"prompt\":" << o.prompt << ",\"seed\":" << o.seed << ",\"decoded\":[";
+     << ",\"prompt\":" << o.prompt << ",\"cache\":" << quoted(o.cache) << ",\"seed\":" << o.seed
+     << ",\"decoded\":[";
   for (size_t i = 0; i < cl.tokens.size(); ++i) os << (i ? "," : "") << cl.tokens[i];
   os << "],\"blocks\":[";
   for (int k = 2; k <= o.k_max; ++k) {
     progress("decoder verify, k = " + std::to_string(k));
     write_block(os << (k > 2 ? "," : ""), verify(m, pc, cl, k, o.perturb));
   }
+  os << "]";
+  if (o.timing > 0) write_timing(os, m, pc, cl, o);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  os << "],\"seconds\":" << secs << "}";
+  os << ",\"seconds\":" << secs << "}";
 }
 
 // A decoder's shapes; the quantization and norm settings keep their defaults.
@@ -825,8 +947,8 @@ void write_checkpoint(const Options& opts, const std::string& file) {
 }
 
 void run(const Options& opts, std::ostream& out) {
-  if (opts.t_max < 1 || opts.seeds < 1) {
-    throw std::invalid_argument("exactness: t_max and seeds must be >= 1");
+  if (opts.t_max < 1 || opts.seeds < 1 || opts.timing < 0) {
+    throw std::invalid_argument("exactness: t_max and seeds must be >= 1, timing >= 0");
   }
   out << "{\"probe\":1,\"device\":"
       << quoted(mx::default_device() == mx::Device::gpu ? "gpu" : "cpu")
@@ -840,7 +962,7 @@ Options parse_options(const std::string& spec) {
   Options o;
   o.dims = preset_dims(o.preset);
   const std::map<std::string, int*> ints = {
-      {"t_max", &o.t_max},          {"seeds", &o.seeds},
+      {"t_max", &o.t_max},          {"seeds", &o.seeds},          {"timing", &o.timing},
       {"prompt", &o.prompt},        {"k_max", &o.k_max},
       {"vocab", &o.dims.vocab},     {"d_model", &o.dims.d_model},
       {"layers", &o.dims.layers},   {"q_heads", &o.dims.q_heads},
@@ -879,6 +1001,16 @@ Options parse_options(const std::string& spec) {
       std::string f;
       while (std::getline(fs, f, '|')) o.checkpoint.push_back(f);
       o.preset = "checkpoint";
+    } else if (key == "cache") {
+      if (v != "concat" && v != "step") {
+        throw std::invalid_argument("exactness: cache must be concat or step, got '" + v + "'");
+      }
+      o.cache = v;
+    } else if (key == "only") {
+      o.only.clear();
+      std::stringstream ls(v);
+      std::string n;
+      while (std::getline(ls, n, ',')) o.only.push_back(n);
     } else if (key == "kv_lens") {
       o.kv_lens.clear();
       std::stringstream ls(v);

@@ -51,6 +51,15 @@ struct Options {
   // under mlx-lm's names, instead of the seeded ones; dims come from its config.json (read by
   // the caller and passed as options). The report's preset is then "checkpoint".
   std::vector<std::string> checkpoint;
+  // The op table's ops to run (empty: all), by the names the report uses.
+  std::vector<std::string> only;
+  // The decoder's KV cache: "concat" (grown by concatenation) or "step" (mlx-lm's KVCache:
+  // a buffer grown in steps of 256 rows, written with slice_update and read as a slice of it,
+  // which MLX's CUDA backend serves with cuDNN's decode path at 256 keys and more).
+  std::string cache = "concat";
+  // Decoder timing: the median of `timing` forwards of k = 1, 4, 8, 16 tokens (k <= k_max) from
+  // the prompt's cache, and of the attention op alone at the decoder's shapes (0: off).
+  int timing = 0;
   // A negative control: flip the lowest bit of the first chain row's first element before
   // comparing, so every comparison must report a difference (shows the check can fail).
   bool perturb = false;
