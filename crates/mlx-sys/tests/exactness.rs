@@ -22,6 +22,14 @@ fn unknown_or_malformed_options_are_errors() {
         "{}",
         e.message()
     );
+    let e = mlx_sys::exactness_probe("cache=ring").unwrap_err();
+    assert!(
+        e.message().contains("cache must be concat or step"),
+        "{}",
+        e.message()
+    );
+    let e = mlx_sys::exactness_probe("timing=-1;ops=0").unwrap_err();
+    assert!(e.message().contains("timing >= 0"), "{}", e.message());
     let e = mlx_sys::exactness_probe("preset=small;q_heads=3;kv_heads=2;ops=0").unwrap_err();
     assert!(
         e.message().contains("multiple of kv_heads"),
@@ -83,4 +91,23 @@ fn a_written_checkpoint_decodes_as_its_seeded_model() {
         e.message()
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `only=` runs the named ops of the table and no other; `timing=R` adds the decoder's timed
+/// forwards at k = 1, 4, 8, 16 (those up to k_max).
+#[test]
+fn only_and_timing_shape_the_report() {
+    let spec =
+        "preset=small;layers=1;prompt=4;k_max=4;t_max=2;seeds=1;only=rope,kv_concat;timing=1";
+    let json = mlx_sys::exactness_probe(spec).unwrap();
+    assert_eq!(count(&json, "\"op\":\"rope\""), 3, "{json}");
+    assert_eq!(count(&json, "\"op\":\"kv_concat\""), 3, "{json}");
+    assert_eq!(count(&json, "\"op\":\"quantized_matmul\""), 0, "{json}");
+    let timing = field(&json, "\"timing\":{\"reps\":1,\"rows\":[");
+    assert_eq!(count(timing, "\"forward_ms\":"), 2, "{timing}");
+    assert!(
+        timing.contains("{\"k\":1,") && timing.contains("{\"k\":4,"),
+        "{timing}"
+    );
+    assert!(!timing.contains("\"forward_ms\":0,"), "{timing}");
 }

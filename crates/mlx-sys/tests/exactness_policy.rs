@@ -44,4 +44,15 @@ fn float32_verification_differs_upstream_and_is_exact_streamed() {
     );
     assert!(upstream.contains("\"op\":\"sdpa\""), "{upstream}");
     assert_eq!(identical_rows(&streamed), (all, all), "{streamed}");
+
+    // mlx-lm's KV cache (cache=step): 250 cached rows, so decode grows the 256-row buffer and
+    // the verify blocks from k = 7 cross its end (trimmed, then grown): the same verdicts.
+    let step = format!("{SPEC};prompt=250;cache=step");
+    qmm_policy::set_streamed(false).unwrap();
+    let upstream = mlx_sys::exactness_probe(&step).unwrap();
+    qmm_policy::set_streamed(true).unwrap();
+    let streamed = mlx_sys::exactness_probe(&step).unwrap();
+    assert!(streamed.contains("\"cache\":\"step\""), "{streamed}");
+    assert!(identical_rows(&upstream).0 < all, "{upstream}");
+    assert_eq!(identical_rows(&streamed), (all, all), "{streamed}");
 }

@@ -937,3 +937,48 @@ fn link_scope_names_the_archive_that_defines_the_call_once_slot() {
     let probes = read("probes.txt");
     assert_eq!(probes.matches(": rc=").count(), 8, "{probes}");
 }
+
+/// exactness_bench.py turns the committed H200 runs into the benchmark rows (every timed k of
+/// every decoder configuration under both policies, each streamed row against the upstream run
+/// of the same settings), and refuses a line that is not a run with exit 2, naming it.
+#[test]
+fn exactness_bench_rows_come_from_the_committed_runs() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let header = f.t().join("header.json");
+    std::fs::write(&header, r#"{"gpu": "test"}"#).unwrap();
+    let script = workspace().join("cuda/bench/exactness_bench.py");
+    let bench = |runs: &Path| {
+        let out = Command::new("python3")
+            .arg(&script)
+            .args([&header, runs])
+            .output()
+            .unwrap();
+        f.out(out)
+    };
+    let runs = workspace().join("docs/benchmarks/exactness-cuda-h200.jsonl");
+    let out = bench(&runs).code(0);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(doc["header"]["gpu"], "test");
+    assert_eq!(
+        rows.len(),
+        4 * 4 * 2,
+        "4 configurations x k = 1, 4, 8, 16 x 2 policies"
+    );
+    for r in rows {
+        let k = r["k"].as_u64().unwrap();
+        let streamed = r["policy"] == "streamed";
+        assert_eq!(r.get("vs_upstream").is_some(), streamed, "{r}");
+        if k > 1 && streamed {
+            assert_eq!(r["logit_rows_identical"].as_u64(), Some(k), "{r}");
+        }
+    }
+    let bad = f.t().join("bad.jsonl");
+    std::fs::write(&bad, "# a comment\n{\"policy\": 1}\n").unwrap();
+    let out = bench(&bad).code(2);
+    assert!(
+        out.stderr.contains("bad.jsonl:2: not an exactness run"),
+        "{}",
+        out.stderr
+    );
+}

@@ -96,15 +96,20 @@ impl Report {
             return;
         };
         let (t, seeds) = (first.probe.ops[0].t_max, first.probe.ops[0].seeds);
+        let runs: Vec<&Run> = self
+            .runs
+            .iter()
+            .filter(|r| !r.probe.ops.is_empty())
+            .collect();
         let _ = writeln!(s, "\nop table (T = 1..{t}, {seeds} seeds)");
         let _ = write!(s, "  {:<18} {:<5}", "op", "dtype");
-        for r in &self.runs {
+        for r in &runs {
             let _ = write!(s, " {:<56}", r.label());
         }
         s.push('\n');
         for ((op, dtype), _) in groups(&first.probe.ops) {
             let _ = write!(s, "  {op:<18} {dtype:<5}");
-            for r in &self.runs {
+            for r in &runs {
                 let cell = groups(&r.probe.ops)
                     .remove(&(op.clone(), dtype.clone()))
                     .map_or("-".to_string(), |g| cell(&g));
@@ -151,6 +156,7 @@ impl Report {
                 }
                 s.push('\n');
             }
+            timing_table(s, &runs);
         }
     }
 
@@ -166,8 +172,9 @@ impl Report {
         for r in &self.runs {
             let _ = writeln!(
                 s,
-                "{}: {} rows differ where nothing is promised{}",
+                "{} ({}): {} rows differ where nothing is promised{}",
                 r.label(),
+                run_scope(r),
                 report::unpromised_differ(r),
                 r.paths.map_or(String::new(), |p| format!(
                     "; quantized-matmul kernel calls: {} streamed, {} row by row",
@@ -201,11 +208,23 @@ impl Report {
     }
 }
 
+/// What a run measured, for its summary line: "op table, 7b decoder at prompt 40".
+fn run_scope(r: &Run) -> String {
+    let mut parts = Vec::new();
+    if !r.probe.ops.is_empty() {
+        parts.push("op table".to_string());
+    }
+    if let Some(d) = &r.probe.decoder {
+        parts.push(format!("{} decoder at prompt {}", d.preset, d.prompt));
+    }
+    parts.join(", ")
+}
+
 /// "decoder 7b (28 layers, d 3584, ...), prompt 40" : what makes two runs' blocks comparable.
 fn decoder_key(d: &report::Decoder) -> String {
     let dims = |k: &str| d.dims.get(k).copied().unwrap_or(0);
     format!(
-        "decoder {} ({} layers, d {}, {}/{} heads of {}, mlp {}, vocab {}, {}{}, prompt {})",
+        "decoder {} ({} layers, d {}, {}/{} heads of {}, mlp {}, vocab {}, {}{}, prompt {}{})",
         d.preset,
         dims("layers"),
         dims("d_model"),
@@ -216,8 +235,66 @@ fn decoder_key(d: &report::Decoder) -> String {
         dims("vocab"),
         d.dtype,
         if d.dense_head { ", dense head" } else { "" },
-        d.prompt
+        d.prompt,
+        if d.cache == "step" {
+            ", mlx-lm's KV cache"
+        } else {
+            ""
+        }
     )
+}
+
+/// The runs' timings of one decoder configuration: per k, the forward and the attention op,
+/// and each run against the upstream run of the same settings (a ratio measured in one session).
+fn timing_table(s: &mut String, runs: &[&Run]) {
+    let timed: Vec<(&Run, &report::Timing)> = runs
+        .iter()
+        .filter_map(|r| Some((*r, r.probe.decoder.as_ref()?.timing.as_ref()?)))
+        .collect();
+    let Some((_, first)) = timed.first() else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "  timing (median of {}): forward of k tokens from the prompt's cache, attention alone per layer",
+        first.reps
+    );
+    for row in &first.rows {
+        let _ = write!(s, "  {:>3}", row.k);
+        for (run, t) in &timed {
+            let Some(r) = t.rows.iter().find(|x| x.k == row.k) else {
+                let _ = write!(s, " {:<52}", "-");
+                continue;
+            };
+            let mut cell = format!(
+                "{:.2} ms, attention {:.1} us",
+                r.forward_ms,
+                r.sdpa_ms * 1e3
+            );
+            if let Some(base) = upstream_row(&timed, run, r.k) {
+                let _ = write!(
+                    cell,
+                    " ({:.2}x, {:.2}x)",
+                    r.forward_ms / base.forward_ms,
+                    r.sdpa_ms / base.sdpa_ms
+                );
+            }
+            let _ = write!(s, " {cell:<52}");
+        }
+        s.push('\n');
+    }
+}
+
+/// The upstream run's row at k with the same kernel settings as `run` (None for upstream itself).
+fn upstream_row(timed: &[(&Run, &report::Timing)], run: &Run, k: u32) -> Option<report::TimingRow> {
+    if run.policy == "upstream" {
+        return None;
+    }
+    let cudnn = |r: &Run| r.env.get("MLX_CUDA_USE_CUDNN_SDPA").cloned();
+    timed
+        .iter()
+        .find(|(r, _)| r.policy == "upstream" && cudnn(r) == cudnn(run))
+        .and_then(|(_, t)| t.rows.iter().find(|x| x.k == k).copied())
 }
 
 /// One table cell's totals: the cases of one op and dtype.

@@ -60,6 +60,23 @@ pub struct Block {
     pub first_diff: Option<FirstDiff>,
 }
 
+/// What one forward costs (the probe's `timing=R`): medians of R runs after a warm-up.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Timing {
+    pub reps: u32,
+    pub rows: Vec<TimingRow>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct TimingRow {
+    /// Tokens in the forward: 1 is a decode step, k > 1 a verify of k drafted tokens.
+    pub k: u32,
+    /// The whole forward from the prompt's cache (logits and cache evaluated).
+    pub forward_ms: f64,
+    /// The attention op alone at the decoder's shapes, per call (per layer).
+    pub sdpa_ms: f64,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Decoder {
     pub preset: String,
@@ -67,13 +84,22 @@ pub struct Decoder {
     pub dtype: String,
     pub dense_head: bool,
     pub prompt: u32,
+    /// The KV cache: "concat" (grown by concatenation) or "step" (mlx-lm's 256-row buffers).
+    #[serde(default = "concat")]
+    pub cache: String,
     pub seed: u64,
     /// t0 (after the prompt) and the tokens classic greedy decode produced after it.
     pub decoded: Vec<u32>,
     pub blocks: Vec<Block>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
     pub seconds: f64,
     #[serde(default)]
     pub asserted: bool,
+}
+
+fn concat() -> String {
+    "concat".into()
 }
 
 /// The probe's own object.
@@ -144,7 +170,10 @@ pub fn promised(backend: Backend, policy: &str, op: &str) -> Option<u32> {
         (_, "quantized_matmul") => Some(POLICY_ROWS),
         // Overlays 0009 (float32 BLAS one row per call) and 0010 (causal attention per row).
         (Backend::Cpu, "matmul" | "sdpa_causal") => Some(POLICY_ROWS),
-        // Invariant attention and dense matmul are not in the CUDA series yet.
+        // Overlay 0013: causal attention over up to 16 rows runs sdpa_vector, row by row as
+        // decode does.
+        (Backend::Cuda, "sdpa_causal") => Some(POLICY_ROWS),
+        // Dense matmul on CUDA (cuBLAS, tiles chosen by M) is outside the promise.
         _ => None,
     }
 }
@@ -373,7 +402,7 @@ mod tests {
     }
 
     #[test]
-    fn the_decoder_is_promised_only_with_its_attention() {
+    fn the_decoder_is_promised_only_when_its_attention_and_head_are() {
         let mut r = run("streamed", vec![], false);
         r.probe.decoder = Some(Decoder {
             preset: "small".into(),
@@ -381,6 +410,7 @@ mod tests {
             dtype: "bf16".into(),
             dense_head: false,
             prompt: 4,
+            cache: "concat".into(),
             seed: 0,
             decoded: vec![1, 2],
             blocks: vec![Block {
@@ -394,11 +424,21 @@ mod tests {
                     op: "sdpa".into(),
                 }),
             }],
+            timing: None,
             seconds: 0.0,
             asserted: false,
         });
+        // A dense head is outside the CUDA promise: the decoder is reported, not asserted.
+        r.probe.decoder.as_mut().unwrap().dense_head = true;
         mark(Backend::Cuda, &mut r);
         assert!(findings(&r).is_empty());
+        r.probe.decoder.as_mut().unwrap().dense_head = false;
+        mark(Backend::Cuda, &mut r);
+        assert_eq!(
+            findings(&r).len(),
+            1,
+            "overlay 0013 promises CUDA attention"
+        );
         mark(Backend::Cpu, &mut r);
         let f = findings(&r);
         assert_eq!(f.len(), 1);
