@@ -33,7 +33,13 @@ pub const HOST_SEARCH: &[&str] = &[HOST_SOURCE, "mlx/backend/common/quantized.h"
 impl TreeFiles {
     /// Every path the emulator may read.
     pub fn wanted() -> Vec<&'static str> {
-        let mut v = vec![KERNEL_HEADER, METAL_SOURCE, METAL_DEFINES];
+        let mut v = vec![
+            KERNEL_HEADER,
+            METAL_SOURCE,
+            METAL_DEFINES,
+            crate::sdpa::KERNELS,
+            crate::sdpa::HOST,
+        ];
         v.extend_from_slice(HOST_SEARCH);
         v
     }

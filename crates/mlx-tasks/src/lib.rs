@@ -89,7 +89,7 @@ pub enum Task {
     TestUpstream(test_upstream::TestUpstreamArgs),
     /// Block vs chain, byte for byte: each op and a whole decoder, verify of k tokens against k decode steps
     Exactness(exactness::ExactnessArgs),
-    /// Run MLX's quantized mat-vec kernels on the CPU emulator and check identity claims
+    /// Run MLX's quantized mat-vec and SDPA vector kernels on the CPU emulator and check identity claims
     MetalSim(metal_sim::MetalSimArgs),
     /// Run the engine's libFuzzer targets for a time budget each and report their stats
     Fuzz(fuzz::FuzzArgs),

@@ -1,5 +1,5 @@
-//! `cargo xtask metal-sim`: run MLX's quantized mat-vec kernels from a tree on
-//! the CPU emulator and check the bit-identity claims. Exit codes: 0 every
+//! `cargo xtask metal-sim`: run MLX's quantized mat-vec and SDPA vector
+//! kernels from a tree on the CPU emulator and check the bit-identity claims. Exit codes: 0 every
 //! evaluated claim holds, 1 a claim fails, 2 error (from main).
 
 use crate::workspace_root;
@@ -20,7 +20,7 @@ pub struct MetalSimArgs {
     /// Pristine tree to compare with [default: the pin without overlays, or --src itself]
     #[arg(long, value_name = "DIR")]
     pub pristine: Option<PathBuf>,
-    /// Small matrix (one group size, bits 3 and 4, two simd_sum orders)
+    /// Small matrix (one group size, bits 3 and 4, two simd_sum orders; SDPA: one case, T in {1, 2, 7, 8, 9, 16})
     #[arg(long)]
     pub quick: bool,
     /// Machine-readable report on stdout

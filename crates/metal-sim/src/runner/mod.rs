@@ -7,6 +7,9 @@ mod claims;
 mod dispatch;
 mod kernels;
 mod protocol;
+mod sdpa;
+
+pub use sdpa::upstream_rules as upstream_sdpa_rules;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -122,6 +125,9 @@ pub fn run(patched: &TreeFiles, pristine: Option<&TreeFiles>, opts: &Options) ->
     claims.push(claims::compiles(patched, &compiler, opts.quick, &d)?);
     timings.push(("compile check".to_string(), t.elapsed().as_secs_f64()));
     claims.push(claims::scheduler(&k));
+    let t = Instant::now();
+    claims.extend(sdpa_claims(patched, &pristine, &compiler, opts)?);
+    timings.push(("sdpa (claims 9, 9c)".to_string(), t.elapsed().as_secs_f64()));
     claims.sort_by(|a, b| a.id.cmp(&b.id));
     timings.push(("total".to_string(), t_all.elapsed().as_secs_f64()));
     Ok(Report {
@@ -133,6 +139,38 @@ pub fn run(patched: &TreeFiles, pristine: Option<&TreeFiles>, opts: &Options) ->
         timings,
         hashes: hashes(&k),
     })
+}
+
+/// Only the SDPA claims (9, 9c), e.g. for a test that does not need the qmv
+/// matrix.
+pub fn run_sdpa(patched: &TreeFiles, pristine: &TreeFiles, opts: &Options) -> Result<Vec<Claim>> {
+    let compiler = Compiler::detect(&opts.cache)?;
+    sdpa_claims(patched, pristine, &compiler, opts)
+}
+
+/// Claims 9 and 9c; not evaluated when the patched tree has no streamed SDPA
+/// routing (overlay 0014's host rules) to emulate.
+fn sdpa_claims(
+    patched: &TreeFiles,
+    pristine: &TreeFiles,
+    compiler: &Compiler,
+    opts: &Options,
+) -> Result<Vec<Claim>> {
+    let bin = match crate::sdpa::build(patched, compiler) {
+        Ok((bin, _)) => bin,
+        Err(crate::Error::Source(why)) => {
+            let claim = |id: &str| Claim {
+                id: id.into(),
+                title: "SDPA vector kernels: block vs chain".into(),
+                status: Status::NotEvaluated,
+                detail: why.clone(),
+            };
+            return Ok(vec![claim("9"), claim("9c")]);
+        }
+        Err(e) => return Err(e),
+    };
+    let (claims, _) = sdpa::claims(&bin, patched, pristine, opts.quick, opts.seed, opts.jobs)?;
+    Ok(claims)
 }
 
 /// Hashes of M=1 outputs per variant, for comparison with real hardware.

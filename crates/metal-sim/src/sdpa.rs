@@ -1,0 +1,198 @@
+//! MLX's Metal SDPA vector kernels on the CPU (docs/kernels/metal-sim.md,
+//! "SDPA vector kernels").
+//!
+//! `sdpa_vector`, `sdpa_vector_2pass_1` and `sdpa_vector_2pass_2` are
+//! extracted from the tree's `kernels/sdpa_vector.h` with their closure; the
+//! `[[function_constant(i)]]` declarations become globals the driver sets as
+//! the host's `MTLFCList` does. The host's routing rules
+//! (`sdpa_vector_blocks`, `sdpa_vector_two_pass`, `sdpa_vector_row_runs` and
+//! the `SdpaVectorRun` they fill, added by overlay 0014) are extracted from
+//! `scaled_dot_product_attention.cpp`, so the launches emulated are the ones
+//! the tree's host code plans. Nothing of MLX is stored in this repository.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use crate::compile::Compiler;
+use crate::error::{Error, Result};
+use crate::extract::{self, TreeFiles};
+
+pub const KERNELS: &str = "mlx/backend/metal/kernels/sdpa_vector.h";
+pub const HOST: &str = "mlx/backend/metal/scaled_dot_product_attention.cpp";
+const KERNEL_ROOTS: &[&str] = &["sdpa_vector", "sdpa_vector_2pass_1", "sdpa_vector_2pass_2"];
+/// MLX's kernels/utils.h type the kernels read `finite_min` of: ours (shim.h).
+const SHIMMED: &[&str] = &["Limits"];
+/// The host rules the driver calls, in dependency order.
+pub const HOST_RULES: &[&str] = &[
+    "SdpaVectorRun",
+    "sdpa_vector_blocks",
+    "sdpa_vector_two_pass",
+    "sdpa_vector_row_runs",
+];
+
+/// Our sources, written next to the generated unit (`shim.h` and `tg.h` under
+/// the names tg.h includes).
+pub const SOURCES: &[(&str, &str)] = &[
+    ("metal_std.h", include_str!("../cpp/metal_std.h")),
+    ("metal_shim.h", include_str!("../cpp/metal_shim.h")),
+    ("simt.h", include_str!("../cpp/simt.h")),
+    ("shim.h", include_str!("../cpp/sdpa/shim.h")),
+    ("tg.h", include_str!("../cpp/ggml/tg.h")),
+    ("main.cpp", include_str!("../cpp/sdpa/main.cpp")),
+];
+
+const FLAGS: &[&str] = &[
+    "-std=c++20",
+    "-O1",
+    "-fno-strict-aliasing",
+    "-ffp-contract=off",
+    "-Wno-attributes",
+    "-Wno-unknown-pragmas",
+    "-pthread",
+];
+
+/// `constant T NAME [[function_constant(I)]];` lines of the kernel header as
+/// globals (`T NAME{};`), and their names.
+pub fn function_constants(header: &str) -> Result<(String, Vec<String>)> {
+    let mut code = String::new();
+    let mut names = Vec::new();
+    for line in header.lines() {
+        let l = line.trim();
+        let Some(rest) = l.strip_prefix("constant ") else {
+            continue;
+        };
+        let Some(k) = rest.find("[[function_constant(") else {
+            continue;
+        };
+        let decl: Vec<&str> = rest[..k].split_whitespace().collect();
+        let [ty, name] = decl[..] else {
+            return Err(source(format!(
+                "{KERNELS}: unexpected function constant: {l}"
+            )));
+        };
+        code.push_str(&format!("{ty} {name}{{}};\n"));
+        names.push(name.to_string());
+    }
+    if names.is_empty() {
+        return Err(source(format!("{KERNELS}: no function constants")));
+    }
+    Ok((code, names))
+}
+
+/// The definitions of [`HOST_RULES`] in the host source, each with a `#line`
+/// marker, wrapped in `namespace msim_host` with an `env::get_var` that reads
+/// the real environment (as MLX's does).
+pub fn host_rules(files: &TreeFiles) -> Result<String> {
+    let text = files.get(HOST)?;
+    let index = overlay::symbols::scan(text);
+    let mut code = String::from(
+        "namespace msim_host {\nnamespace env {\ninline int get_var(const char* n, int d) {\n\
+         \x20 const char* v = std::getenv(n);\n  return v ? std::atoi(v) : d;\n}\n}  // namespace env\n",
+    );
+    for name in HOST_RULES {
+        let defs = index.find(name);
+        let [def] = defs[..] else {
+            return Err(source(format!(
+                "{HOST}: {} definitions of {name} (overlay 0014 adds one)",
+                defs.len()
+            )));
+        };
+        let body = &text[def.span.clone()];
+        let semi = if body.trim_end().ends_with('}')
+            && def.kind != overlay::symbols::SymbolKind::Function
+        {
+            ";"
+        } else {
+            ""
+        };
+        code.push_str(&format!(
+            "#line {} \"{HOST}\"\n{body}{semi}\n",
+            def.start_line
+        ));
+    }
+    code.push_str("}  // namespace msim_host\n");
+    Ok(code)
+}
+
+/// The unit: shims, the function-constant globals, the extracted kernels,
+/// the extracted host rules, the driver.
+pub fn unit(files: &TreeFiles) -> Result<String> {
+    let header = files.get(KERNELS)?;
+    let (fc, fc_names) = function_constants(header)?;
+    let mut exclude: Vec<&str> = SHIMMED.to_vec();
+    exclude.extend(fc_names.iter().map(String::as_str));
+    let k = extract::extract(files, &[KERNELS], KERNEL_ROOTS, &[], &exclude)?;
+    Ok(format!(
+        "#include \"metal_std.h\"\n#include \"shim.h\"\n#include \"tg.h\"\n#include \"simt.h\"\n\
+         // threadgroup arrays: one per threadgroup (shim.h)\n#undef threadgroup\n\
+         #define threadgroup static thread_local\nusing namespace metal;\n\
+         // function constants\n{fc}\n{kernels}\n#undef threadgroup\n{host}\n\
+         #line 1 \"metal-sim-sdpa\"\n#include \"main.cpp\"\n",
+        kernels = k.code,
+        host = host_rules(files)?,
+    ))
+}
+
+/// Compiles the unit for `files` into the cache (keyed by the unit, our
+/// sources, flags and compiler) and returns the binary.
+pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<(PathBuf, bool)> {
+    let unit = unit(files)?;
+    let flags = format!("{FLAGS:?}");
+    let mut parts: Vec<&[u8]> = vec![b"sdpa", unit.as_bytes(), flags.as_bytes()];
+    for (n, t) in SOURCES {
+        parts.push(n.as_bytes());
+        parts.push(t.as_bytes());
+    }
+    let dir = compiler.cache_dir(&parts);
+    let bin = dir.join("sim");
+    if bin.is_file() {
+        return Ok((bin, true));
+    }
+    let work = dir.with_extension(format!("tmp{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).map_err(Error::io("creating", &work))?;
+    for (n, t) in SOURCES {
+        write(&work.join(n), t)?;
+    }
+    write(&work.join("unit.cpp"), &unit)?;
+    compile(compiler, &work)?;
+    if std::fs::rename(&work, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    if !bin.is_file() {
+        return Err(Error::BinaryVanished(bin));
+    }
+    Ok((bin, false))
+}
+
+fn compile(compiler: &Compiler, work: &Path) -> Result<()> {
+    let unit = work.join("unit.cpp");
+    let out = compiler
+        .command()
+        .args(FLAGS)
+        .arg("-I")
+        .arg(work)
+        .arg("-o")
+        .arg(work.join("sim"))
+        .arg(&unit)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(Error::spawn("the compiler"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let head: String = err.lines().take(60).collect::<Vec<_>>().join("\n");
+        return Err(Error::Compile {
+            unit,
+            diagnostics: head,
+        });
+    }
+    Ok(())
+}
+
+fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
+    std::fs::write(path, text).map_err(Error::io("writing", path))
+}
+
+fn source(msg: impl Into<String>) -> Error {
+    Error::Source(msg.into())
+}
