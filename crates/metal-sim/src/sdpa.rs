@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::compile::Compiler;
+use crate::compile::{Compiler, Contraction};
 use crate::error::{Error, Result};
 use crate::extract::{self, TreeFiles};
 
@@ -45,7 +45,6 @@ const FLAGS: &[&str] = &[
     "-std=c++20",
     "-O1",
     "-fno-strict-aliasing",
-    "-ffp-contract=off",
     "-Wno-attributes",
     "-Wno-unknown-pragmas",
     "-pthread",
@@ -133,12 +132,19 @@ pub fn unit(files: &TreeFiles) -> Result<String> {
     ))
 }
 
-/// Compiles the unit for `files` into the cache (keyed by the unit, our
-/// sources, flags and compiler) and returns the binary.
-pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<(PathBuf, bool)> {
+/// Compiles the unit for `files` with `contraction` into the cache (keyed by
+/// the unit, our sources, flags and compiler): the binary, and whether it was
+/// cached.
+pub fn build(
+    files: &TreeFiles,
+    compiler: &Compiler,
+    contraction: Contraction,
+) -> Result<(PathBuf, bool)> {
     let unit = unit(files)?;
-    let flags = format!("{FLAGS:?}");
-    let mut parts: Vec<&[u8]> = vec![b"sdpa", unit.as_bytes(), flags.as_bytes()];
+    let mut flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
+    flags.extend(contraction.flags());
+    let key = format!("{flags:?}");
+    let mut parts: Vec<&[u8]> = vec![b"sdpa", unit.as_bytes(), key.as_bytes()];
     for (n, t) in SOURCES {
         parts.push(n.as_bytes());
         parts.push(t.as_bytes());
@@ -155,7 +161,7 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<(PathBuf, bool)> 
         write(&work.join(n), t)?;
     }
     write(&work.join("unit.cpp"), &unit)?;
-    compile(compiler, &work)?;
+    compile(compiler, &work, &flags)?;
     if std::fs::rename(&work, &dir).is_err() {
         let _ = std::fs::remove_dir_all(&work);
     }
@@ -165,11 +171,11 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<(PathBuf, bool)> 
     Ok((bin, false))
 }
 
-fn compile(compiler: &Compiler, work: &Path) -> Result<()> {
+fn compile(compiler: &Compiler, work: &Path, flags: &[String]) -> Result<()> {
     let unit = work.join("unit.cpp");
     let out = compiler
         .command()
-        .args(FLAGS)
+        .args(flags)
         .arg("-I")
         .arg(work)
         .arg("-o")

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::{Claim, Status};
-use crate::compile::run_lines;
+use std::path::PathBuf;
+
+use crate::compile::{Contraction, run_lines};
 use crate::error::{Error, Result};
 use crate::extract::TreeFiles;
 use crate::sdpa::{HOST, KERNELS};
@@ -339,31 +341,48 @@ fn coverage(plans: &Plans) -> Coverage {
     cov
 }
 
-/// Runs the block-vs-chain matrix on the patched tree's binary and evaluates
-/// claims 9 (streamed: every row identical) and 9c (upstream: some differ).
+/// Runs the block-vs-chain matrix on the patched tree's binaries (one per
+/// contraction mode; the plans come from the first) and evaluates claims 9
+/// (streamed: every row identical) and 9c (upstream: some differ).
 pub fn claims(
-    bin: &std::path::Path,
+    bins: &[(Contraction, PathBuf)],
     patched: &TreeFiles,
     pristine: &TreeFiles,
     quick: bool,
     seed: u64,
     jobs: usize,
-) -> Result<(Vec<Claim>, usize)> {
+) -> Result<Vec<Claim>> {
     let cases = cases(quick);
     let ts = block_sizes(quick);
-    let plans = plans(bin, &cases, &ts)?;
-    let outs = run_launches(bin, &cases, &plans, seed, jobs)?;
-    let streamed = compare(&cases, &plans, &outs, &ts, "streamed");
-    let upstream = compare(&cases, &plans, &outs, &ts, "upstream");
+    let first = bins.first().map(|b| b.1.as_path());
+    let first = first.ok_or_else(|| Error::Source("no SDPA binary".into()))?;
+    let plans = plans(first, &cases, &ts)?;
+    let (mut streamed, mut upstream) = (Tally::default(), Tally::default());
+    for (contraction, bin) in bins {
+        let outs = run_launches(bin, &cases, &plans, seed, jobs)?;
+        let tag = format!("contraction {contraction:?}");
+        streamed.add(compare(&cases, &plans, &outs, &ts, "streamed"), &tag);
+        upstream.add(compare(&cases, &plans, &outs, &ts, "upstream"), &tag);
+    }
     let cov = coverage(&plans);
     let rules = upstream_rules(pristine, patched);
-    Ok((
-        vec![
-            claim_9(&streamed, &cov, cases.len(), &ts),
-            claim_9c(&upstream, &rules),
-        ],
-        outs.len(),
-    ))
+    Ok(vec![
+        claim_9(&streamed, &cov, cases.len(), &ts),
+        claim_9c(&upstream, &rules),
+    ])
+}
+
+impl Tally {
+    /// Adds `o` (one contraction mode's comparison, named by `tag`).
+    fn add(&mut self, o: Tally, tag: &str) {
+        self.rows += o.rows;
+        self.differ += o.differ;
+        self.errors
+            .extend(o.errors.into_iter().map(|e| format!("{tag}: {e}")));
+        if self.first_diff.is_none() {
+            self.first_diff = o.first_diff.map(|d| format!("{d} ({tag})"));
+        }
+    }
 }
 
 fn claim_9(t: &Tally, cov: &Coverage, ncases: usize, ts: &[usize]) -> Claim {
@@ -375,7 +394,7 @@ fn claim_9(t: &Tally, cov: &Coverage, ncases: usize, ts: &[usize]) -> Claim {
         && cov.straddle > 0
         && cov.decode_same;
     let mut detail = format!(
-        "{} block rows (T in {}..={}, {ncases} cases) vs decode rows: {} differ; blocks with a 1-pass launch {}, a 2-pass launch {}, both (straddling the threshold) {}, several launches {}; decode plans (T=1) equal upstream's: {}",
+        "{} block rows (T in {}..={}, {ncases} cases, contraction off and on) vs decode rows: {} differ; blocks with a 1-pass launch {}, a 2-pass launch {}, both (straddling the threshold) {}, several launches {}; decode plans (T=1) equal upstream's: {}",
         t.rows,
         ts.first().unwrap_or(&0),
         ts.last().unwrap_or(&0),
