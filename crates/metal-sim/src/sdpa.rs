@@ -202,3 +202,32 @@ fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
 fn source(msg: impl Into<String>) -> Error {
     Error::Source(msg.into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_constants_become_globals_and_others_are_refused() {
+        let h = "constant bool do_causal [[function_constant(22)]];\n\
+                 constant int blocks [[function_constant(26)]];\nint x;\n";
+        let (code, names) = function_constants(h).unwrap();
+        assert_eq!(code, "bool do_causal{};\nint blocks{};\n");
+        assert_eq!(names, ["do_causal", "blocks"]);
+        assert!(function_constants("int x;\n").is_err());
+        let odd = "constant const bool x [[function_constant(1)]];\n";
+        assert!(function_constants(odd).is_err());
+    }
+
+    #[test]
+    fn host_rules_need_exactly_one_definition_each() {
+        let files = |text: &str| TreeFiles {
+            label: "t".into(),
+            files: [(HOST.to_string(), text.to_string())].into(),
+        };
+        let err = host_rules(&files(
+            "int sdpa_vector_blocks(char d, int N, int s) { return 1; }\n",
+        ));
+        assert!(matches!(err, Err(Error::Source(m)) if m.contains("SdpaVectorRun")));
+    }
+}
