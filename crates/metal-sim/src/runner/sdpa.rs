@@ -394,10 +394,9 @@ fn claim_9(t: &Tally, cov: &Coverage, ncases: usize, ts: &[usize]) -> Claim {
         && cov.straddle > 0
         && cov.decode_same;
     let mut detail = format!(
-        "{} block rows (T in {}..={}, {ncases} cases, contraction off and on) vs decode rows: {} differ; blocks with a 1-pass launch {}, a 2-pass launch {}, both (straddling the threshold) {}, several launches {}; decode plans (T=1) equal upstream's: {}",
+        "{} block rows (T in {}, {ncases} cases, contraction off and on) vs decode rows: {} differ; blocks with a 1-pass launch {}, a 2-pass launch {}, both (straddling the threshold) {}, several launches {}; decode plans (T=1) equal upstream's: {}",
         t.rows,
-        ts.first().unwrap_or(&0),
-        ts.last().unwrap_or(&0),
+        t_set(ts),
         t.differ,
         cov.one,
         cov.two,
@@ -420,6 +419,14 @@ fn claim_9(t: &Tally, cov: &Coverage, ncases: usize, ts: &[usize]) -> Claim {
         title: "SDPA vector kernels, streamed routing (sdpa_vector_row_runs): every row of a causal block of T = 1..16 query rows is byte-identical to the decode step at its KV length".into(),
         status: if ok { Status::Pass } else { Status::Fail },
         detail,
+    }
+}
+
+/// `1..=16` for a contiguous set, else the list.
+fn t_set(ts: &[usize]) -> String {
+    match (ts.first(), ts.last()) {
+        (Some(a), Some(b)) if b - a + 1 == ts.len() => format!("{a}..={b}"),
+        _ => format!("{ts:?}"),
     }
 }
 
