@@ -407,18 +407,19 @@ fn claim_9(t: &Tally, cov: &Coverage, ncases: usize, ts: &[usize]) -> Claim {
     if let Some(d) = &t.first_diff {
         detail.push_str(&format!("; first difference: {d}"));
     }
-    if !t.errors.is_empty() {
-        detail.push_str(&format!(
-            "; {} errors, first: {}",
-            t.errors.len(),
-            t.errors[0]
-        ));
-    }
+    push_errors(&mut detail, &t.errors);
     Claim {
         id: "9".into(),
         title: "SDPA vector kernels, streamed routing (sdpa_vector_row_runs): every row of a causal block of T = 1..16 query rows is byte-identical to the decode step at its KV length".into(),
         status: if ok { Status::Pass } else { Status::Fail },
         detail,
+    }
+}
+
+/// "; N errors, first: ..." when a case could not run.
+fn push_errors(detail: &mut String, errors: &[String]) {
+    if let Some(first) = errors.first() {
+        detail.push_str(&format!("; {} errors, first: {first}", errors.len()));
     }
 }
 
@@ -443,13 +444,7 @@ fn claim_9c(t: &Tally, rules: &Result<String, String>) -> Claim {
         Ok(s) => detail.push_str(&format!("; {s}")),
         Err(e) => detail.push_str(&format!("; RULES: {e}")),
     }
-    if !t.errors.is_empty() {
-        detail.push_str(&format!(
-            "; {} errors, first: {}",
-            t.errors.len(),
-            t.errors[0]
-        ));
-    }
+    push_errors(&mut detail, &t.errors);
     Claim {
         id: "9c".into(),
         title: "control: upstream's SDPA vector routing makes some block row differ from decode"
