@@ -216,6 +216,23 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
         out.stdout
     );
     assert!(!f.root.join("runs.jsonl.partial").exists());
+    // CONTROL=0 (another run of the session has the control): the measured lines only.
+    let one = f.root.join("one.jsonl");
+    let status = std::process::Command::new("bash")
+        .arg(ws.join("cuda/bundle/exactness.sh"))
+        .arg(&one)
+        .arg("preset=small;layers=1;prompt=4;k_max=2;ops=0")
+        .env("INSTALL_DIR", &prefix)
+        .env("PROBE_SRC", ws.join("crates/mlx-sys/probe"))
+        .env("PROBE_BUILD", f.root.join("build-probe"))
+        .env("POLICIES", "streamed")
+        .env("CONTROL", "0")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let lines = std::fs::read_to_string(&one).unwrap();
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+    assert!(!lines.contains("\"perturbed\":true"), "{lines}");
 }
 
 /// A checkpoint folder the probe cannot read is refused before anything is built: exit 2,
