@@ -189,19 +189,25 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
         .unwrap()
         .to_path_buf();
     let f = fixture();
+    // exactness.sh OUT SPEC under POLICIES, with the control unless CONTROL=0; its lines.
+    let script = |out: &std::path::Path, spec: &str, policies: &str, control: &str| {
+        let status = std::process::Command::new("bash")
+            .arg(ws.join("cuda/bundle/exactness.sh"))
+            .arg(out)
+            .arg(spec)
+            .env("INSTALL_DIR", &prefix)
+            .env("PROBE_SRC", ws.join("crates/mlx-sys/probe"))
+            .env("PROBE_BUILD", f.root.join("build-probe"))
+            .env("POLICIES", policies)
+            .env("CONTROL", control)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        std::fs::read_to_string(out).unwrap()
+    };
     let out = f.root.join("runs.jsonl");
-    let status = std::process::Command::new("bash")
-        .arg(ws.join("cuda/bundle/exactness.sh"))
-        .arg(&out)
-        .arg("preset=small;layers=1;prompt=4;k_max=2;t_max=2;seeds=1;kv_lens=64")
-        .env("INSTALL_DIR", &prefix)
-        .env("PROBE_SRC", ws.join("crates/mlx-sys/probe"))
-        .env("PROBE_BUILD", f.root.join("build-probe"))
-        .env("POLICIES", "streamed upstream")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let lines = std::fs::read_to_string(&out).unwrap();
+    let spec = "preset=small;layers=1;prompt=4;k_max=2;t_max=2;seeds=1;kv_lens=64";
+    let lines = script(&out, spec, "streamed upstream", "1");
     assert_eq!(lines.lines().count(), 3, "{lines}");
     assert!(
         lines.contains("\"MLX_CPU_QMM_T_POLICY\":\"upstream\""),
@@ -218,19 +224,12 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
     assert!(!f.root.join("runs.jsonl.partial").exists());
     // CONTROL=0 (another run of the session has the control): the measured lines only.
     let one = f.root.join("one.jsonl");
-    let status = std::process::Command::new("bash")
-        .arg(ws.join("cuda/bundle/exactness.sh"))
-        .arg(&one)
-        .arg("preset=small;layers=1;prompt=4;k_max=2;ops=0")
-        .env("INSTALL_DIR", &prefix)
-        .env("PROBE_SRC", ws.join("crates/mlx-sys/probe"))
-        .env("PROBE_BUILD", f.root.join("build-probe"))
-        .env("POLICIES", "streamed")
-        .env("CONTROL", "0")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let lines = std::fs::read_to_string(&one).unwrap();
+    let lines = script(
+        &one,
+        "preset=small;layers=1;prompt=4;k_max=2;ops=0",
+        "streamed",
+        "0",
+    );
     assert_eq!(lines.lines().count(), 1, "{lines}");
     assert!(!lines.contains("\"perturbed\":true"), "{lines}");
 }
