@@ -3,6 +3,7 @@
 # phases that a warm machine keeps between calls (state under /tmp/run):
 #   build   unpack, build and install the patched MLX (with its Python extension when the bundle
 #           has one), then the library harness (cuda/lib) and the kernel harness (cuda/harness)
+#   invariant  the invariant tensor-core kernel in the kernel harness (parity, accuracy, benchmark)
 #   tune    the kernel harness alone (unpack, build it, parity, candidate shapes, benchmark) on
 #           GPU TUNE_GPU (default: the second when there are two): the fast loop for launch shapes
 #   tests   MLX's python/tests/test_quantized.py under both policies (test-python.sh); with two
@@ -100,6 +101,24 @@ tune() {
   $W/hb/qmv_harness parity-shapes >> $OUT/tune.jsonl; echo "parity-shapes rc=$?"; tail -1 $OUT/tune.jsonl
   timeout $(( $(left) - 10 )) $W/hb/qmv_harness bench ${BENCH_SHAPES:-} >> $OUT/tune.jsonl
   echo "tune bench rc=$? ($(left) s left)"
+}
+
+# The invariant tensor-core kernel (overlay 0015) in the kernel harness: parity and accuracy
+# (inv-parity), then its benchmark beside upstream's qmv and the streamed kernel (inv-bench, the
+# shapes INV_SHAPES: indices into the nine of main.cu; default all; INV_TUNE=1: the launch
+# shapes of inv-tune instead).
+invariant() {
+  unpack && harness_build || return 1
+  echo "harness build: $(( $(date +%s) - t0 )) s"
+  grep -A2 "Compiling entry.*qmv_invariant" $OUT/harness-build.log \
+    | grep -oE "[0-9]+ bytes spill stores" | sort | uniq -c | sort -rn | head -5
+  export CUDA_VISIBLE_DEVICES=$1
+  $W/hb/qmv_harness inv-parity > $OUT/inv-parity.jsonl; echo "inv-parity rc=$?"
+  grep -v '"inv_accuracy"' $OUT/inv-parity.jsonl | tail -5
+  local what=inv-bench; [ "${INV_TUNE:-0}" = 1 ] && what=inv-tune
+  timeout $(( $(left) - 10 )) $W/hb/qmv_harness $what ${INV_SHAPES:-} > $OUT/$what.jsonl
+  echo "$what rc=$? ($(left) s left)"
+  python3 $H/summarize.py $OUT/$what.jsonl | cut -c1-250
 }
 
 # tests GPU...: one policy per GPU given (streamed first); one GPU runs both in turn.
@@ -228,6 +247,7 @@ for phase in "$@"; do
     unpack) unpack || exit 1 ;;
     build) build || exit 1 ;;
     tune)  tune ${TUNE_GPU:-$(( ngpu > 1 ? 1 : 0 ))} || exit 1 ;;
+    invariant) invariant 0 || exit 1 ;;
     tests) [ -f $W/built ] || { echo "build first"; exit 2; }
            if [ $ngpu -gt 1 ]; then tests 0 1; else tests 0; fi ;;
     bench) [ -f $W/built ] || { echo "build first"; exit 2; }; bench 0 ;;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the kernel-level qmv harness straight from a materialized MLX tree (no MLX
 # build): extract the device half of qmv.cu (everything up to "} // namespace cu")
-# into qmv_kernels.cuh and compile main.cu plus parity.cu once per dtype and once for
-# the candidate launch shapes, in parallel.
+# into qmv_kernels.cuh and compile main.cu, parity.cu once per dtype and once for the
+# candidate launch shapes, and invariant.cu once per dtype and bits, in parallel.
 #
 #   build.sh TREE CUTLASS_DIR CCCL_INCLUDE FMT_DIR OUT_DIR [extra nvcc flags...]
 #
@@ -39,8 +39,16 @@ for unit in float32 float16 bfloat16 candidates; do
   "$nvcc" "${flags[@]}" -DHARNESS_DTYPE_$unit -c -o "$out/parity_$unit.o" "$here/parity.cu" &
   pids+=($!)
 done
+# The invariant kernel's parity and accuracy (invariant.cu): one unit per dtype and bits.
+for d in bfloat16 float16; do
+  for b in 2 3 4 5 6 8; do
+    "$nvcc" "${flags[@]}" -DHARNESS_INV_DTYPE_$d -DHARNESS_INV_BITS=$b -c -o "$out/inv_${d}_$b.o" \
+      "$here/invariant.cu" &
+    pids+=($!)
+  done
+done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 [ $rc = 0 ] || { echo "build.sh: compile failed" >&2; exit 1; }
 "$nvcc" -gencode=arch=compute_${code},code=sm_${code} ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} \
-  -o "$out/qmv_harness" "$out"/main.o "$out"/parity_*.o
+  -o "$out/qmv_harness" "$out"/main.o "$out"/parity_*.o "$out"/inv_*.o

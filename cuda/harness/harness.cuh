@@ -176,6 +176,42 @@ void run_streamed(const Buffers<T, bits, gs>& b, Problem p, int c, T* out) {
   }
 }
 
+// ---------------------------------------------------------------- invariant (overlay 0015)
+inline int sm_count() {
+  static int c = [] {
+    int dev, v;
+    CHECK(cudaGetDevice(&dev));
+    CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return c;
+}
+
+template <typename T, int bits, int gs>
+void run_invariant(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
+                   bool broadcast, int sms) {
+  cu::qmv_invariant<gs>(x, b.wq(c), b.scales + b.sb_elems * c, b.biases + b.sb_elems * c,
+                        out, p.m, p.n, p.k, p.l, broadcast, sms, launch);
+}
+
+// n 16-bit values of a device buffer (after the device is idle).
+template <typename T>
+std::vector<uint16_t> fetch(const T* d, size_t n) {
+  std::vector<uint16_t> h(n);
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+struct InvTotals {
+  long checked = 0;
+  long differ = 0;
+};
+#define INV_DECL(d, b) InvTotals inv_parity_##d##_##b();
+#define INV_DECL_BITS(d) INV_DECL(d, 2) INV_DECL(d, 3) INV_DECL(d, 4) INV_DECL(d, 5) INV_DECL(d, 6) INV_DECL(d, 8)
+INV_DECL_BITS(bfloat16)
+INV_DECL_BITS(float16)
+
 // ---------------------------------------------------------------- parity
 // Totals across the parity translation units.
 struct ParityTotals {

@@ -92,6 +92,113 @@ void bench_shape(int n, int k, const std::vector<int>& ms) {
   }
 }
 
+// ---------------------------------------------------------------- invariant (overlay 0015)
+// The negative control of inv-parity: the same sum with its groups folded in another order
+// (groups 2i and 2i + 1 swapped in x, the weights, the scales and the biases: the same products,
+// another order) must change some output bits, or the comparisons could not see an order change.
+// f16 outputs (3 more mantissa bits than bf16 show more of the fp32 order).
+static long inv_negative_control() {
+  using T = cutlass::half_t;
+  constexpr int bits = 4, gs = 64, M = 16;
+  Problem p{M, 1024, 4096, 1};
+  Buffers<T, bits, gs> a(p, 1, 77), s(p, 1, 78);
+  int groups = p.k / gs;
+  auto swap_groups = [&](void* dst, const void* src, size_t rows, size_t row_bytes,
+                         size_t group_bytes) {
+    std::vector<uint8_t> h(rows * row_bytes);
+    CHECK(cudaMemcpy(h.data(), src, h.size(), cudaMemcpyDeviceToHost));
+    for (size_t r = 0; r < rows; ++r) {
+      for (int g = 0; g + 1 < groups; g += 2) {
+        uint8_t* g0 = h.data() + r * row_bytes + g * group_bytes;
+        std::swap_ranges(g0, g0 + group_bytes, g0 + group_bytes);
+      }
+    }
+    CHECK(cudaMemcpy(dst, h.data(), h.size(), cudaMemcpyHostToDevice));
+  };
+  swap_groups(s.w, a.w, p.n, size_t(p.k) * bits / 8, size_t(gs) * bits / 8);
+  swap_groups(s.scales, a.scales, p.n, groups * sizeof(T), sizeof(T));
+  swap_groups(s.biases, a.biases, p.n, groups * sizeof(T), sizeof(T));
+  swap_groups(s.x, a.x, M, size_t(p.k) * sizeof(T), gs * sizeof(T));
+  run_invariant(a, p, 0, a.x, a.out, true, sm_count());
+  run_invariant(s, p, 0, s.x, s.out, true, sm_count());
+  size_t outn = size_t(M) * p.n;
+  auto ha = fetch(a.out, outn), hs = fetch(s.out, outn);
+  long d = 0;
+  for (size_t i = 0; i < outn; ++i) d += ha[i] != hs[i];
+  printf("{\"kind\":\"inv_negative_control\",\"differ\":%ld,\"of\":%zu}\n", d, outn);
+  return d;
+}
+
+// Upstream's qmv (grid.y = M), the streamed kernel by M and the invariant kernel, one shape.
+template <typename T, int bits>
+void inv_bench_shape(int n, int k, const std::vector<int>& ms) {
+  constexpr int gs = 64;
+  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
+  int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
+  int mmax = *std::max_element(ms.begin(), ms.end());
+  Buffers<T, bits, gs> b({mmax, n, k, 1}, copies, 11 + n + k);
+  int sms = sm_count();
+  for (int m : ms) {
+    Problem p{m, n, k, 1};
+    auto row = [&](const char* arm, float us) {
+      printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,"
+             "\"m\":%d,\"arm\":\"%s\",\"us\":%.3f,\"bytes\":%zu}\n",
+             tname<T>(), bits, gs, n, k, m, arm, us, w_bytes);
+    };
+    row("upstream_qmv", time_us([&](int c) { run_upstream(b, p, c, b.out); }, copies, w_bytes));
+    row("streamed_by_m",
+        time_us([&](int c) { run_streamed<ByM>(b, p, c, b.out); }, copies, w_bytes));
+    row("invariant",
+        time_us([&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }, copies, w_bytes));
+    fflush(stdout);
+  }
+}
+
+// Launch shapes of the invariant kernel beside the launcher's choice (row tiles RT, groups in
+// flight P), 4-bit gs 64 bf16: the tuning loop (`inv-tune`).
+template <int RT, int P, typename T, int bits>
+void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
+  using Q = typename QOf<bits>::type;
+  auto go = [&]<int NT>() {
+    const T* x = b.x;
+    const Q* w = b.wq(c);
+    const T* sc = b.scales + b.sb_elems * c;
+    const T* bi = b.biases + b.sb_elems * c;
+    T* out = b.out;
+    int tokens = p.m, n = p.n, k = p.k;
+    bool bw = true;
+    void* args[] = {&x, &w, &sc, &bi, &out, &tokens, &n, &k, &bw};
+    launch(reinterpret_cast<void*>(&cu::qmv_invariant_kernel<RT, NT, P, 64, T, Q, T>),
+           dim3((n + 16 * RT - 1) / (16 * RT), (tokens + 8 * NT - 1) / (8 * NT), 1), dim3(256),
+           args);
+  };
+  if (p.m > 8) go.template operator()<2>();
+  else go.template operator()<1>();
+}
+
+template <typename T, int bits>
+void inv_tune_shape(int n, int k) {
+  constexpr int gs = 64;
+  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
+  int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
+  Buffers<T, bits, gs> b({16, n, k, 1}, copies, 5 + n + k);
+  for (int m : {1, 8, 16}) {
+    Problem p{m, n, k, 1};
+    auto row = [&](const char* arm, float us) {
+      printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,"
+             "\"m\":%d,\"arm\":\"%s\",\"us\":%.3f,\"bytes\":%zu}\n",
+             tname<T>(), bits, gs, n, k, m, arm, us, w_bytes);
+    };
+    int sms = sm_count();
+    row("invariant", time_us([&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }, copies, w_bytes));
+#define INV_TUNE(RT, P) \
+    row("inv_r" #RT "_p" #P, time_us([&](int c) { inv_launch_shape<RT, P>(b, p, c); }, copies, w_bytes));
+    INV_TUNE(1, 2) INV_TUNE(1, 4) INV_TUNE(2, 2) INV_TUNE(2, 4) INV_TUNE(4, 1) INV_TUNE(4, 2)
+#undef INV_TUNE
+    fflush(stdout);
+  }
+}
+
 static void copy_ceiling() {
   size_t bytes = size_t(2) << 30;
   void *a, *c;
@@ -125,6 +232,45 @@ int main(int argc, char** argv) {
            t.checked, t.differ);
     return t.differ == 0 ? 0 : 1;
   }
+  if (mode == "inv-parity") {
+    long control = inv_negative_control();
+    InvTotals all[] = {
+#define INV_CALL(d, b) inv_parity_##d##_##b(),
+        INV_CALL(bfloat16, 2) INV_CALL(bfloat16, 3) INV_CALL(bfloat16, 4) INV_CALL(bfloat16, 5)
+        INV_CALL(bfloat16, 6) INV_CALL(bfloat16, 8) INV_CALL(float16, 2) INV_CALL(float16, 3)
+        INV_CALL(float16, 4) INV_CALL(float16, 5) INV_CALL(float16, 6) INV_CALL(float16, 8)
+    };
+    long checked = 0, differ = 0;
+    for (auto& x : all) {
+      checked += x.checked;
+      differ += x.differ;
+    }
+    printf("{\"kind\":\"inv_parity\",\"checked\":%ld,\"differ\":%ld,"
+           "\"negative_control_differ\":%ld}\n",
+           checked, differ, control);
+    return (differ == 0 && control > 0) ? 0 : 1;
+  }
+  if (mode == "inv-tune") {
+    copy_ceiling();
+    int shapes[][2] = {{4096, 4096}, {28672, 4096}, {128256, 4096}, {3584, 18944}};
+    for (auto& sh : shapes) inv_tune_shape<cutlass::bfloat16_t, 4>(sh[0], sh[1]);
+    return 0;
+  }
+  if (mode == "inv-bench") {
+    copy_ceiling();
+    std::vector<int> ms = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16};
+    // The five shapes of `bench`, then Qwen2.5-7B's four.
+    int shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096},
+                       {3584, 3584}, {18944, 3584}, {3584, 18944}, {152064, 3584}};
+    std::vector<int> which;
+    for (int a = 2; a < argc; ++a) which.push_back(atoi(argv[a]));
+    for (int s = 0; s < 9; ++s) {
+      if (!which.empty() && std::find(which.begin(), which.end(), s) == which.end()) continue;
+      inv_bench_shape<cutlass::bfloat16_t, 4>(shapes[s][0], shapes[s][1], ms);
+      inv_bench_shape<cutlass::bfloat16_t, 8>(shapes[s][0], shapes[s][1], ms);
+    }
+    return 0;
+  }
   if (mode == "bench") {
     copy_ceiling();
     std::vector<int> ms = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16};
@@ -139,6 +285,6 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  fprintf(stderr, "usage: qmv_harness parity|parity-shapes|bench [shape-index]\n");
+  fprintf(stderr, "usage: qmv_harness parity|parity-shapes|bench|inv-parity|inv-bench [shape-index]\n");
   return 2;
 }
