@@ -155,8 +155,9 @@ void inv_bench_shape(int n, int k, const std::vector<int>& ms) {
 }
 
 // Launch shapes of the invariant kernel beside the launcher's choice (row tiles RT, groups in
-// flight P), 4-bit gs 64 bf16: the tuning loop (`inv-tune`).
-template <int RT, int P, typename T, int bits>
+// flight P, bytes L2 fetches around each weight load PF), 4-bit gs 64 bf16: the tuning loop
+// (`inv-tune`).
+template <int RT, int P, int PF, typename T, int bits>
 void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
   using Q = typename QOf<bits>::type;
   auto go = [&]<int NT>() {
@@ -168,7 +169,7 @@ void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
     int tokens = p.m, n = p.n, k = p.k;
     bool bw = true;
     void* args[] = {&x, &w, &sc, &bi, &out, &tokens, &n, &k, &bw};
-    launch(reinterpret_cast<void*>(&cu::qmv_invariant_kernel<RT, NT, P, 64, T, Q, T>),
+    launch(reinterpret_cast<void*>(&cu::qmv_invariant_kernel<RT, NT, P, 64, T, Q, T, PF>),
            dim3((n + 16 * RT - 1) / (16 * RT), (tokens + 8 * NT - 1) / (8 * NT), 1), dim3(256),
            args);
   };
@@ -191,9 +192,10 @@ void inv_tune_shape(int n, int k) {
     };
     int sms = sm_count();
     row("invariant", time_us([&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }, copies, w_bytes));
-#define INV_TUNE(RT, P) \
-    row("inv_r" #RT "_p" #P, time_us([&](int c) { inv_launch_shape<RT, P>(b, p, c); }, copies, w_bytes));
-    INV_TUNE(1, 2) INV_TUNE(1, 4) INV_TUNE(2, 2) INV_TUNE(2, 4) INV_TUNE(4, 1) INV_TUNE(4, 2)
+#define INV_TUNE(RT, P, PF) \
+    row("inv_r" #RT "_p" #P "_l" #PF, time_us([&](int c) { inv_launch_shape<RT, P, PF>(b, p, c); }, copies, w_bytes));
+    INV_TUNE(1, 2, 0) INV_TUNE(1, 2, 128) INV_TUNE(1, 4, 128) INV_TUNE(1, 2, 256) INV_TUNE(2, 2, 128)
+    INV_TUNE(2, 2, 256) INV_TUNE(4, 1, 0) INV_TUNE(4, 1, 128) INV_TUNE(4, 1, 256) INV_TUNE(4, 2, 128)
 #undef INV_TUNE
     fflush(stdout);
   }

@@ -1,5 +1,5 @@
-// A target for Nsight Compute: one launch of upstream's qmv at M = 1 and of a few streamed launch
-// shapes (bf16, 4-bit, gs 64) on one weight shape, so that `ncu -k regex:qmv` reports exactly
+// A target for Nsight Compute: one launch of upstream's qmv at M = 1, of a few streamed launch
+// shapes and of the invariant kernel at M = 1 and 16 (bf16, 4-bit, gs 64) on one weight shape, so that `ncu -k regex:qmv` reports exactly
 // these kernels (gpu-session.sh's profile phase).
 //
 //   qmv_profile [N K]   (default: the 128256 x 4096 head)
@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
   run.template operator()<LaunchShape<4, 2, 8, 4>>(8);
   run.template operator()<LaunchShape<4, 4, 8, 2, 4>>(8);
   run.template operator()<LaunchShape<4, 4, 16, 2, 4>>(16);
+  // The invariant tensor-core kernel (overlay 0015) at M = 1 and 16.
+  for (int m : {1, 16}) {
+    run_invariant(b, Problem{m, n, k, 1}, 0, b.x, b.out, true, sm_count());
+  }
   CHECK(cudaDeviceSynchronize());
   printf("profile: %d x %d done\n", n, k);
   return 0;

@@ -1,12 +1,12 @@
 // Through MLX's public C++ API on the built library (the real dispatch runs):
 //
 //   qmv_lib parity   every accepted (dtype, bits, group size), M = 1..16, K with and
-//                    without a residue, odd N, N < 8, batch 2: under the streamed policy each
-//                    output row must be bit-identical to the same row computed at M = 1;
-//                    negative control: under the upstream policy the harness must find rows
-//                    that differ (qmm_sm80 from M * B = 8 on)
+//                    without a residue, odd N, N < 8, batch 2: under the streamed and the
+//                    invariant policies each output row must be bit-identical to the same row
+//                    computed at M = 1 under that policy; negative control: under the upstream
+//                    policy the harness must find rows that differ (qmm_sm80 from M * B = 8 on)
 //   qmv_lib bench    time quantized_matmul per call (many calls per eval, weights rotated past
-//                    L2) under both policies for the benchmark shapes
+//                    L2) under the three policies for the benchmark shapes
 //
 // One JSON object per line; exit 1 on a parity failure or a control that catches nothing.
 #include <mlx/backend/cuda/quantized/qmv_policy.h>
@@ -27,7 +27,9 @@ static const char* dname(mx::Dtype t) {
 }
 
 static const char* pname(mx::cu::QmvBatchPolicy p) {
-  return p == mx::cu::QmvBatchPolicy::Streamed ? "streamed" : "upstream";
+  return p == mx::cu::QmvBatchPolicy::Streamed    ? "streamed"
+      : p == mx::cu::QmvBatchPolicy::Invariant ? "invariant"
+                                                : "upstream";
 }
 
 struct Quantized {
@@ -69,7 +71,7 @@ static long count_row_diffs(const array& x, const Quantized& q, int gs, int bits
 }
 
 static int parity() {
-  long checked = 0, streamed_differ = 0, upstream_differ = 0;
+  long checked = 0, streamed_differ = 0, invariant_differ = 0, upstream_differ = 0;
   const mx::Dtype dts[] = {mx::bfloat16, mx::float16, mx::float32};
   const int bitss[] = {2, 3, 4, 5, 6, 8};
   const int gss[] = {32, 64, 128};
@@ -89,7 +91,8 @@ static int parity() {
             // The negative control runs upstream's dispatch on one combination only: its qmm_sm80
             // from M * B = 8 on is compiled by NVRTC at first use, per combination.
             bool control = dt == mx::bfloat16 && bits == 4 && gs == 64 && n != 5;
-            std::vector<mx::cu::QmvBatchPolicy> policies = {mx::cu::QmvBatchPolicy::Streamed};
+            std::vector<mx::cu::QmvBatchPolicy> policies = {mx::cu::QmvBatchPolicy::Streamed,
+                                                            mx::cu::QmvBatchPolicy::Invariant};
             if (control) policies.push_back(mx::cu::QmvBatchPolicy::Upstream);
             for (auto policy : policies) {
               mx::cu::set_qmv_batch_policy(policy);
@@ -103,13 +106,15 @@ static int parity() {
                 }
               for (int m = 2; m <= 16; ++m) {
                 long d = count_row_diffs(x, q, gs, bits, m, ref, row_bytes);
-                if (policy == mx::cu::QmvBatchPolicy::Streamed) {
-                  streamed_differ += d;
+                if (policy != mx::cu::QmvBatchPolicy::Upstream) {
+                  (policy == mx::cu::QmvBatchPolicy::Streamed ? streamed_differ
+                                                              : invariant_differ) += d;
                   checked += long(batch) * m * n;
                   if (d)
-                    printf("{\"kind\":\"lib_parity_fail\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,"
-                           "\"n\":%d,\"k\":%d,\"batch\":%d,\"m\":%d,\"differ\":%ld}\n",
-                           dname(dt), bits, gs, n, k, batch, m, d);
+                    printf("{\"kind\":\"lib_parity_fail\",\"policy\":\"%s\",\"dtype\":\"%s\","
+                           "\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"m\":%d,"
+                           "\"differ\":%ld}\n",
+                           pname(policy), dname(dt), bits, gs, n, k, batch, m, d);
                 } else {
                   upstream_differ += d;
                 }
@@ -117,10 +122,11 @@ static int parity() {
             }
           }
         }
+  // `checked` counts the outputs of both policies that must not differ.
   printf("{\"kind\":\"lib_parity\",\"checked\":%ld,\"streamed_differ\":%ld,"
-         "\"upstream_differ\":%ld}\n",
-         checked, streamed_differ, upstream_differ);
-  return (streamed_differ == 0 && upstream_differ > 0) ? 0 : 1;
+         "\"invariant_differ\":%ld,\"upstream_differ\":%ld}\n",
+         checked, streamed_differ, invariant_differ, upstream_differ);
+  return (streamed_differ == 0 && invariant_differ == 0 && upstream_differ > 0) ? 0 : 1;
 }
 
 // Per-call time of quantized_matmul: `calls` calls per eval, weights rotated over `copies`.
@@ -147,12 +153,14 @@ static double time_us(const array& x, const std::vector<Quantized>& qs, int gs, 
 }
 
 static int bench(int argc, char** argv) {
-  const int shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
+  // The harness's five shapes, then Qwen2.5-7B's four.
+  const int shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096},
+                           {3584, 3584}, {18944, 3584}, {3584, 18944}, {152064, 3584}};
   std::vector<int> which;
   for (int a = 2; a < argc; ++a) which.push_back(atoi(argv[a]));
   const int ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16};
   const int gs = 64;
-  for (int si = 0; si < 5; ++si) {
+  for (int si = 0; si < 9; ++si) {
     if (!which.empty() && std::find(which.begin(), which.end(), si) == which.end()) continue;
     int n = shapes[si][0], k = shapes[si][1];
     for (int bits : {4, 8}) {
@@ -165,7 +173,8 @@ static int bench(int argc, char** argv) {
       for (int m : ms) {
         auto x = mx::slice(xall, {0, 0}, {m, k});
         mx::eval(x);
-        for (auto policy : {mx::cu::QmvBatchPolicy::Upstream, mx::cu::QmvBatchPolicy::Streamed}) {
+        for (auto policy : {mx::cu::QmvBatchPolicy::Upstream, mx::cu::QmvBatchPolicy::Streamed,
+                            mx::cu::QmvBatchPolicy::Invariant}) {
           mx::cu::set_qmv_batch_policy(policy);
           double us = time_us(x, qs, gs, bits);
           printf("{\"kind\":\"bench\",\"dtype\":\"bfloat16\",\"bits\":%d,\"gs\":%d,\"n\":%d,"

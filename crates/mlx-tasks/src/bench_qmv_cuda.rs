@@ -50,9 +50,12 @@ pub struct Row {
 const COLUMNS: &[(&str, &str)] = &[
     ("lib_upstream", "MLX upstream"),
     ("lib_streamed", "streamed policy"),
+    ("lib_invariant", "invariant policy"),
     ("upstream_qmv", "qmv kernel"),
     ("streamed_by_m", "streamed kernel"),
+    ("invariant", "invariant kernel"),
     ("tinygemm", "tinygemm"),
+    ("marlin", "Marlin"),
     ("dense_bf16", "dense bf16"),
 ];
 
@@ -129,14 +132,17 @@ pub fn markdown(r: &Results) -> String {
     out
 }
 
-/// The plot: for each 4-bit shape, upstream's dispatch and the streamed policy over M, as a
+/// The plot: for each 4-bit shape, upstream's dispatch and the streamed and invariant policies over M, as a
 /// multiple of upstream's M = 1 time (hand-written SVG polylines; no plotting crate needed).
 pub fn svg(r: &Results) -> String {
     let (w, h, pad) = (720.0, 420.0, 50.0);
     let (max_m, max_y) = (16.0, 8.0);
     let x = |m: f64| pad + (w - 2.0 * pad) * (m - 1.0) / (max_m - 1.0);
     let y = |v: f64| h - pad - (h - 2.0 * pad) * v.min(max_y) / max_y;
-    let colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"];
+    let colors = [
+        "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f",
+        "#17becf",
+    ];
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     );
@@ -160,7 +166,7 @@ pub fn svg(r: &Results) -> String {
     }
     let _ = writeln!(
         s,
-        "<text x=\"{pad}\" y=\"20\">4-bit bf16 gs 64, time / upstream MLX at M = 1 (solid: streamed policy, dashed: upstream)</text>"
+        "<text x=\"{pad}\" y=\"20\">4-bit bf16 gs 64, time / upstream MLX at M = 1 (solid: streamed policy, dotted: invariant, dashed: upstream)</text>"
     );
     let four: Vec<_> = groups(r)
         .into_iter()
@@ -177,6 +183,7 @@ pub fn svg(r: &Results) -> String {
         };
         for (arm, dash) in [
             ("lib_streamed", ""),
+            ("lib_invariant", " stroke-dasharray=\"1,3\""),
             ("lib_upstream", " stroke-dasharray=\"5,4\""),
         ] {
             let pts: Vec<String> = rows
