@@ -209,6 +209,7 @@ profile() {
     --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
     --csv --page details $W/hp/qmv_profile ${PROFILE_SHAPE:-} > $OUT/ncu.csv 2> $OUT/ncu.err
   echo "ncu rc=$? ($(wc -l < $OUT/ncu.csv) lines)"; tail -3 $OUT/ncu.err
+  python3 $H/ncu_summary.py $OUT/ncu.csv qmv_invariant | cut -c1-900
 }
 
 # quantized_matmul on the per-channel shapes upstream sends to qmm_sm90 (sm90_smoke.py), with the
