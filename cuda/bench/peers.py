@@ -11,7 +11,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-SHAPES = [(4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (128256, 4096)]
+# The harness's five shapes, then Qwen2.5-7B's four (the same indices as qmv_lib and inv-bench).
+SHAPES = [(4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (128256, 4096),
+          (3584, 3584), (18944, 3584), (3584, 18944), (152064, 3584)]
 MS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16]
 GS = 64
 ROTATE_BYTES = 640 << 20

@@ -8,8 +8,8 @@
 #           GPU TUNE_GPU (default: the second when there are two): the fast loop for launch shapes
 #   tests   MLX's python/tests/test_quantized.py under both policies (test-python.sh); with two
 #           GPUs each policy runs on its own GPU, at the same time
-#   bench   library parity (both policies), library benchmark, peers (PyTorch), kernel harness
-#           benchmark, all on one GPU, then collect.py -> $OUT/results.json
+#   bench   library parity (the three policies), library benchmark, peers (PyTorch), kernel
+#           harness benchmark (inv-bench), all on one GPU, then collect.py -> $OUT/results.json
 #   both    tests (both policies at once) on the second GPU while bench runs on the first
 #   profile Nsight Compute on cuda/harness/profile.cu (no MLX build): ncu.csv
 #   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
@@ -151,7 +151,8 @@ bench() {
   timeout $(( $(left) - 150 )) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
   echo "lib bench rc=$? ($(left) s left)"
   [ -n "${SKIP_PEERS:-}" ] || { timeout 80 python3 $B/cuda/bench/peers.py ${BENCH_SHAPES:-} > $OUT/peers.jsonl 2> $OUT/peers.err; echo "peers rc=$? ($(left) s left)"; }
-  timeout $(( $(left) - 15 )) $W/hb/qmv_harness bench ${BENCH_SHAPES:-} > $OUT/harness.jsonl; echo "kernel bench rc=$?"
+  # The kernels launched directly: upstream's qmv, the streamed kernel by M, the invariant kernel.
+  timeout $(( $(left) - 15 )) $W/hb/qmv_harness inv-bench ${BENCH_SHAPES:-} > $OUT/harness.jsonl; echo "kernel bench rc=$?"
   python3 $H/summarize.py $OUT/lib.jsonl $OUT/harness.jsonl $OUT/peers.jsonl | cut -c1-220
   python3 $B/cuda/bench/collect.py $OUT/results.json $OUT/env.txt $OUT/lib.jsonl $OUT/harness.jsonl $OUT/peers.jsonl
 }
