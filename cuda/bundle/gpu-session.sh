@@ -64,12 +64,16 @@ harness_hash() {
   cat $H/*.cu $H/*.cuh $H/build.sh $B/mlx/mlx/backend/cuda/quantized/qmm/qmv.cu | sha256sum | cut -c1-16
 }
 
+# Under a lock: `invariant` in the background of `build` builds it once for both.
 harness_build() {
-  [ -x $W/hb/qmv_harness ] && [ "$(cat $W/hb/.hash 2>/dev/null)" = "$(harness_hash)" ] && return 0
-  rm -rf $W/hb
-  bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hb -Xptxas=-v \
-    > $OUT/harness-build.log 2>&1 || { tail -30 $OUT/harness-build.log; return 1; }
-  harness_hash > $W/hb/.hash
+  (
+    flock 7
+    [ -x $W/hb/qmv_harness ] && [ "$(cat $W/hb/.hash 2>/dev/null)" = "$(harness_hash)" ] && exit 0
+    rm -rf $W/hb
+    bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hb -Xptxas=-v \
+      > $OUT/harness-build.log 2>&1 || { tail -30 $OUT/harness-build.log; exit 1; }
+    harness_hash > $W/hb/.hash
+  ) 7> $W/harness.lock
 }
 
 build() {
