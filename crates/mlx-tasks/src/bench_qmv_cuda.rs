@@ -223,3 +223,49 @@ pub fn run(a: &QmvCudaArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn results(arms: &[(&str, f64)], m1_upstream: f64) -> Results {
+        let row = |m: u32, arms: BTreeMap<String, f64>| Row {
+            dtype: "bfloat16".into(),
+            bits: 4,
+            gs: 64,
+            n: 4096,
+            k: 4096,
+            m,
+            arms,
+        };
+        Results {
+            schema: 1,
+            header: serde_json::json!({"gpu": "NVIDIA H200"}),
+            parity: vec![],
+            rows: vec![
+                row(1, [("lib_upstream".to_string(), m1_upstream)].into()),
+                row(16, arms.iter().map(|(a, t)| (a.to_string(), *t)).collect()),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_invariant_arms_get_columns_and_ratios_over_upstreams_m1() {
+        let r = results(&[("lib_invariant", 30.0), ("invariant", 15.0)], 20.0);
+        let md = markdown(&r);
+        let head = md.lines().find(|l| l.starts_with("| M |")).unwrap();
+        assert!(
+            head.contains("invariant policy") && head.contains("invariant kernel"),
+            "{head}"
+        );
+        assert!(head.contains("Marlin"), "{head}");
+        let m16 = md.lines().find(|l| l.starts_with("| 16 |")).unwrap();
+        assert!(
+            m16.contains("30.0 (1.50x)") && m16.contains("15.0 (0.75x)"),
+            "{m16}"
+        );
+        // An arm the run did not measure is a dash, not a zero.
+        assert!(m16.contains('–'), "{m16}");
+        assert!(svg(&r).contains("stroke-dasharray=\"1,3\""));
+    }
+}
