@@ -77,6 +77,15 @@ pub fn load(path: &Path) -> Result<Results> {
 /// One (bits, n, k) group's rows by M.
 type Groups = BTreeMap<(u32, u64, u64), BTreeMap<u32, Row>>;
 
+/// What the ratios divide by: upstream's dispatch through the library at M = 1 (`lib_upstream`),
+/// or, in a run without the library (the kernel harness alone), upstream's `qmv` kernel at M = 1.
+fn baseline(rows: &BTreeMap<u32, Row>) -> Option<(&'static str, f64)> {
+    let m1 = rows.get(&1)?;
+    ["lib_upstream", "upstream_qmv"]
+        .into_iter()
+        .find_map(|arm| m1.arms.get(arm).map(|t| (arm, *t)))
+}
+
 fn groups(r: &Results) -> Groups {
     let mut g: Groups = BTreeMap::new();
     for row in &r.rows {
@@ -104,15 +113,18 @@ pub fn markdown(r: &Results) -> String {
         let _ = writeln!(out, "- parity: `{p}`");
     }
     for ((bits, n, k), rows) in groups(r) {
-        let base = rows
-            .get(&1)
-            .and_then(|r| r.arms.get("lib_upstream"))
-            .copied();
+        let based = baseline(&rows);
+        let base = based.map(|b| b.1);
         let _ = writeln!(
             out,
-            "\n**{bits}-bit {} gs {}, N×K = {n}×{k}** (µs; × upstream at M = 1)\n",
+            "\n**{bits}-bit {} gs {}, N×K = {n}×{k}** (µs; × {} at M = 1)\n",
             rows.values().next().map_or("?", |r| r.dtype.as_str()),
-            rows.values().next().map_or(0, |r| r.gs)
+            rows.values().next().map_or(0, |r| r.gs),
+            match based {
+                Some(("lib_upstream", _)) => "MLX upstream",
+                Some(_) => "the qmv kernel",
+                None => "nothing measured",
+            }
         );
         let head: Vec<&str> = COLUMNS.iter().map(|c| c.1).collect();
         let _ = writeln!(out, "| M | {} |", head.join(" | "));
@@ -166,7 +178,7 @@ pub fn svg(r: &Results) -> String {
     }
     let _ = writeln!(
         s,
-        "<text x=\"{pad}\" y=\"20\">4-bit bf16 gs 64, time / upstream MLX at M = 1 (solid: streamed policy, dotted: invariant, dashed: upstream)</text>"
+        "<text x=\"{pad}\" y=\"20\">4-bit bf16 gs 64, time / upstream at M = 1 (solid: streamed, dotted: invariant, dashed: upstream)</text>"
     );
     let four: Vec<_> = groups(r)
         .into_iter()
@@ -174,18 +186,24 @@ pub fn svg(r: &Results) -> String {
         .collect();
     for (i, ((_, n, k), rows)) in four.iter().enumerate() {
         let color = colors[i % colors.len()];
-        let Some(base) = rows
-            .get(&1)
-            .and_then(|r| r.arms.get("lib_upstream"))
-            .copied()
-        else {
+        let Some((base_arm, base)) = baseline(rows) else {
             continue;
         };
-        for (arm, dash) in [
-            ("lib_streamed", ""),
-            ("lib_invariant", " stroke-dasharray=\"1,3\""),
-            ("lib_upstream", " stroke-dasharray=\"5,4\""),
-        ] {
+        // Through the library when the run has it, else the kernels launched directly.
+        let arms = if base_arm == "lib_upstream" {
+            [
+                ("lib_streamed", ""),
+                ("lib_invariant", " stroke-dasharray=\"1,3\""),
+                ("lib_upstream", " stroke-dasharray=\"5,4\""),
+            ]
+        } else {
+            [
+                ("streamed_by_m", ""),
+                ("invariant", " stroke-dasharray=\"1,3\""),
+                ("upstream_qmv", " stroke-dasharray=\"5,4\""),
+            ]
+        };
+        for (arm, dash) in arms {
             let pts: Vec<String> = rows
                 .iter()
                 .filter_map(|(m, row)| {
@@ -267,5 +285,19 @@ mod tests {
         // An arm the run did not measure is a dash, not a zero.
         assert!(m16.contains('–'), "{m16}");
         assert!(svg(&r).contains("stroke-dasharray=\"1,3\""));
+    }
+
+    #[test]
+    fn a_run_without_the_library_divides_by_the_qmv_kernel() {
+        let mut r = results(&[("invariant", 15.0), ("upstream_qmv", 40.0)], 20.0);
+        r.rows[0].arms = [("upstream_qmv".to_string(), 10.0)].into();
+        let md = markdown(&r);
+        assert!(md.contains("× the qmv kernel at M = 1"), "{md}");
+        let m16 = md.lines().find(|l| l.starts_with("| 16 |")).unwrap();
+        assert!(
+            m16.contains("15.0 (1.50x)") && m16.contains("40.0 (4.00x)"),
+            "{m16}"
+        );
+        assert!(svg(&r).contains("<polyline"));
     }
 }
