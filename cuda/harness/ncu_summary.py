@@ -15,6 +15,8 @@ WANT = ["Duration", "DRAM Throughput", "Memory Throughput", "L2 Hit Rate", "L1/T
 def main():
     rows = list(csv.reader(open(sys.argv[1])))
     sub = sys.argv[2] if len(sys.argv) > 2 else None
+    # ncu prints its ==PROF== lines (and the target's stdout) ahead of the CSV header.
+    rows = rows[next(i for i, r in enumerate(rows) if r[:1] == ["ID"]):]
     h = rows[0]
     ki, ii, mi, vi, ui = (h.index(c) for c in ("Kernel Name", "ID", "Metric Name", "Metric Value",
                                                "Metric Unit"))
