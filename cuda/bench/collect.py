@@ -40,7 +40,8 @@ def main():
             kind = r.get("kind")
             if kind == "copy_ceiling":
                 header["copy_ceiling_gbps"] = r["gbps"]
-            elif kind in ("parity", "lib_parity", "negative_control"):
+            elif kind in ("parity", "lib_parity", "negative_control", "inv_parity",
+                          "inv_negative_control", "inv_accuracy"):
                 parity.append(r)
             elif kind == "bench":
                 bits = r["bits"] if r["arm"] != "dense_bf16" else None
