@@ -203,14 +203,6 @@ std::vector<uint16_t> fetch(const T* d, size_t n) {
   return h;
 }
 
-struct InvTotals {
-  long checked = 0;
-  long differ = 0;
-};
-#define INV_DECL(d, b) InvTotals inv_parity_##d##_##b();
-#define INV_DECL_BITS(d) INV_DECL(d, 2) INV_DECL(d, 3) INV_DECL(d, 4) INV_DECL(d, 5) INV_DECL(d, 6) INV_DECL(d, 8)
-INV_DECL_BITS(bfloat16)
-INV_DECL_BITS(float16)
 
 // ---------------------------------------------------------------- parity
 // Totals across the parity translation units.
@@ -219,6 +211,11 @@ struct ParityTotals {
   long differ = 0;
 };
 ParityTotals parity_float32();
+// The invariant kernel's parity units (invariant.cu), one per dtype and bits.
+#define INV_DECL(d, b) ParityTotals inv_parity_##d##_##b();
+#define INV_DECL_BITS(d) INV_DECL(d, 2) INV_DECL(d, 3) INV_DECL(d, 4) INV_DECL(d, 5) INV_DECL(d, 6) INV_DECL(d, 8)
+INV_DECL_BITS(bfloat16)
+INV_DECL_BITS(float16)
 ParityTotals parity_float16();
 ParityTotals parity_bfloat16();
 ParityTotals parity_candidates();

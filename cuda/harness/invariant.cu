@@ -48,13 +48,9 @@ double to_double(uint16_t h) {
   return double(float(t));
 }
 
-struct Totals {
-  long checked = 0, differ = 0;
-};
-
 template <typename T, int bits, int gs>
 struct Case {
-  Totals& tot;
+  ParityTotals& tot;
   Err& inv_err;
   Err& qmv_err;
 
@@ -169,8 +165,8 @@ struct Case {
 };
 
 template <typename T, int bits>
-Totals parity_bits() {
-  Totals tot;
+ParityTotals parity_bits() {
+  ParityTotals tot;
   auto per_gs = [&]<int gs>() {
     Err inv, qmv;
     Case<T, bits, gs> c{tot, inv, qmv};
@@ -202,8 +198,7 @@ using InvT = cutlass::bfloat16_t;
 #define INV_FN(b) inv_parity_bfloat16_##b
 #endif
 #define INV_FN2(b) INV_FN(b)
-InvTotals INV_FN2(HARNESS_INV_BITS)() {
-  Totals t = parity_bits<InvT, HARNESS_INV_BITS>();
-  return {t.checked, t.differ};
+ParityTotals INV_FN2(HARNESS_INV_BITS)() {
+  return parity_bits<InvT, HARNESS_INV_BITS>();
 }
 #endif

@@ -213,16 +213,21 @@ static void copy_ceiling() {
   cudaFree(c);
 }
 
+// The parity units' totals added up.
+static ParityTotals total(std::initializer_list<ParityTotals> parts) {
+  ParityTotals t;
+  for (auto& p : parts) {
+    t.checked += p.checked;
+    t.differ += p.differ;
+  }
+  return t;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "parity";
   if (mode == "parity") {
     bool neg = negative_control<cutlass::bfloat16_t>();
-    ParityTotals t[] = {parity_bfloat16(), parity_float16(), parity_float32()};
-    long checked = 0, differ = 0;
-    for (auto& x : t) {
-      checked += x.checked;
-      differ += x.differ;
-    }
+    auto [checked, differ] = total({parity_bfloat16(), parity_float16(), parity_float32()});
     printf("{\"kind\":\"parity\",\"shape\":\"default\",\"checked\":%ld,\"differ\":%ld,"
            "\"negative_control_caught\":%s}\n",
            checked, differ, neg ? "true" : "false");
@@ -236,17 +241,12 @@ int main(int argc, char** argv) {
   }
   if (mode == "inv-parity") {
     long control = inv_negative_control();
-    InvTotals all[] = {
 #define INV_CALL(d, b) inv_parity_##d##_##b(),
+    auto [checked, differ] = total({
         INV_CALL(bfloat16, 2) INV_CALL(bfloat16, 3) INV_CALL(bfloat16, 4) INV_CALL(bfloat16, 5)
         INV_CALL(bfloat16, 6) INV_CALL(bfloat16, 8) INV_CALL(float16, 2) INV_CALL(float16, 3)
-        INV_CALL(float16, 4) INV_CALL(float16, 5) INV_CALL(float16, 6) INV_CALL(float16, 8)
-    };
-    long checked = 0, differ = 0;
-    for (auto& x : all) {
-      checked += x.checked;
-      differ += x.differ;
-    }
+        INV_CALL(float16, 4) INV_CALL(float16, 5) INV_CALL(float16, 6) INV_CALL(float16, 8)});
+#undef INV_CALL
     printf("{\"kind\":\"inv_parity\",\"checked\":%ld,\"differ\":%ld,"
            "\"negative_control_differ\":%ld}\n",
            checked, differ, control);
