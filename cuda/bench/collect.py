@@ -2,7 +2,9 @@
 
     collect.py OUT.json env.txt lib-parity.jsonl lib-bench.jsonl harness.jsonl peers.jsonl
 
-Header: GPU name, driver, nvcc, clocks, copy ceiling, parity summaries. Rows: one per
+Header: GPU name, driver, nvcc, clocks, copy ceiling. "parity": the harnesses' summary records as
+they printed them (parity, lib_parity, negative_control; the invariant kernel's inv_parity,
+inv_negative_control and one inv_accuracy per dtype, bits and group size). Rows: one per
 (dtype, bits, gs, n, k, m) with each arm's microseconds under "arms" and, where the run measured
 it, "bit_identical" per arm (the peers' row 0 at M vs M = 1)."""
 import json
