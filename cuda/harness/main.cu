@@ -67,6 +67,15 @@ static float time_us(F&& f, int copies, size_t bytes_per_call) {
   return reps[reps.size() / 2];
 }
 
+// One benchmark record (the shape of every "bench" line the Rust side reads).
+template <typename T>
+void print_bench(int bits, int gs, int n, int k, int m, const std::string& arm, float us,
+                 size_t bytes) {
+  printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,"
+         "\"m\":%d,\"arm\":\"%s\",\"us\":%.3f,\"bytes\":%zu}\n",
+         tname<T>(), bits, gs, n, k, m, arm.c_str(), us, bytes);
+}
+
 template <typename T, int bits, typename... Shs>
 void bench_shape(int n, int k, const std::vector<int>& ms) {
   constexpr int gs = 64;
@@ -77,15 +86,11 @@ void bench_shape(int n, int k, const std::vector<int>& ms) {
   for (int m : ms) {
     Problem p{m, n, k, 1};
     float up = time_us([&](int c) { run_upstream(b, p, c, b.out); }, copies, w_bytes);
-    printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,"
-           "\"m\":%d,\"arm\":\"upstream_qmv\",\"us\":%.3f,\"bytes\":%zu}\n",
-           tname<T>(), bits, gs, n, k, m, up, w_bytes);
+    print_bench<T>(bits, gs, n, k, m, "upstream_qmv", up, w_bytes);
     (
         [&] {
           float t = time_us([&](int c) { run_streamed<Shs>(b, p, c, b.out); }, copies, w_bytes);
-          printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,"
-                 "\"k\":%d,\"m\":%d,\"arm\":\"streamed_%s\",\"us\":%.3f,\"bytes\":%zu}\n",
-                 tname<T>(), bits, gs, n, k, m, shape_name<Shs>().c_str(), t, w_bytes);
+          print_bench<T>(bits, gs, n, k, m, "streamed_" + shape_name<Shs>(), t, w_bytes);
         }(),
         ...);
     fflush(stdout);
@@ -141,9 +146,7 @@ void inv_bench_shape(int n, int k, const std::vector<int>& ms) {
   for (int m : ms) {
     Problem p{m, n, k, 1};
     auto row = [&](const char* arm, float us) {
-      printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,"
-             "\"m\":%d,\"arm\":\"%s\",\"us\":%.3f,\"bytes\":%zu}\n",
-             tname<T>(), bits, gs, n, k, m, arm, us, w_bytes);
+      print_bench<T>(bits, gs, n, k, m, arm, us, w_bytes);
     };
     row("upstream_qmv", time_us([&](int c) { run_upstream(b, p, c, b.out); }, copies, w_bytes));
     row("streamed_by_m",
@@ -186,9 +189,7 @@ void inv_tune_shape(int n, int k) {
   for (int m : {1, 8, 16}) {
     Problem p{m, n, k, 1};
     auto row = [&](const char* arm, float us) {
-      printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,"
-             "\"m\":%d,\"arm\":\"%s\",\"us\":%.3f,\"bytes\":%zu}\n",
-             tname<T>(), bits, gs, n, k, m, arm, us, w_bytes);
+      print_bench<T>(bits, gs, n, k, m, arm, us, w_bytes);
     };
     int sms = sm_count();
     row("invariant", time_us([&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }, copies, w_bytes));
