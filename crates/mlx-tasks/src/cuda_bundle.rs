@@ -4,8 +4,10 @@
 //! The bundle is one `.tar.gz` holding `mlx-cuda-bundle/`:
 //! - `mlx/`: the materialized tree (pinned upstream + overlays), exactly what `apply` writes;
 //! - `deps/<name>/`: every `[upstream.<up>.sources.<name>]` of pins.toml for the CUDA backend,
-//!   exported from the pinned commit (only its `paths`, in its `layout`);
+//!   exported from the pinned commit (only its `paths`, in its `layout`); `bench = true` sources
+//!   too (e.g. Marlin, which `cuda/bundle/gpu-session.sh` builds for the qmv benchmark);
 //! - `cmake-defines.txt`: the CMake definitions, one per line (`@BUNDLE@` is the bundle folder);
+//!   no `bench` source is named there: MLX's build does not use them;
 //! - `bundle.json`: what went in (schema 1: pin, series hash, overlays, sources with commits);
 //! - `cuda/`: this project's `cuda/` folder (the build script, harnesses and benchmarks);
 //! - `probe/`: the exactness probe's C++ (`crates/mlx-sys/probe`), for `cuda/bundle/exactness.sh`.
@@ -86,7 +88,7 @@ pub struct Report {
 /// backend on, as in every user's CUDA build: its BLAS and LAPACK come from the machine, or from
 /// what `cuda/bundle/build.sh` is given in `BUNDLE_CMAKE_ARGS`), with fmt from its pinned source,
 /// not the system, and the C++ tests and GGUF on when their sources (`USER_SOURCES`) are among
-/// `sources`.
+/// `sources`. A `bench` source among them is not MLX's: it gets no `FETCHCONTENT_SOURCE_DIR_`.
 pub fn cmake_defines(args: &BuildMlxArgs, sources: &[&Source]) -> Vec<String> {
     let has = |name: &str| sources.iter().any(|s| s.name == name);
     let mut defines: Vec<String> =
@@ -102,7 +104,7 @@ pub fn cmake_defines(args: &BuildMlxArgs, sources: &[&Source]) -> Vec<String> {
             .collect();
     defines.push("MLX_CUDA_ARCHITECTURES=@CUDA_ARCH@".into());
     defines.push("FETCHCONTENT_FULLY_DISCONNECTED=ON".into());
-    for s in sources {
+    for s in sources.iter().filter(|s| !s.bench) {
         defines.push(format!(
             "FETCHCONTENT_SOURCE_DIR_{}=@BUNDLE@/deps/{}",
             s.name.to_ascii_uppercase(),
@@ -122,7 +124,8 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
         .filter(|s| {
             let for_cuda = s.backends.is_empty() || s.backends.iter().any(|b| b == "cuda");
             for_cuda
-                && (!s.tests
+                && (s.bench
+                    || !s.tests
                     || USER_SOURCES.iter().any(|(n, _)| *n == s.name)
                     || (args.bundle_python && PYTHON_SOURCES.contains(&&*s.name)))
         })
@@ -169,7 +172,8 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
         series_hash: series.content_hash(),
         overlays: series.overlays.iter().map(|o| o.name.clone()).collect(),
         sources: entries,
-        // The Python sources' definitions are in cmake-defines-python.txt.
+        // The Python sources' definitions are in cmake-defines-python.txt; the bench sources
+        // have none (cmake_defines leaves them out).
         cmake_defines: cmake_defines(
             args,
             &sources

@@ -35,7 +35,8 @@ pub struct Upstream {
 }
 
 /// One `[upstream.<name>.sources.<dep>]` table: a source the upstream's build fetches, pinned
-/// like an upstream (URL + full commit) and handed to CMake as `FETCHCONTENT_SOURCE_DIR_<DEP>`.
+/// like an upstream (URL + full commit) and handed to CMake as `FETCHCONTENT_SOURCE_DIR_<DEP>`
+/// (or, with `bench`, a source only the project's benchmarks build).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Source {
     /// The FetchContent name the upstream's CMake declares (e.g. `cutlass`).
@@ -56,6 +57,10 @@ pub struct Source {
     /// Needed only by the upstream's own test suites (`cargo xtask test-upstream`): `build-mlx`
     /// and the CUDA bundle leave it out.
     pub tests: bool,
+    /// Needed only by the project's own benchmarks (`bench = true`, e.g. a peer kernel built on
+    /// the GPU machine): the CUDA bundle carries it under `deps/<name>/`, and no build defines it
+    /// (no `FETCHCONTENT_SOURCE_DIR_<NAME>`, not in build-mlx or `test-upstream`).
+    pub bench: bool,
     /// Git submodules of this source filled from another pinned source: path inside this
     /// source -> that source's name (e.g. nanobind's `ext/robin_map` -> `robin_map`).
     pub submodules: BTreeMap<String, String>,
@@ -113,6 +118,8 @@ struct RawSource {
     backends: Vec<String>,
     #[serde(default)]
     tests: bool,
+    #[serde(default)]
+    bench: bool,
     #[serde(default)]
     submodules: BTreeMap<String, Spanned<String>>,
 }
@@ -230,6 +237,14 @@ fn parse_source(
         }
         l => l.map(Spanned::into_inner),
     };
+    if raw.tests && raw.bench {
+        return Err(pins_error(
+            path,
+            Some(line),
+            format!("upstream.{up}.sources.{dep}: `tests = true` and `bench = true` together: a source is for the upstream's test suites or for the project's benchmarks, not both"),
+        )
+        .with_help("keep the one it is for: `tests` sources go to test-upstream, `bench` sources only into the CUDA bundle's deps/"));
+    }
     let mut submodules = BTreeMap::new();
     for (at, name) in raw.submodules {
         if !inside(&at) {
@@ -250,6 +265,7 @@ fn parse_source(
         layout,
         backends: raw.backends,
         tests: raw.tests,
+        bench: raw.bench,
         submodules,
         line,
     })
@@ -602,6 +618,24 @@ tests = true
             Some("robin_map")
         );
         assert!(!parse(SOURCES).unwrap().upstreams[0].sources[0].tests);
+    }
+
+    /// `bench = true` marks a source only the project's benchmarks need; it cannot also be a
+    /// test suite's source (an error at the table's line).
+    #[test]
+    fn bench_sources_are_neither_built_nor_tests() {
+        let bench = TEST_SOURCES.replacen("tests = true", "bench = true", 1);
+        let s = &parse(&bench).unwrap().upstreams[0].sources;
+        assert!(s[0].bench && !s[0].tests, "{:?}", s[0]);
+        assert!(!s[1].bench && s[1].tests, "{:?}", s[1]);
+        assert!(!parse(SOURCES).unwrap().upstreams[0].sources[0].bench);
+        let both = TEST_SOURCES.replacen("tests = true", "tests = true\nbench = true", 1);
+        expect_test::expect![[r#"
+            pins.toml:7: upstream.a.sources.nanobind: `tests = true` and `bench = true` together: a source is for the upstream's test suites or for the project's benchmarks, not both
+              help: keep the one it is for: `tests` sources go to test-upstream, `bench` sources only into the CUDA bundle's deps/"#]]
+        .assert_eq(&err(&both));
+        let typo = TEST_SOURCES.replacen("tests = true", "bench = 1", 1);
+        assert!(err(&typo).starts_with("pins.toml:11"), "{}", err(&typo));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 use crate::fixture::Fixture;
 
 /// A bundle holds the materialized tree (overlays applied), each pinned source at its commit
-/// with only its `paths`, the CMake definitions naming them, and the project's cuda/ folder.
+/// with only its `paths`, the CMake definitions naming them, and the project's cuda/ folder. A
+/// `bench = true` source (a peer kernel the benchmarks build) is under deps/ and in bundle.json,
+/// but no CMake definition names it.
 #[test]
 fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
     let f = Fixture::new(&[
@@ -36,11 +38,20 @@ fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
     f.git(&sub, &["add", "-A"]);
     f.git(&sub, &["commit", "-q", "-m", "sub"]);
     let sub_rev = f.git(&sub, &["rev-parse", "HEAD"]);
+    let peer = f.t().join("peer");
+    std::fs::create_dir_all(peer.join("kernel")).unwrap();
+    std::fs::write(peer.join("kernel/peer.cu"), "// peer\n").unwrap();
+    std::fs::write(peer.join("setup.py"), "not needed\n").unwrap();
+    f.git(&peer, &["init", "-q"]);
+    f.git(&peer, &["add", "-A"]);
+    f.git(&peer, &["commit", "-q", "-m", "peer"]);
+    let peer_rev = f.git(&peer, &["rev-parse", "HEAD"]);
     let mut pins = std::fs::read_to_string(f.root.join("pins.toml")).unwrap();
     pins.push_str(&format!(
-        "\n[upstream.up.sources.dep]\nurl = \"{}\"\nrev = \"{v1}\"\ntag = \"v1\"\npaths = [\"include\"]\nbackends = [\"cuda\"]\nsubmodules = {{ \"ext/sub\" = \"sub\" }}\n\n[upstream.up.sources.sub]\nurl = \"{}\"\nrev = \"{sub_rev}\"\ntests = true\n",
+        "\n[upstream.up.sources.dep]\nurl = \"{}\"\nrev = \"{v1}\"\ntag = \"v1\"\npaths = [\"include\"]\nbackends = [\"cuda\"]\nsubmodules = {{ \"ext/sub\" = \"sub\" }}\n\n[upstream.up.sources.sub]\nurl = \"{}\"\nrev = \"{sub_rev}\"\ntests = true\n\n[upstream.up.sources.peer]\nurl = \"{}\"\nrev = \"{peer_rev}\"\npaths = [\"kernel/peer.cu\"]\nbackends = [\"cuda\"]\nbench = true\n",
         dep.display(),
-        sub.display()
+        sub.display(),
+        peer.display()
     ));
     std::fs::write(f.root.join("pins.toml"), pins).unwrap();
     std::fs::create_dir_all(f.root.join("cuda/bundle")).unwrap();
@@ -69,8 +80,14 @@ fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
         !b.join("deps/sub").exists(),
         "a tests-only source is not in the bundle"
     );
+    assert_eq!(f.read(b.join("deps/peer/kernel/peer.cu")), "// peer\n");
+    assert!(!b.join("deps/peer/setup.py").exists());
     assert_eq!(f.read(b.join("cuda/bundle/build.sh")), "echo build\n");
     let defines = f.read(b.join("cmake-defines.txt"));
+    assert!(
+        !defines.contains("PEER"),
+        "a bench source is not MLX's: {defines}"
+    );
     assert!(
         defines.contains("FETCHCONTENT_SOURCE_DIR_DEP=@BUNDLE@/deps/dep\n"),
         "{defines}"
@@ -81,7 +98,11 @@ fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
     assert_eq!(manifest["pin"], f.pin.as_str());
     assert_eq!(manifest["sources"][0]["rev"], v1.as_str());
     assert_eq!(manifest["sources"][0]["files"], 2);
-    assert_eq!(manifest["sources"].as_array().unwrap().len(), 1);
+    assert_eq!(manifest["sources"][1]["name"], "peer");
+    assert_eq!(manifest["sources"][1]["rev"], peer_rev.as_str());
+    assert_eq!(manifest["sources"].as_array().unwrap().len(), 2);
+    let listed = serde_json::to_string(&manifest["cmake_defines"]).unwrap();
+    assert!(!listed.contains("PEER"), "{listed}");
 }
 
 /// `--bundle` is for the CUDA backend; anything else is refused and writes nothing.

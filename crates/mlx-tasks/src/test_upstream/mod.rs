@@ -471,9 +471,11 @@ fn build_tests(
         deps.nanobind.display()
     ));
     // The backend's own pinned sources (CUDA: CCCL, CUTLASS, cuDNN frontend, NVTX, json), as the
-    // bundle hands them over: nothing is fetched at build time.
+    // bundle hands them over: nothing is fetched at build time (`bench` sources are not the build's).
     for s in up.sources.iter().filter(|s| {
-        !s.tests && (s.backends.is_empty() || s.backends.iter().any(|b| b == backend.as_str()))
+        !s.tests
+            && !s.bench
+            && (s.backends.is_empty() || s.backends.iter().any(|b| b == backend.as_str()))
     }) {
         let dir = crate::sources::cached_source(s, &up.sources)?;
         defines.retain(|d| {
