@@ -1,6 +1,7 @@
 //! The GPU machine's scripts that can run without a GPU: `cuda/bundle/control.sh` (the bundle's
-//! tree taken back to the pin, checked blob by blob) and `cuda/bundle/failures.py` (a policy's
-//! failing subtests against the control's).
+//! tree taken back to the pin, checked blob by blob), `cuda/bundle/failures.py` (a policy's
+//! failing subtests against the control's), and
+//! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -981,4 +982,40 @@ fn exactness_bench_rows_come_from_the_committed_runs() {
         "{}",
         out.stderr
     );
+}
+
+/// The integers in `text` from `marker` up to the first `end` after it.
+fn numbers_after(text: &str, marker: &str, end: char) -> Vec<u64> {
+    let from = text.find(marker).unwrap_or_else(|| panic!("no {marker:?}"));
+    let rest = &text[from + marker.len()..];
+    let list = &rest[..rest
+        .find(end)
+        .unwrap_or_else(|| panic!("{marker:?}: no {end:?}"))];
+    list.split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect()
+}
+
+/// marlin_bench.cu times the benchmark's shapes and Ms, with the same indices as peers.py (which
+/// BENCH_SHAPES selects from for both), and rotates as many weight bytes: the lists cannot drift.
+#[test]
+fn marlin_bench_measures_the_peers_shapes_and_ms() {
+    let peers = std::fs::read_to_string(workspace().join("cuda/bench/peers.py")).unwrap();
+    let marlin = std::fs::read_to_string(workspace().join("cuda/bench/marlin_bench.cu")).unwrap();
+    let shapes = numbers_after(&peers, "\nSHAPES = ", ']');
+    assert_eq!(shapes.len(), 18, "nine (N, K) in peers.py: {shapes:?}");
+    assert_eq!(numbers_after(&marlin, "SHAPES[][2] = ", ';'), shapes);
+    let ms = numbers_after(&peers, "\nMS = ", ']');
+    assert_eq!(numbers_after(&marlin, "int MS[] = ", ';'), ms);
+    assert_eq!(
+        numbers_after(&marlin, "int MAX_M = ", ';'),
+        [*ms.iter().max().unwrap()]
+    );
+    assert_eq!(
+        numbers_after(&peers, "\nROTATE_BYTES = ", '\n'),
+        numbers_after(&marlin, "ROTATE_BYTES = ", ';')
+    );
+    // Marlin's 4-bit gs 128 (N and K multiples of 128 at M <= 16) takes every shape.
+    assert!(shapes.iter().all(|d| d % 128 == 0), "{shapes:?}");
 }
