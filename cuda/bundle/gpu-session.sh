@@ -8,8 +8,9 @@
 #           GPU TUNE_GPU (default: the second when there are two): the fast loop for launch shapes
 #   tests   MLX's python/tests/test_quantized.py under both policies (test-python.sh); with two
 #           GPUs each policy runs on its own GPU, at the same time
-#   bench   library parity (the three policies), library benchmark, peers (PyTorch), kernel
-#           harness benchmark (inv-bench), all on one GPU, then collect.py -> $OUT/results.json
+#   bench   library parity (the three policies), library benchmark, peers (PyTorch), Marlin
+#           (IST-DASLab's, from the bundle's deps/marlin, built here: cuda/bench/marlin_bench.cu),
+#           kernel harness benchmark (inv-bench), all on one GPU, then collect.py -> $OUT/results.json
 #   both    tests (both policies at once) on the second GPU while bench runs on the first
 #   profile Nsight Compute on cuda/harness/profile.cu (no MLX build): ncu.csv
 #   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
@@ -20,8 +21,8 @@
 #           the next phase that unpacks applies the series again (and `build` rebuilds)
 # Results land in $OUT (logs packed into logs.tar.gz when there are more than 8 files, the most
 # that comes back). env: DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices
-# into the five shapes; default all), SKIP_PEERS, TEST_SELECT and TEST_TIMEOUT (test-python.sh),
-# TUNE_GPU, PROFILE_SHAPE ("N K"), CONTROL_SELECT. Two invocations may run at once (say `tune`
+# into the nine shapes; default all), SKIP_PEERS, SKIP_MARLIN, TEST_SELECT and TEST_TIMEOUT
+# (test-python.sh), TUNE_GPU, PROFILE_SHAPE ("N K"), CONTROL_SELECT. Two invocations may run at once (say `tune`
 # in the background of `build`): unpacking is locked, and the last one to leave packs $OUT.
 set -uo pipefail
 W=/tmp/run; mkdir -p $W
@@ -147,18 +148,37 @@ tests() {
 
 bench() {
   export CUDA_VISIBLE_DEVICES=$1 MLX_PTX_CACHE_DIR=$W/ptx-bench
+  # Marlin (pins.toml's bench source; a fork may not pin it) built while library parity runs:
+  # nvcc 13.0 on PATH, sm_90a as the H200 is (compute capability 9.0; build.sh's CUDA_ARCH and
+  # cuda/harness/build.sh default to it too), with the flags torch gives Marlin's own setup.py
+  # (relaxed constexpr, no half operators); 39, 177, 179 are the kernel file's own warnings.
+  local mk=$B/deps/marlin/marlin mb= why="SKIP_MARLIN is set"
+  [ -n "${SKIP_MARLIN:-}" ] || why="the bundle has no deps/marlin"
+  if [ -z "${SKIP_MARLIN:-}" ] && [ -f $mk/marlin_cuda_kernel.cu ]; then
+    nvcc -std=c++17 -O3 -arch=sm_90a --expt-relaxed-constexpr -D__CUDA_NO_HALF_OPERATORS__ \
+      -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_HALF2_OPERATORS__ --diag-suppress=39,177,179 \
+      -I $mk -o $W/marlin_bench $B/cuda/bench/marlin_bench.cu > $OUT/marlin-build.log 2>&1 & mb=$!
+  fi
   # MLX's NVRTC JIT finds its headers in <folder of the executable>/../include, and dladdr names
   # the executable as it was started: so from <install>/bin, by its absolute path.
   mkdir -p $B/install/bin && cp $W/lib/qmv_lib $B/install/bin/
   local q=$B/install/bin/qmv_lib
   timeout 150 $q parity > $OUT/lib.jsonl; echo "lib parity rc=$? ($(left) s left)"; tail -1 $OUT/lib.jsonl
-  timeout $(( $(left) - 150 )) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
+  [ -z "$mb" ] || wait $mb || { why="its build failed"; tail -20 $OUT/marlin-build.log; mb=; }
+  timeout $(( $(left) - 200 )) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
   echo "lib bench rc=$? ($(left) s left)"
   [ -n "${SKIP_PEERS:-}" ] || { timeout 80 python3 $B/cuda/bench/peers.py ${BENCH_SHAPES:-} > $OUT/peers.jsonl 2> $OUT/peers.err; echo "peers rc=$? ($(left) s left)"; }
+  if [ -n "$mb" ]; then
+    timeout 50 $W/marlin_bench ${BENCH_SHAPES:-} > $OUT/marlin.jsonl; echo "marlin rc=$? ($(left) s left)"
+    grep -v '"bench"' $OUT/marlin.jsonl | head -12
+  else
+    echo "marlin: skipped ($why)"
+  fi
   # The kernels launched directly: upstream's qmv, the streamed kernel by M, the invariant kernel.
   timeout $(( $(left) - 15 )) $W/hb/qmv_harness inv-bench ${BENCH_SHAPES:-} > $OUT/harness.jsonl; echo "kernel bench rc=$?"
-  python3 $H/summarize.py $OUT/lib.jsonl $OUT/harness.jsonl $OUT/peers.jsonl | cut -c1-220
-  python3 $B/cuda/bench/collect.py $OUT/results.json $OUT/env.txt $OUT/lib.jsonl $OUT/harness.jsonl $OUT/peers.jsonl
+  python3 $H/summarize.py $OUT/lib.jsonl $OUT/harness.jsonl $OUT/peers.jsonl $OUT/marlin.jsonl | cut -c1-220
+  python3 $B/cuda/bench/collect.py $OUT/results.json $OUT/env.txt $OUT/lib.jsonl $OUT/harness.jsonl \
+    $OUT/peers.jsonl $OUT/marlin.jsonl
 }
 
 # MLX's NVRTC output is cached per module name (MLX_PTX_CACHE_DIR): first-use compiles of CUTLASS
