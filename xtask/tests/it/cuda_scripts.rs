@@ -1,6 +1,6 @@
 //! The GPU machine's scripts that can run without a GPU: `cuda/bundle/control.sh` (the bundle's
 //! tree taken back to the pin, checked blob by blob), `cuda/bundle/failures.py` (a policy's
-//! failing subtests against the control's), and
+//! failing subtests against the control's), `cuda/bench/collect.py` (a run's results JSON), and
 //! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s.
 
 use std::path::{Path, PathBuf};
@@ -1018,4 +1018,94 @@ fn marlin_bench_measures_the_peers_shapes_and_ms() {
     );
     // Marlin's 4-bit gs 128 (N and K multiples of 128 at M <= 16) takes every shape.
     assert!(shapes.iter().all(|d| d % 128 == 0), "{shapes:?}");
+}
+
+/// collect.py files Marlin's float16 gs 128 records in the main config's rows (the library's
+/// bfloat16 gs 64) of the same bits, N, K and M, says so per row, keeps each arm's
+/// bit_identical, and sums the sanity records; a run of Marlin alone keeps its own config.
+#[test]
+fn collect_files_an_arm_of_another_config_in_the_main_rows() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let t = f.t();
+    let env = t.join("env.txt");
+    std::fs::write(
+        &env,
+        "index, name, driver_version\n0, NVIDIA H200, 580\nCuda compilation tools, release 13.0\n",
+    )
+    .unwrap();
+    let bench = |arm: &str, dtype: &str, gs: u32, m: u32, extra: &str| {
+        format!(
+            "{{\"kind\":\"bench\",\"arm\":\"{arm}\",\"dtype\":\"{dtype}\",\"bits\":4,\"gs\":{gs},\"n\":4096,\"k\":4096,\"m\":{m},\"us\":{m}.5,\"bytes\":100{extra}}}\n"
+        )
+    };
+    let lib = t.join("lib.jsonl");
+    let mut lines = String::new();
+    for m in [1, 2] {
+        lines += &bench("lib_upstream", "bfloat16", 64, m, "");
+        lines += &bench("lib_streamed", "bfloat16", 64, m, "");
+        lines += &bench(
+            "tinygemm",
+            "bfloat16",
+            64,
+            m,
+            ",\"row0_bit_identical\":true",
+        );
+    }
+    std::fs::write(&lib, lines).unwrap();
+    let marlin = t.join("marlin.jsonl");
+    std::fs::write(
+        &marlin,
+        bench("marlin", "float16", 128, 1, ",\"row0_bit_identical\":true")
+            + &bench("marlin", "float16", 128, 2, ",\"row0_bit_identical\":false")
+            + "{\"kind\":\"marlin_sanity\",\"n\":4096,\"k\":4096,\"m\":16,\"ok\":true}\n"
+            + "{\"kind\":\"marlin_sanity\",\"n\":6144,\"k\":4096,\"m\":16,\"ok\":false}\n"
+            + "{\"kind\":\"marlin_error\",\"n\":4096,\"k\":4096,\"m\":3,\"gs\":128,\"rc\":2}\n",
+    )
+    .unwrap();
+    let collect = |out: &str, inputs: &[&Path]| -> serde_json::Value {
+        let out = t.join(out);
+        let run = Command::new("python3")
+            .arg(workspace().join("cuda/bench/collect.py"))
+            .arg(&out)
+            .arg(&env)
+            .args(inputs)
+            .arg(t.join("absent.jsonl"))
+            .output()
+            .unwrap();
+        f.out(run).ok();
+        serde_json::from_str(&f.read(&out)).unwrap()
+    };
+    let doc = collect("results.json", &[&lib, &marlin]);
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    for (row, m) in rows.iter().zip([1, 2]) {
+        assert_eq!(
+            (&row["dtype"], &row["gs"], &row["m"]),
+            (&"bfloat16".into(), &64.into(), &m.into())
+        );
+        assert_eq!(row["arms"]["marlin"], m as f64 + 0.5, "{row}");
+        assert_eq!(row["bytes"]["marlin"], 100);
+        assert_eq!(
+            row["arm_config"],
+            serde_json::json!({"marlin": {"dtype": "float16", "gs": 128}})
+        );
+        assert_eq!(row["bit_identical"]["tinygemm"], true);
+        assert_eq!(row["bit_identical"]["marlin"], m == 1, "{row}");
+    }
+    let parity = doc["parity"].as_array().unwrap();
+    assert_eq!(parity[0]["kind"], "marlin_error");
+    assert_eq!(
+        parity[1],
+        serde_json::json!({"kind": "marlin_sanity", "shapes": 2, "ok": 1, "failed": [[6144, 4096]]})
+    );
+    assert_eq!(doc["header"]["gpu"], "NVIDIA H200");
+
+    let alone = collect("alone.json", &[&marlin]);
+    let rows = alone["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (&rows[0]["dtype"], &rows[0]["gs"]),
+        (&"float16".into(), &128.into())
+    );
+    assert!(rows[0].get("arm_config").is_none(), "{}", rows[0]);
 }
