@@ -5,7 +5,7 @@
 //! tables go to stdout (and `--markdown FILE`), the plot to `--svg FILE`. Every ratio divides
 //! two times of the same run: an arm at M over upstream's dispatch at M = 1.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -44,6 +44,20 @@ pub struct Row {
     pub k: u64,
     pub m: u32,
     pub arms: BTreeMap<String, f64>,
+    /// Per arm, whether row 0 at this M equals row 0 at M = 1 bit for bit (where it was measured).
+    #[serde(default)]
+    pub bit_identical: BTreeMap<String, bool>,
+    /// The arms measured in a config of their own, filed in this row of the same bits, N, K and M
+    /// (collect.py: Marlin's float16 gs 128 in the bfloat16 gs 64 rows).
+    #[serde(default)]
+    pub arm_config: BTreeMap<String, ArmConfig>,
+}
+
+/// An arm's own dtype and group size, where they differ from its row's.
+#[derive(Deserialize, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ArmConfig {
+    pub dtype: String,
+    pub gs: u32,
 }
 
 /// The columns of the tables: (arm in the JSON, heading).
@@ -74,8 +88,10 @@ pub fn load(path: &Path) -> Result<Results> {
     Ok(r)
 }
 
-/// One (bits, n, k) group's rows by M.
-type Groups = BTreeMap<(u32, u64, u64), BTreeMap<u32, Row>>;
+/// One table's rows by M, keyed by (bits, n, k, dtype, gs): rows of another dtype or group size
+/// with the same shape get a table of their own (an arm filed in another config's rows says so
+/// in its `arm_config`).
+type Groups = BTreeMap<(u32, u64, u64, String, u32), BTreeMap<u32, Row>>;
 
 /// What the ratios divide by: upstream's dispatch through the library at M = 1 (`lib_upstream`),
 /// or, in a run without the library (the kernel harness alone), upstream's `qmv` kernel at M = 1.
@@ -89,7 +105,7 @@ fn baseline(rows: &BTreeMap<u32, Row>) -> Option<(&'static str, f64)> {
 fn groups(r: &Results) -> Groups {
     let mut g: Groups = BTreeMap::new();
     for row in &r.rows {
-        g.entry((row.bits, row.n, row.k))
+        g.entry((row.bits, row.n, row.k, row.dtype.clone(), row.gs))
             .or_default()
             .insert(row.m, row.clone());
     }
@@ -112,14 +128,12 @@ pub fn markdown(r: &Results) -> String {
     for p in &r.parity {
         let _ = writeln!(out, "- parity: `{p}`");
     }
-    for ((bits, n, k), rows) in groups(r) {
+    for ((bits, n, k, dtype, gs), rows) in groups(r) {
         let based = baseline(&rows);
         let base = based.map(|b| b.1);
         let _ = writeln!(
             out,
-            "\n**{bits}-bit {} gs {}, N×K = {n}×{k}** (µs; × {} at M = 1)\n",
-            rows.values().next().map_or("?", |r| r.dtype.as_str()),
-            rows.values().next().map_or(0, |r| r.gs),
+            "\n**{bits}-bit {dtype} gs {gs}, N×K = {n}×{k}** (µs; × {} at M = 1)\n",
             match based {
                 Some(("lib_upstream", _)) => "MLX upstream",
                 Some(_) => "the qmv kernel",
@@ -140,8 +154,79 @@ pub fn markdown(r: &Results) -> String {
                 .collect();
             let _ = writeln!(out, "| {m} | {} |", cells.join(" | "));
         }
+        for note in arm_configs(&rows).into_iter().chain(bit_identical(&rows)) {
+            let _ = writeln!(out, "\n{note}");
+        }
     }
     out
+}
+
+/// The heading of an arm's column (the arm itself when it has none).
+fn heading(arm: &str) -> &str {
+    COLUMNS
+        .iter()
+        .find(|(a, _)| *a == arm)
+        .map_or(arm, |(_, h)| h)
+}
+
+/// The arms in the order of the columns, then any other in name order, each once.
+fn in_column_order<'a>(arms: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut v: Vec<&str> = arms.into_iter().collect();
+    v.sort_by_key(|a| (COLUMNS.iter().position(|(c, _)| c == a), *a));
+    v.dedup();
+    v
+}
+
+/// A footnote per arm measured in a config of its own: its dtype and group size.
+fn arm_configs(rows: &BTreeMap<u32, Row>) -> Vec<String> {
+    let mut own: BTreeMap<&str, BTreeSet<&ArmConfig>> = BTreeMap::new();
+    for (arm, c) in rows.values().flat_map(|r| &r.arm_config) {
+        own.entry(arm.as_str()).or_default().insert(c);
+    }
+    in_column_order(own.keys().copied())
+        .into_iter()
+        .map(|arm| {
+            let list: Vec<String> = own[arm]
+                .iter()
+                .map(|c| format!("{}, gs {}", c.dtype, c.gs))
+                .collect();
+            format!(
+                "{}: {} (its own config, what it supports); same bits, N, K and M.",
+                heading(arm),
+                list.join("; ")
+            )
+        })
+        .collect()
+}
+
+/// Per arm that measured it: is row 0 at M bit-identical to row 0 at M = 1 at every M, or at which
+/// M is it not.
+fn bit_identical(rows: &BTreeMap<u32, Row>) -> Option<String> {
+    let arms = in_column_order(
+        rows.values()
+            .flat_map(|r| r.bit_identical.keys().map(String::as_str)),
+    );
+    if arms.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = arms
+        .iter()
+        .map(|arm| {
+            let differ: Vec<String> = rows
+                .iter()
+                .filter(|(_, r)| r.bit_identical.get(*arm) == Some(&false))
+                .map(|(m, _)| m.to_string())
+                .collect();
+            match differ.as_slice() {
+                [] => format!("{} at every M it ran", heading(arm)),
+                ms => format!("{} not at M = {}", heading(arm), ms.join(", ")),
+            }
+        })
+        .collect();
+    Some(format!(
+        "Row 0 bit-identical to M = 1: {}.",
+        parts.join("; ")
+    ))
 }
 
 /// The plot: for each 4-bit shape, upstream's dispatch and the streamed and invariant policies over M, as a
@@ -182,9 +267,9 @@ pub fn svg(r: &Results) -> String {
     );
     let four: Vec<_> = groups(r)
         .into_iter()
-        .filter(|((b, _, _), _)| *b == 4)
+        .filter(|((b, ..), _)| *b == 4)
         .collect();
-    for (i, ((_, n, k), rows)) in four.iter().enumerate() {
+    for (i, ((_, n, k, ..), rows)) in four.iter().enumerate() {
         let color = colors[i % colors.len()];
         let Some((base_arm, base)) = baseline(rows) else {
             continue;
@@ -255,6 +340,8 @@ mod tests {
             k: 4096,
             m,
             arms,
+            bit_identical: BTreeMap::new(),
+            arm_config: BTreeMap::new(),
         };
         Results {
             schema: 1,
@@ -299,5 +386,80 @@ mod tests {
             "{m16}"
         );
         assert!(svg(&r).contains("<polyline"));
+    }
+
+    /// What collect.py writes for a run with Marlin: its float16 gs 128 times in the bfloat16
+    /// gs 64 rows, its config under arm_config, bit_identical per arm.
+    fn with_marlin() -> Results {
+        let rows: Vec<serde_json::Value> = [1, 2, 16]
+            .into_iter()
+            .map(|m| {
+                serde_json::json!({
+                    "dtype": "bfloat16", "bits": 4, "gs": 64, "n": 4096, "k": 4096, "m": m,
+                    "arms": {"lib_upstream": 20.0, "tinygemm": 12.0, "marlin": 10.0 * m as f64},
+                    "bytes": {"marlin": 8650752},
+                    "bit_identical": {"tinygemm": true, "marlin": m != 2 && m != 16},
+                    "arm_config": {"marlin": {"dtype": "float16", "gs": 128}},
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({"schema": 1, "header": {"gpu": "NVIDIA H200"}, "rows": rows});
+        serde_json::from_value(doc).unwrap()
+    }
+
+    /// An arm filed in another config's rows is named under the table with its own dtype and
+    /// group size; row 0's bit identity is told per arm, with the Ms where it does not hold.
+    #[test]
+    fn an_arm_of_its_own_config_gets_a_footnote_and_bit_identity_per_arm() {
+        let md = markdown(&with_marlin());
+        let m1 = md.lines().find(|l| l.starts_with("| 1 |")).unwrap();
+        assert!(m1.contains("10.0 (0.50x)"), "{m1}");
+        let notes: Vec<&str> = md
+            .lines()
+            .skip_while(|l| !l.starts_with("| 16 |"))
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                "| 16 | 20.0 (1.00x) | – | – | – | – | – | 12.0 (0.60x) | 160.0 (8.00x) | – |",
+                "",
+                "Marlin: float16, gs 128 (its own config, what it supports); same bits, N, K and M.",
+                "",
+                "Row 0 bit-identical to M = 1: tinygemm at every M it ran; Marlin not at M = 2, 16."
+            ]
+        );
+        // A run without either has neither line.
+        let plain = markdown(&results(&[("invariant", 15.0)], 20.0));
+        assert!(
+            !plain.contains("own config") && !plain.contains("bit-identical"),
+            "{plain}"
+        );
+    }
+
+    /// Rows of another dtype or group size with the same bits, N and K are a table of their own
+    /// (a run of Marlin alone), not written over the main config's.
+    #[test]
+    fn rows_of_another_config_are_a_table_of_their_own() {
+        let mut r = with_marlin();
+        let mut own = r.rows[0].clone();
+        (own.dtype, own.gs, own.arm_config) = ("float16".into(), 128, BTreeMap::new());
+        own.arms = [("marlin".to_string(), 11.0)].into();
+        r.rows.push(own);
+        let md = markdown(&r);
+        let tables: Vec<&str> = md.lines().filter(|l| l.starts_with("**4-bit")).collect();
+        assert_eq!(
+            tables,
+            [
+                "**4-bit bfloat16 gs 64, N×K = 4096×4096** (µs; × MLX upstream at M = 1)",
+                "**4-bit float16 gs 128, N×K = 4096×4096** (µs; × nothing measured at M = 1)"
+            ]
+        );
+        assert_eq!(md.matches("| 1 |").count(), 2, "{md}");
+        assert!(
+            md.contains("| 1 | – | – | – | – | – | – | – | 11.0 | – |"),
+            "{md}"
+        );
+        // Only the main config's table has a baseline to plot against.
+        assert_eq!(svg(&r).matches("4096×4096").count(), 1);
     }
 }
