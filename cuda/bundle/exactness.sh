@@ -8,7 +8,8 @@
 #   exactness.sh OUT [SPEC]
 #     SPEC: the probe's options, "key=value;..." (default preset=small)
 #   env: INSTALL_DIR (MLX's install prefix, default BUNDLE/install), PROBE_SRC (default
-#   BUNDLE/probe), PROBE_BUILD (default BUNDLE/build-probe), POLICIES (default "streamed upstream"),
+#   BUNDLE/probe), PROBE_BUILD (default BUNDLE/build-probe), POLICIES (default "streamed
+#   upstream"; also invariant, CUDA's third),
 #   CONTROL=0 (no negative-control run: another run of the session has it)
 set -euo pipefail
 bundle=$(cd "$(dirname "$0")/../.." && pwd)
@@ -22,7 +23,7 @@ control='preset=small;prompt=8;k_max=3;t_max=2;seeds=1;kv_lens=64;perturb=1;ops=
 [ -f "$src/exactness.cc" ] || { echo "exactness.sh: no probe sources in $src" >&2; exit 2; }
 [ -d "$install/share/cmake/MLX" ] || { echo "exactness.sh: no installed MLX in $install (build.sh first)" >&2; exit 2; }
 for p in ${POLICIES:-streamed upstream}; do
-  case "$p" in upstream|streamed) ;; *) echo "exactness.sh: policy upstream or streamed, not $p" >&2; exit 2;; esac
+  case "$p" in upstream|streamed|invariant) ;; *) echo "exactness.sh: policy upstream, streamed or invariant, not $p" >&2; exit 2;; esac
 done
 cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$install" \
@@ -33,8 +34,11 @@ cmake --build "$build" >&2
 export LD_LIBRARY_PATH=${cudnn:+$cudnn/lib:}${LD_LIBRARY_PATH:-}
 tmp=$out.partial
 : > "$tmp"
+# `invariant` is CUDA's third qmv policy (overlays 0007, 0015); the CPU backend has two, and runs
+# streamed beside it.
 probe() {
-  MLX_CUDA_QMV_BATCH_POLICY=$1 MLX_CPU_QMM_T_POLICY=$1 "$build/bin/exactness" "$1" "$2" >> "$tmp"
+  local cpu=$1; [ "$1" = invariant ] && cpu=streamed
+  MLX_CUDA_QMV_BATCH_POLICY=$1 MLX_CPU_QMM_T_POLICY=$cpu "$build/bin/exactness" "$1" "$2" >> "$tmp"
 }
 for p in ${POLICIES:-streamed upstream}; do
   echo "exactness.sh: probing under the $p policy" >&2

@@ -2,7 +2,8 @@
 //
 //   exactness POLICY [SPEC]
 //
-// POLICY (upstream or streamed) only labels the run: the caller sets the policy switches
+// POLICY (upstream, streamed or invariant: CUDA's third qmv policy) only labels the run: the
+// caller sets the policy switches
 // (MLX_CUDA_QMV_BATCH_POLICY, MLX_CPU_QMM_T_POLICY) in the environment before MLX starts.
 // SPEC is exactness.h's "key=value;..." options. Prints one JSON line in the shape of
 // mlx-sys's exactness example ({"policy", "paths": null, "env": {the kernel settings set},
@@ -17,12 +18,13 @@
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {
-    std::cerr << "usage: exactness upstream|streamed ['key=value;...']\n";
+    std::cerr << "usage: exactness upstream|streamed|invariant ['key=value;...']\n";
     return 2;
   }
   std::string policy = argv[1];
-  if (policy != "upstream" && policy != "streamed") {
-    std::cerr << "exactness: policy must be upstream or streamed, got '" << policy << "'\n";
+  if (policy != "upstream" && policy != "streamed" && policy != "invariant") {
+    std::cerr << "exactness: policy must be upstream, streamed or invariant, got '" << policy
+              << "'\n";
     return 2;
   }
   try {

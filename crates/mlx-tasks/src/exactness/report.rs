@@ -159,8 +159,12 @@ pub const POLICY_ROWS: u32 = 16;
 
 /// Up to which block size `policy` promises block-vs-chain identity for `op` on `backend`
 /// (None: not promised). `upstream` is MLX untouched and promises nothing: the control.
+/// `invariant` is CUDA's third qmv policy (overlays 0007, 0015; attention runs as under
+/// `streamed`, overlay 0013): on CUDA it promises what `streamed` does, elsewhere nothing.
 pub fn promised(backend: Backend, policy: &str, op: &str) -> Option<u32> {
-    if policy != "streamed" {
+    let streamed_like =
+        policy == "streamed" || (policy == "invariant" && matches!(backend, Backend::Cuda));
+    if !streamed_like {
         return None;
     }
     if ROWWISE.contains(&op) {
@@ -381,6 +385,30 @@ mod tests {
         mark(Backend::Cpu, &mut up);
         assert!(findings(&up).is_empty(), "upstream promises nothing");
         assert_eq!(unpromised_differ(&up), 3);
+    }
+
+    #[test]
+    fn invariant_promises_on_cuda_what_streamed_does_and_nothing_elsewhere() {
+        let mut r = run("invariant", vec![row("quantized_matmul", 3)], false);
+        mark(Backend::Cuda, &mut r);
+        assert_eq!(
+            findings(&r).len(),
+            1,
+            "a differing promised row is a finding"
+        );
+        for op in ["quantized_matmul", "sdpa_causal", "rope", "matmul"] {
+            assert_eq!(
+                promised(Backend::Cuda, "invariant", op),
+                promised(Backend::Cuda, "streamed", op),
+                "{op}"
+            );
+        }
+        let mut cpu = run("invariant", vec![row("quantized_matmul", 3)], false);
+        mark(Backend::Cpu, &mut cpu);
+        assert!(
+            findings(&cpu).is_empty(),
+            "the CPU backend has no invariant policy"
+        );
     }
 
     #[test]
