@@ -3,15 +3,17 @@
 // [upstream.mlx.sources.marlin], in the bundle's deps/marlin/) is included as it is and its
 // host entry point marlin_cuda() is timed as cuda/bench/peers.py times its peers.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90a -I <bundle>/deps/marlin/marlin -o marlin_bench marlin_bench.cu
-//   marlin_bench [SHAPE_INDEX...]      (indices into SHAPES, as peers.py; default all)
+//   nvcc -std=c++17 -O3 -arch=sm_90a --expt-relaxed-constexpr -I <bundle>/deps/marlin/marlin \
+//       -o marlin_bench marlin_bench.cu     (cuda/bundle/gpu-session.sh's bench has every flag)
+//   marlin_bench [SHAPE_INDEX...]           (indices into SHAPES, as peers.py; default all)
 //
 // Marlin supports fp16 activations and scales, symmetric 4-bit weights (zero point 8) and group
-// size 128 (or per channel); for M <= 16 it needs N and K multiples of 128, which all nine
-// shapes are. So this arm runs float16, gs 128, where the benchmark's rows are bfloat16, gs 64
-// (collect.py files it in the row of the same bits, N, K, M and records its own config).
-// Weights are random packed int4 words (every bit pattern is a valid Marlin tile), scales
-// uniform in [0.002, 0.02), A uniform in [-1, 1): the time does not depend on the values.
+// size 128 (or per channel); with the 64 x 256 thread tiles used here (below) it needs N a
+// multiple of 256 and K of 64, which all nine shapes are. So this arm runs float16, gs 128, where
+// the benchmark's rows are bfloat16, gs 64: collect.py files it in the row of the same bits, N,
+// K and M and records its own config there. Weights are random packed int4 words (every bit
+// pattern is a valid Marlin tile), scales uniform in [0.002, 0.02), A uniform in [-1, 1): the
+// time does not depend on the values.
 //
 // One JSON object per line: "bench" records with peers.py's keys (arm "marlin", "bytes" the
 // packed weights plus the fp16 scales, "row0_bit_identical": row 0 at M equals row 0 at M = 1 bit
@@ -41,6 +43,18 @@ constexpr int NUM_SHAPES = sizeof(SHAPES) / sizeof(SHAPES[0]);
 constexpr int MAX_M = 16;
 constexpr int GS = 128;
 constexpr int MAX_PAR = 16;  // marlin_cuda's default; the locks are n / 128 * MAX_PAR ints
+// Marlin's 64 x 256 thread tiles (K x N): its own choice above M = 16, and one of the two its
+// test.py runs at M <= 16. Its choice at M <= 16, 128 x 128 (-1 here), stops with "an illegal
+// instruction was encountered" on the H200 at the pinned commit (compute-sanitizer: in
+// Marlin<256, 1, 8, 8, 4, 8>), the error upstream's issues 30 and 40 report; the workaround given
+// in 40, B's async copy without its L2 cache hint, makes 128 x 128 run here, but that is no
+// longer the original. -DMARLIN_THREAD_K=... -DMARLIN_THREAD_N=... override them.
+#ifndef MARLIN_THREAD_K
+#define MARLIN_THREAD_K 64
+#endif
+#ifndef MARLIN_THREAD_N
+#define MARLIN_THREAD_N 256
+#endif
 constexpr size_t ROTATE_BYTES = size_t(640) << 20;  // as peers.py: past the H200's 60 MiB L2
 
 #define CHECK(call)                                                                      \
@@ -123,8 +137,8 @@ void free_problem(Problem& p) {
 // Marlin on rows [0, m) of A with weight copy `c`, on the default stream: its return code
 // (nonzero: a shape it has no kernel for).
 int marlin(const Problem& p, int m, int c) {
-  return marlin_cuda(p.a, p.b[c], p.c, p.s[c], m, p.n, p.k, p.locks, GS, 0, 0, -1, -1, p.sms,
-                     MAX_PAR);
+  return marlin_cuda(p.a, p.b[c], p.c, p.s[c], m, p.n, p.k, p.locks, GS, 0, 0, MARLIN_THREAD_K,
+                     MARLIN_THREAD_N, p.sms, MAX_PAR);
 }
 
 // As peers.py's time_us: three warm-up calls, one timed call to size the repetitions (about

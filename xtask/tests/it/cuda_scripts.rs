@@ -1016,8 +1016,16 @@ fn marlin_bench_measures_the_peers_shapes_and_ms() {
         numbers_after(&peers, "\nROTATE_BYTES = ", '\n'),
         numbers_after(&marlin, "ROTATE_BYTES = ", ';')
     );
-    // Marlin's 4-bit gs 128 (N and K multiples of 128 at M <= 16) takes every shape.
-    assert!(shapes.iter().all(|d| d % 128 == 0), "{shapes:?}");
+    // Marlin's 4-bit gs 128 with its 64 x 256 tiles (N a multiple of 256, K of 64) takes every
+    // shape.
+    assert!(
+        shapes
+            .chunks(2)
+            .all(|nk| nk[0] % 256 == 0 && nk[1] % 64 == 0),
+        "{shapes:?}"
+    );
+    assert!(marlin.contains("#define MARLIN_THREAD_K 64\n"));
+    assert!(marlin.contains("#define MARLIN_THREAD_N 256\n"));
 }
 
 /// collect.py files Marlin's float16 gs 128 records in the main config's rows (the library's
