@@ -38,6 +38,15 @@ inline void launch(void* kernel, dim3 grid, dim3 block, void** args) {
   CHECK(cudaLaunchKernel(kernel, grid, block, args, 0, 0));
 }
 
+// The invariant kernels' launcher: with dynamic shared memory, raising the kernel's limit past
+// 48 KiB as MLX's launcher does.
+inline void launch_smem(void* kernel, dim3 grid, dim3 block, void** args, uint32_t smem) {
+  if (smem > 48 * 1024) {
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  }
+  CHECK(cudaLaunchKernel(kernel, grid, block, args, smem, 0));
+}
+
 // ---------------------------------------------------------------- data
 static __global__ void fill_bytes(uint8_t* p, size_t n, uint64_t seed) {
   size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
@@ -191,7 +200,7 @@ template <typename T, int bits, int gs>
 void run_invariant(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
                    bool broadcast, int sms) {
   cu::qmv_invariant<gs>(x, b.wq(c), b.scales + b.sb_elems * c, b.biases + b.sb_elems * c,
-                        out, p.m, p.n, p.k, p.l, broadcast, sms, launch);
+                        out, p.m, p.n, p.k, p.l, broadcast, sms, launch_smem);
 }
 
 // n 16-bit values of a device buffer (after the device is idle).

@@ -2,9 +2,11 @@
 // One translation unit per (dtype, bits) for parity and accuracy (HARNESS_INV_DTYPE_<dtype> and
 // HARNESS_INV_BITS=<bits>); the benchmark and the negative control are main.cu's.
 //
-//   parity    every gs 32/64/128, K of 2..130 groups (fewer groups than warps too), N odd and
-//             < 16, M = 1..16 each against M = 1 per vector, batch 2 with its own weights, batch 3
-//             broadcast, one vector in all 16 columns, and the row tiles forced (SM count 1)
+//   parity    every gs 32/64/128, K of 2..130 groups (fewer groups than warps too) for the
+//             register kernel and of 1..37 chunks for the staged one, N odd and < 16 and 453,
+//             M = 1..16 each against M = 1 per vector, batch 2 with its own weights, batch 3
+//             broadcast, one vector in all 16 columns, and the SM count forced to 1 (the row
+//             tiles to their most, every block walking several tiles)
 //   accuracy  the same outputs against a float64 reference (dequantized in double), beside
 //             upstream's qmv on the same vectors: max and mean absolute error
 #include "harness.cuh"
@@ -168,11 +170,18 @@ template <typename T, int bits>
 ParityTotals parity_bits() {
   ParityTotals tot;
   auto per_gs = [&]<int gs>() {
+    constexpr int ck = cu::qmv_invariant_detail::Chunk<gs, typename QOf<bits>::type>::k;
     Err inv, qmv;
     Case<T, bits, gs> c{tot, inv, qmv};
+    // K the staged kernel does not take (the register kernel's)...
     for (int k : {2 * gs, 5 * gs, 512, 4160, 130 * gs}) {
-      if (k % gs) continue;
+      if (k % gs || k % ck == 0) continue;
       for (int n : {5, 37, 130}) c.run(n, k);
+    }
+    // ... and K it takes: fewer chunks than warps, 8, uneven splits; 453 rows give four row
+    // tiles when the SM count is forced to 1.
+    for (int chunks : {1, 3, 8, 9, 37}) {
+      for (int n : {5, 130, 453}) c.run(n, chunks * ck);
     }
     printf("{\"kind\":\"inv_accuracy\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"outputs\":%ld,"
            "\"invariant_max_abs\":%.6g,\"invariant_mean_abs\":%.6g,\"qmv_max_abs\":%.6g,"

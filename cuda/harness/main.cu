@@ -157,9 +157,10 @@ void inv_bench_shape(int n, int k, const std::vector<int>& ms) {
   }
 }
 
-// Launch shapes of the invariant kernel beside the launcher's choice (row tiles RT, groups in
-// flight P, bytes L2 fetches around each weight load PF), 4-bit gs 64 bf16: the tuning loop
-// (`inv-tune`).
+// Launch shapes of the invariant kernels beside the launcher's choice, 4-bit gs 64 bf16 (the
+// tuning loop, `inv-tune`): the staged kernel (`inv_s1`),
+// and the register kernel with RT row tiles, P groups in flight and an L2 fetch of PF bytes
+// around each weight load (`inv_r<RT>_p<P>_l<PF>`).
 template <int RT, int P, int PF, typename T, int bits>
 void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
   using Q = typename QOf<bits>::type;
@@ -180,23 +181,30 @@ void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
   else go.template operator()<1>();
 }
 
+template <int RT, typename T, int bits>
+void inv_staged_shape(const Buffers<T, bits, 64>& b, Problem p, int c, int sms) {
+  cu::qmv_invariant_staged<RT, 64>(b.x, b.wq(c), b.scales + b.sb_elems * c,
+                                   b.biases + b.sb_elems * c, b.out, p.m, 1, p.n, p.k, true,
+                                   sms, launch_smem);
+}
+
 template <typename T, int bits>
 void inv_tune_shape(int n, int k) {
   constexpr int gs = 64;
   size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
   int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
   Buffers<T, bits, gs> b({16, n, k, 1}, copies, 5 + n + k);
-  for (int m : {1, 8, 16}) {
+  int sms = sm_count();
+  for (int m : {1, 4, 8, 16}) {
     Problem p{m, n, k, 1};
     auto row = [&](const char* arm, float us) {
       print_bench<T>(bits, gs, n, k, m, arm, us, w_bytes);
     };
-    int sms = sm_count();
     row("invariant", time_us([&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }, copies, w_bytes));
+    row("inv_s1", time_us([&](int c) { inv_staged_shape<1>(b, p, c, sms); }, copies, w_bytes));
 #define INV_TUNE(RT, P, PF) \
     row("inv_r" #RT "_p" #P "_l" #PF, time_us([&](int c) { inv_launch_shape<RT, P, PF>(b, p, c); }, copies, w_bytes));
-    INV_TUNE(1, 2, 0) INV_TUNE(1, 2, 128) INV_TUNE(1, 4, 128) INV_TUNE(1, 2, 256) INV_TUNE(2, 2, 128)
-    INV_TUNE(2, 2, 256) INV_TUNE(4, 1, 0) INV_TUNE(4, 1, 128) INV_TUNE(4, 1, 256) INV_TUNE(4, 2, 128)
+    INV_TUNE(1, 2, 128) INV_TUNE(4, 1, 0)
 #undef INV_TUNE
     fflush(stdout);
   }
@@ -255,7 +263,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "inv-tune") {
     copy_ceiling();
-    int shapes[][2] = {{4096, 4096}, {28672, 4096}, {128256, 4096}, {3584, 18944}};
+    int shapes[][2] = {{4096, 4096}, {28672, 4096}, {128256, 4096}, {3584, 18944}, {18944, 3584}, {152064, 3584}};
     for (auto& sh : shapes) inv_tune_shape<cutlass::bfloat16_t, 4>(sh[0], sh[1]);
     return 0;
   }
