@@ -34,12 +34,28 @@ pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitC
             let r = materialize(&ctx, dir, false).map(|_| ());
             // The source is written; the long build must not keep writers of the project waiting.
             ctx.unlock();
-            r.map_err(crate::build_mlx::Error::caller)
+            r.map_err(driver_error)
         },
         &mut overlay_cli::progress::BuildProgress::default(),
     )?;
     emit(ctx.json, report.json(), format!("{}\n", report.human()));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The materialize callback's error for the build driver: the engine's own error as the engine's
+/// (the CLI maps its kind: a refusal stays `refused`); one with context through the driver's
+/// caller wrapper, whose chain the CLI walks to the engine's error inside.
+fn driver_error(e: anyhow::Error) -> crate::build_mlx::Error {
+    let outermost = e
+        .downcast_ref::<overlay::Error>()
+        .is_some_and(|o| o.to_string() == e.to_string());
+    if !outermost {
+        return crate::build_mlx::Error::caller(e);
+    }
+    e.downcast::<overlay::Error>().map_or_else(
+        crate::build_mlx::Error::caller,
+        crate::build_mlx::Error::Engine,
+    )
 }
 
 fn build_mlx_bundle(ctx: &Ctx, a: &crate::build_mlx::BuildMlxArgs, out: &Path) -> Result<ExitCode> {
@@ -69,4 +85,22 @@ fn build_mlx_bundle(ctx: &Ctx, a: &crate::build_mlx::BuildMlxArgs, out: &Path) -
     ));
     emit(ctx.json, serde_json::to_value(&report)?, human);
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::driver_error;
+    use crate::build_mlx::Error;
+
+    #[test]
+    fn the_engines_error_reaches_the_driver_as_itself_and_context_is_kept() {
+        let refused = || overlay::Error::refused("tree", None, overlay::Refusal::NotRecovered);
+        assert!(matches!(
+            driver_error(anyhow::Error::new(refused())),
+            Error::Engine(overlay::Error::Refused { .. })
+        ));
+        let e = driver_error(anyhow::Error::new(refused()).context("writing the tree"));
+        assert!(matches!(e, Error::Caller(_)), "{e:?}");
+        assert!(e.to_string().starts_with("writing the tree: "), "{e}");
+    }
 }

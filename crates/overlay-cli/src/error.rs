@@ -95,31 +95,51 @@ impl CliError {
 
 /// The kind of the first error in the chain that a library defines.
 fn kind_of(e: &anyhow::Error) -> Kind {
-    for cause in e.chain() {
-        if let Some(err) = cause.downcast_ref::<overlay::Error>() {
-            return engine_kind(err);
-        }
-        if let Some(err) = cause.downcast_ref::<mlx_build::Error>() {
-            return match err {
-                _ if err.is_user() => Kind::Build,
-                mlx_build::Error::Io(_) => Kind::Io,
-                mlx_build::Error::Engine(overlay::Error::Input { .. }) => Kind::Input,
-                mlx_build::Error::Engine(overlay::Error::Git { .. }) => Kind::Git,
-                mlx_build::Error::Engine(overlay::Error::Io { .. }) => Kind::Io,
-                _ => Kind::Other,
-            };
-        }
-        if cause.downcast_ref::<mlx_build::UserError>().is_some() {
-            return Kind::Build;
-        }
-        if cause.downcast_ref::<std::io::Error>().is_some() {
-            return Kind::Io;
-        }
-        if cause.downcast_ref::<git2::Error>().is_some() {
-            return Kind::Git;
-        }
+    e.chain().find_map(cause_kind).unwrap_or(Kind::Other)
+}
+
+/// The kind of one link of a chain, when a library defines it.
+fn cause_kind(cause: &(dyn std::error::Error + 'static)) -> Option<Kind> {
+    if let Some(err) = cause.downcast_ref::<overlay::Error>() {
+        return Some(engine_kind(err));
     }
-    Kind::Other
+    if let Some(err) = cause.downcast_ref::<mlx_build::Error>() {
+        return Some(build_kind(err));
+    }
+    if cause.downcast_ref::<mlx_build::UserError>().is_some() {
+        return Some(Kind::Build);
+    }
+    if cause.downcast_ref::<std::io::Error>().is_some() {
+        return Some(Kind::Io);
+    }
+    if cause.downcast_ref::<git2::Error>().is_some() {
+        return Some(Kind::Git);
+    }
+    None
+}
+
+/// The build driver's error, down to what it wraps: the engine's errors keep their kind (a
+/// refusal while `build-mlx` materializes is `refused`), and so do the caller's (the
+/// `materialize` callback's chain).
+fn build_kind(err: &mlx_build::Error) -> Kind {
+    use mlx_build::Error as B;
+    match err {
+        B::User(_) => Kind::Build,
+        B::Context { err, .. } => build_kind(err),
+        B::Io(_) => Kind::Io,
+        B::Engine(e) => engine_kind(e),
+        B::Caller(inner) => std_chain(inner.as_ref())
+            .find_map(cause_kind)
+            .unwrap_or(Kind::Other),
+        B::Json(_) | B::Message(_) => Kind::Other,
+    }
+}
+
+/// A std error and its sources, outermost first.
+fn std_chain<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |c| c.source())
 }
 
 /// The text after the message's `help:` markers (several are joined by newlines).
@@ -164,6 +184,38 @@ mod tests {
         assert_eq!(
             c.json(),
             serde_json::json!({"schema": 1, "error": c.message, "kind": "input", "hint": "pin a full id"})
+        );
+    }
+
+    #[test]
+    fn engine_errors_keep_their_kind_through_the_build_driver() {
+        let refused = || overlay::Error::refused("tree", None, overlay::Refusal::NotRecovered);
+        // Wrapped by the driver, under its context.
+        let e = mlx_build::Error::Context {
+            context: "materializing".into(),
+            err: Box::new(mlx_build::Error::Engine(refused())),
+        };
+        let c = CliError::from_anyhow(&global(), &anyhow::Error::new(e));
+        assert_eq!(c.kind, Kind::Refused);
+        // Returned by the caller's materialize callback, with the caller's context.
+        let caller = anyhow::Error::new(refused()).context("writing the tree");
+        let e = anyhow::Error::new(mlx_build::Error::caller(caller)).context("build-mlx");
+        assert_eq!(CliError::from_anyhow(&global(), &e).kind, Kind::Refused);
+        let apply = mlx_build::Error::Engine(overlay::Error::Apply {
+            overlay: "0001-x.patch".into(),
+            file: "a.c".into(),
+            hunk: 1,
+            patch_line: 9,
+            reason: "no match".into(),
+        });
+        assert_eq!(
+            CliError::from_anyhow(&global(), &anyhow::Error::new(apply)).kind,
+            Kind::Apply
+        );
+        let plain = mlx_build::Error::caller(anyhow::anyhow!("plain"));
+        assert_eq!(
+            CliError::from_anyhow(&global(), &anyhow::Error::new(plain)).kind,
+            Kind::Other
         );
     }
 
