@@ -58,7 +58,7 @@ fn export_one(s: &Source, dest: &Path) -> Result<usize> {
         &format!("source-{}", s.name),
         &s.url,
         &s.rev,
-        &mut |p| bar.update(p.received_objects as u64, p.total_objects as u64),
+        &mut |p| bar.fetch(p),
     )?;
     bar.finish();
     let git = repo.repo();

@@ -89,6 +89,21 @@ impl Progress {
         }
     }
 
+    /// An upstream fetch's report: a wait for another process's lock as a line, received objects
+    /// on the bar.
+    pub fn fetch(&mut self, p: overlay::upstream::FetchProgress) {
+        match p {
+            overlay::upstream::FetchProgress::Waiting { cache_path } => {
+                eprintln!("waiting for another process using {}", cache_path.display())
+            }
+            overlay::upstream::FetchProgress::Transfer {
+                received_objects,
+                total_objects,
+                ..
+            } => self.update(received_objects as u64, total_objects as u64),
+        }
+    }
+
     pub fn update(&mut self, pos: u64, len: u64) {
         // Nothing to receive (an up-to-date fetch): no `0/0` bar or line. The bar is made at the
         // first real update, so a terminal never shows an empty one either.

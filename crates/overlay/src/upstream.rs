@@ -48,15 +48,24 @@ pub fn rewrite_url(url: &str) -> Result<String> {
     Ok(best.map_or_else(|| url.to_string(), |(_, u)| u))
 }
 
-/// Progress of a fetch, for a progress bar.
-#[derive(Debug, Clone, Copy)]
-pub struct FetchProgress {
-    /// Objects received so far.
-    pub received_objects: usize,
-    /// Objects to receive.
-    pub total_objects: usize,
-    /// Bytes received so far.
-    pub received_bytes: usize,
+/// What opening or fetching an upstream's cache clone reports while it works (the engine prints
+/// nothing: the caller shows these).
+#[derive(Debug, Clone)]
+pub enum FetchProgress {
+    /// Another process holds the cache clone's lock; this one waits for it.
+    Waiting {
+        /// The cache clone.
+        cache_path: PathBuf,
+    },
+    /// Objects received, for a progress bar.
+    Transfer {
+        /// Objects received so far.
+        received_objects: usize,
+        /// Objects to receive.
+        total_objects: usize,
+        /// Bytes received so far.
+        received_bytes: usize,
+    },
 }
 
 /// The bare cache clone of one upstream.
@@ -137,7 +146,9 @@ impl UpstreamRepo {
             .join("upstreams")
             .join(format!("{name}-{}.git", url_key(&effective_url)));
         let _lock = lock_exclusive(&cache_path.with_extension("lock"), &mut || {
-            eprintln!("waiting for another process using {}", cache_path.display());
+            progress(FetchProgress::Waiting {
+                cache_path: cache_path.clone(),
+            });
         })?;
         let mut fresh = false;
         let repo = match git2::Repository::open_bare(&cache_path) {
@@ -205,7 +216,7 @@ impl UpstreamRepo {
             .map_err(|e| Error::git(format!("using {url}"), e))?;
         let mut cb = git2::RemoteCallbacks::new();
         cb.transfer_progress(|p| {
-            progress(FetchProgress {
+            progress(FetchProgress::Transfer {
                 received_objects: p.received_objects(),
                 total_objects: p.total_objects(),
                 received_bytes: p.received_bytes(),
@@ -450,6 +461,32 @@ mod tests {
         let tree = repo.find_tree(top.write().unwrap()).unwrap();
         let sig = git2::Signature::now("t", "t@example.com").unwrap();
         repo.commit(None, &sig, &sig, "c", &tree, &[]).unwrap()
+    }
+
+    #[test]
+    fn a_wait_for_the_cache_lock_is_reported_not_printed() {
+        let src = tempfile::tempdir().unwrap();
+        let (_repo, c) = repo_with_commit(src.path());
+        let url = src.path().to_str().unwrap().to_string();
+        let cache = tempfile::tempdir().unwrap();
+        let lock = cache
+            .path()
+            .join("upstreams")
+            .join(format!("up-{}.lock", url_key(&rewrite_url(&url).unwrap())));
+        let held = lock_exclusive(&lock, &mut || panic!("nobody holds it yet")).unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(held);
+        });
+        let mut events = Vec::new();
+        let rev = c.to_string();
+        UpstreamRepo::open(cache.path(), "up", &url, &rev, &mut |p| events.push(p)).unwrap();
+        release.join().unwrap();
+        assert!(
+            matches!(&events[..], [FetchProgress::Waiting { cache_path }, ..]
+                if cache_path.ends_with(lock.with_extension("git").file_name().unwrap())),
+            "{events:?}"
+        );
     }
 
     #[test]

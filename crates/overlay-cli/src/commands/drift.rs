@@ -48,16 +48,14 @@ pub fn branch_head(ctx: &Ctx, repo: &UpstreamRepo) -> Result<git2::Oid> {
 fn refetch(ctx: &Ctx, repo: &UpstreamRepo) -> overlay::Result<UpstreamRepo> {
     let up = ctx.upstream();
     let mut bar = Progress::new(&format!("fetching {}", up.name));
-    repo.fetch(&up.url, &mut |p| {
-        bar.update(p.received_objects as u64, p.total_objects as u64)
-    })?;
+    repo.fetch(&up.url, &mut |p| bar.fetch(p))?;
     bar.finish();
     // A fresh handle sees what the fetch brought (what `Ctx::open_upstream` does).
     let mut bar = Progress::new(&format!("fetching {}", up.name));
     let fresh =
         ctx.project
             .open_upstream(up, &overlay::upstream::default_cache_root(), &mut |p| {
-                bar.update(p.received_objects as u64, p.total_objects as u64)
+                bar.fetch(p)
             })?;
     bar.finish();
     Ok(fresh)

@@ -134,9 +134,7 @@ impl Ctx {
         let mut bar = Progress::new(&format!("fetching {}", up.name));
         let repo = self
             .project
-            .open_upstream(up, &default_cache_root(), &mut |p| {
-                bar.update(p.received_objects as u64, p.total_objects as u64)
-            })?;
+            .open_upstream(up, &default_cache_root(), &mut |p| bar.fetch(p))?;
         bar.finish();
         Ok(repo)
     }
