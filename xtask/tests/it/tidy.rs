@@ -2,6 +2,7 @@
 //! starts at a top-level entry of the workspace (`crates/...`, `cuda/...`, `docs/...`), exists.
 //! A moved or deleted file leaves the map stale otherwise (ARCHITECTURE.md named
 //! `xtask/src/fuzz.rs` long after the file moved to `crates/mlx-tasks/src/fuzz.rs`).
+//! And the libraries that promise to print nothing (the engine, the build driver) do not.
 
 use std::path::{Path, PathBuf};
 
@@ -67,5 +68,56 @@ fn every_path_the_docs_name_exists() {
         stale.is_empty(),
         "stale paths in the docs:\n{}",
         stale.join("\n")
+    );
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The lines of `text` before its tests (`#[cfg(test)]`) that call a print macro.
+fn print_calls(text: &str) -> Vec<(usize, &str)> {
+    let product = text.split("#[cfg(test)]").next().unwrap_or("");
+    let prints = ["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("];
+    product
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .filter(|(_, l)| prints.iter().any(|m| l.contains(m)))
+        .map(|(i, l)| (i + 1, l.trim()))
+        .collect()
+}
+
+#[test]
+fn the_engine_and_the_build_driver_print_nothing() {
+    let root = workspace();
+    let mut files = Vec::new();
+    for krate in ["crates/overlay/src", "crates/mlx-build/src"] {
+        rust_files(&root.join(krate), &mut files);
+    }
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, call) in print_calls(&text) {
+            let rel = f.strip_prefix(&root).unwrap().display();
+            found.push(format!("{rel}:{line}: {call}"));
+        }
+    }
+    // Not vacuous: there are files, and a print outside the tests is caught (inside them not).
+    assert!(files.len() > 20, "only {} files", files.len());
+    let sample = "fn f() {\n    eprintln!(\"x\");\n}\n#[cfg(test)]\nmod t { fn g() { println!(); } }\n";
+    assert_eq!(print_calls(sample), [(2, "eprintln!(\"x\");")]);
+    assert!(
+        found.is_empty(),
+        "the engine and the build driver report through callbacks and return values; \
+         these print:\n{}",
+        found.join("\n")
     );
 }
