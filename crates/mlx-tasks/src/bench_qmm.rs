@@ -61,11 +61,9 @@ fn example_args(args: &QmmArgs, json: bool, root: &Path) -> Vec<String> {
 
 pub fn run(args: &QmmArgs, json: bool) -> Result<ExitCode> {
     let root = workspace_root();
-    if !args.no_build
-        && let Err(e) = crate::build_mlx_first(&root, json)
-    {
-        eprintln!("bench qmm: {e}");
-        return Ok(ExitCode::from(2));
+    if !args.no_build {
+        // A failed build is the command's error, in the one error shape (exit 2).
+        crate::build_mlx_first(&root, json).context("bench qmm: building MLX first")?;
     }
     let status = cargo()
         .args(example_args(args, json, &root))

@@ -244,9 +244,10 @@ fn build_export(
     );
     match built {
         Ok(report) => println!("{}", report.human()),
+        // The build's own error, in the one error shape, under what it means here.
         Err(e) if e.is_user() => {
-            eprintln!("error: {e}");
-            bail!("the exported series does not build (see above); nothing was written");
+            return Err(anyhow::Error::new(e)
+                .context("the exported series does not build; nothing was written"));
         }
         Err(e) => return Err(e.into()),
     }
