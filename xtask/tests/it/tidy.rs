@@ -112,7 +112,8 @@ fn the_engine_and_the_build_driver_print_nothing() {
     }
     // Not vacuous: there are files, and a print outside the tests is caught (inside them not).
     assert!(files.len() > 20, "only {} files", files.len());
-    let sample = "fn f() {\n    eprintln!(\"x\");\n}\n#[cfg(test)]\nmod t { fn g() { println!(); } }\n";
+    let sample =
+        "fn f() {\n    eprintln!(\"x\");\n}\n#[cfg(test)]\nmod t { fn g() { println!(); } }\n";
     assert_eq!(print_calls(sample), [(2, "eprintln!(\"x\");")]);
     assert!(
         found.is_empty(),
