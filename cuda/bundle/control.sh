@@ -29,19 +29,50 @@ if [ "${2:-}" = --forward ]; then
 else
   for (( i=${#series[@]}-1; i>=0; i-- )); do git apply -R "$dir/${series[$i]}"; done
   python3 - "$dir" "${series[@]}" <<'PY'
-import os, re, subprocess, sys
+import codecs, os, re, subprocess, sys
 d, series = sys.argv[1], sys.argv[2:]
+
+
+def unquote(name):
+    # git writes a name with special characters C-quoted ("a/caf\303\251.c") and ends one with a
+    # space with a tab.
+    name = name.rstrip("\n").rstrip("\t")
+    if len(name) > 1 and name[0] == name[-1] == '"':
+        name = codecs.escape_decode(name[1:-1].encode())[0].decode("utf-8", "surrogateescape")
+    return name
+
+
+def sections(path):
+    """Each file section of a patch: its pre-image path (or the post-image's, for an added file)
+    and the pre-image blob of its index line. The headers come before the hunks, so the first
+    ---/+++ line of a section is its header even when a hunk removes a line starting '-- '."""
+    cur = None
+    for line in open(path, encoding="utf-8", errors="surrogateescape"):
+        if line.startswith("diff --git "):
+            if cur:
+                yield cur
+            cur = {}
+        elif cur is None:
+            continue
+        elif line.startswith("index ") and "pre" not in cur:
+            m = re.match(r"index ([0-9a-f]+)\.\.", line)
+            if m:
+                cur["pre"] = m.group(1)
+        elif line.startswith("--- ") and "old" not in cur:
+            cur["old"] = unquote(line[4:])
+        elif line.startswith("+++ ") and "new" not in cur:
+            cur["new"] = unquote(line[4:])
+    if cur:
+        yield cur
+
+
 first = {}
 for p in series:
-    cur = None
-    for line in open(os.path.join(d, p), encoding="utf-8", errors="replace"):
-        m = re.match(r"diff --git a/(\S+) b/\S+", line)
-        if m:
-            cur = m.group(1)
-            continue
-        m = re.match(r"index ([0-9a-f]+)\.\.[0-9a-f]+", line)
-        if m and cur and cur not in first:
-            first[cur] = m.group(1)
+    for sec in sections(os.path.join(d, p)):
+        old, new = sec.get("old"), sec.get("new")
+        name = old[2:] if old and old.startswith("a/") else (new[2:] if new and new.startswith("b/") else None)
+        if name and "pre" in sec and name not in first:
+            first[name] = sec["pre"]
 bad = []
 for f, pre in sorted(first.items()):
     if set(pre) == {"0"}:

@@ -37,6 +37,12 @@ fn bundle_with_control(f: &Fixture) -> PathBuf {
         ],
         "Overlay-Kind: local-only\nUpstream-Status: not-submitted\n",
     );
+    pack_bundle(f)
+}
+
+/// The fixture's series packed as a bundle with the project's real control.sh, unpacked inside a
+/// git work tree; returns the unpacked bundle folder.
+fn pack_bundle(f: &Fixture) -> PathBuf {
     let bundle_dir = f.root.join("cuda/bundle");
     std::fs::create_dir_all(&bundle_dir).unwrap();
     std::fs::write(bundle_dir.join("build.sh"), "echo build\n").unwrap();
@@ -84,6 +90,46 @@ fn control_takes_the_bundle_back_to_the_pin_and_forward_again() {
     assert!(!b.join("mlx/src/helper.c").exists());
     control(&f, &b, &["--forward"]).ok();
     assert_eq!(files_under(&b.join("mlx"), &[]), patched);
+}
+
+/// Names git writes C-quoted (a non-ASCII letter) or ends with a tab (a space) are read as the
+/// names they are: every touched file is counted (a hunk line removing `-- c` is not a header),
+/// and an edited one is named.
+#[test]
+fn control_reads_the_names_git_quotes() {
+    let cafe = "src/caf\u{e9}.c";
+    let f = Fixture::new(&[("src/lib.c", &lib_c("int b;")), (cafe, &lib_c("-- c"))]);
+    f.add_overlay(
+        "Odd names",
+        &[
+            ("src/with space.c", Some("int s;\n")),
+            (cafe, Some(&lib_c("int c;"))),
+        ],
+        "Overlay-Kind: local-only\nUpstream-Status: not-submitted\n",
+    );
+    let b = pack_bundle(&f);
+    let patched = files_under(&b.join("mlx"), &[]);
+    let out = control(&f, &b, &[]).ok();
+    assert!(
+        out.stdout
+            .contains("control: 2 of 2 touched files are the pin's"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(!b.join("mlx/src/with space.c").exists());
+    assert_eq!(f.read(b.join("mlx").join(cafe)), lib_c("-- c"));
+    control(&f, &b, &["--forward"]).ok();
+    assert_eq!(files_under(&b.join("mlx"), &[]), patched);
+    let edited = f
+        .read(b.join("mlx").join(cafe))
+        .replace("int f9;", "int f9; // edited");
+    std::fs::write(b.join("mlx").join(cafe), edited).unwrap();
+    let out = control(&f, &b, &[]).code(1);
+    assert!(
+        out.stderr.contains(&format!("control: {cafe}: ")),
+        "{}",
+        out.snapshot()
+    );
 }
 
 /// A series file that lists nothing, or an argument it does not know, is refused (exit 2) with the
