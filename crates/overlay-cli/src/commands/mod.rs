@@ -264,34 +264,25 @@ pub(crate) fn identity() -> Result<String> {
 }
 
 pub(crate) fn author_date() -> Result<String> {
-    // Honour GIT_AUTHOR_DATE like git does ("@<secs> <+hhmm>" or an RFC 2822 date).
     if let Ok(d) = std::env::var("GIT_AUTHOR_DATE")
         && !d.is_empty()
     {
-        if let Some(rest) = d.strip_prefix('@') {
-            let mut it = rest.split_whitespace();
-            let secs: i64 = it
-                .next()
-                .unwrap_or("")
-                .parse()
-                .context("GIT_AUTHOR_DATE: expected @<seconds> <+hhmm>")?;
-            let off = it.next().unwrap_or("+0000");
-            let sign = if off.starts_with('-') { -1 } else { 1 };
-            let digits: i32 = off
-                .trim_start_matches(['+', '-'])
-                .parse()
-                .context("GIT_AUTHOR_DATE offset")?;
-            return Ok(overlay::render::rfc2822(
-                secs,
-                sign * (digits / 100 * 60 + digits % 100),
-            ));
-        }
-        return Ok(d);
+        return mail_date(&d);
     }
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs() as i64;
     Ok(overlay::render::rfc2822(secs, 0))
+}
+
+/// GIT_AUTHOR_DATE in any form git reads (`@<seconds> <+hhmm>`, RFC 2822, ISO 8601, ...: parsed
+/// by gix-date as git parses it) as the RFC 2822 date a patch's mail header carries.
+fn mail_date(d: &str) -> Result<String> {
+    let now = gix_date::ZonedDateTime::now();
+    let t = gix_date::parse(d, Some(now)).with_context(|| {
+        format!("GIT_AUTHOR_DATE={d:?} is not a date git reads (e.g. \"@1700000000 +0100\")")
+    })?;
+    Ok(overlay::render::rfc2822(t.seconds, t.offset / 60))
 }
 
 /// `s` in the colour `code` (SGR parameters such as `"32"` or `"31;1"`) when stdout is a
@@ -378,6 +369,25 @@ pub fn git_output(dir: &Path, args: &[&str]) -> Result<String> {
 mod tests {
     use super::*;
     use anstyle::AnsiColor;
+
+    #[test]
+    fn git_author_date_in_every_form_git_reads_becomes_an_rfc_2822_date() {
+        let want = "Tue, 14 Nov 2023 23:13:20 +0100";
+        for d in [
+            "@1700000000 +0100",
+            "1700000000 +0100",
+            "Tue, 14 Nov 2023 23:13:20 +0100",
+            "2023-11-14 23:13:20 +0100",
+            "2023-11-14T23:13:20+01:00",
+        ] {
+            assert_eq!(mail_date(d).unwrap(), want, "{d}");
+        }
+        let e = mail_date("next tuesday-ish").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("GIT_AUTHOR_DATE=\"next tuesday-ish\""),
+            "{e:#}"
+        );
+    }
 
     #[test]
     fn every_colour_code_the_reports_use_is_a_style() {
