@@ -18,10 +18,18 @@
 //! - the overlay's previous version deleted the same line (its own decision, carried);
 //! - `post` adds the same tokens elsewhere in the file (the line moved or was re-indented);
 //! - an added line of the same hunk extends it (its tokens, in order, with at most as many new
-//!   ones: `#define V 2` kept as `#define V 2 // fork`);
+//!   ones, none put back where upstream removed it: `#define V 2` kept as `#define V 2 // fork`);
 //! - for a line upstream *added* (its diff hunk removed nothing), an added line of the same hunk
 //!   has the same tokens but for identifiers the base's file has (a guard kept under the older
-//!   names of its variables).
+//!   names of its variables);
+//! - for a line upstream *changed* (a new version of one base line, paired one to one by
+//!   likeness: a line upstream split off or added beside the changed one is no version of it),
+//!   the resolution's own version of that base line (the added line of the hunk most like it,
+//!   not a line the base has as it is) carries each of upstream's edits to it, where both sides
+//!   replaced the same words the resolution's may stay.
+//!
+//! A line upstream deleted is one its diff removes that is no old version of a line it added (or
+//! only of one it shares no word with: replaced).
 //!
 //! Blank lines (no tokens) are not audited. Which upstream commit a loss comes from is the caller's
 //! question ([`attribute`]), since only it knows the commits the texts are at.
@@ -167,7 +175,9 @@ pub fn audit_file(q: &FileAudit<'_>) -> Result<Vec<RawLoss>> {
         };
         let renamable = matches!(owner, Owner::Upstream(_))
             && upstream.as_ref().is_some_and(|u| u.pure_added.contains(&i));
-        let change = upstream.as_ref().and_then(|u| u.changes.get(&i));
+        let change = upstream
+            .as_ref()
+            .and_then(|u| u.changes.get(&i).map(|b| (b, &u.base_lines)));
         if protected && !kept.keeps(i, renamable.then_some(q.base).flatten(), change) {
             out.push(RawLoss {
                 kind: LossKind::Dropped,
@@ -178,7 +188,8 @@ pub fn audit_file(q: &FileAudit<'_>) -> Result<Vec<RawLoss>> {
         }
     }
     if let Some(b) = q.base {
-        out.extend(resurrected(b, q.pre, q.post)?);
+        let gone = &upstream.as_ref().expect("built with the base").gone;
+        out.extend(resurrected(b, q.pre, q.post, gone)?);
     }
     Ok(out)
 }
@@ -189,41 +200,99 @@ struct Upstream {
     added: BTreeSet<usize>,
     /// Those of them in a hunk that removes nothing (added, not changed).
     pure_added: BTreeSet<usize>,
-    /// For a changed line, the most similar line its hunk removed from the base (what upstream
-    /// changed it from).
+    /// For a changed line, the line its hunk removed from the base that it is a new version of
+    /// (what upstream changed it from, [`pair_lines`]).
     changes: BTreeMap<usize, Vec<Tok>>,
+    /// The base's lines, as tokens (empty when no line changed).
+    base_lines: BTreeSet<Vec<Tok>>,
+    /// Lines of the base the diff removes that are no old version of any line of `pre`
+    /// ([`pair_lines`]), or only of one they share no word with: deleted, not changed.
+    gone: BTreeSet<usize>,
 }
 
 impl Upstream {
     fn new(base: &Text, pre: &Text) -> Result<Upstream> {
         let d = line_diff(base, pre)?;
         let added: BTreeSet<usize> = d.added.iter().copied().collect();
-        let old_of_new = &d.new_to_old;
         let removed: BTreeSet<usize> = d.removed.iter().copied().collect();
+        let mut hunks: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
+        for &i in &added {
+            hunks
+                .entry(gap(&d.new_to_old, i, base.lines.len()))
+                .or_default()
+                .push(i);
+        }
         let mut pure_added = BTreeSet::new();
         let mut changes = BTreeMap::new();
-        for &i in &added {
-            let (lo, hi) = gap(old_of_new, i, base.lines.len());
-            let t = tokens(&pre.lines[i]);
-            let closest = (lo..hi)
-                .filter(|o| removed.contains(o))
-                .map(|o| tokens(&base.lines[o]))
-                .max_by_key(|b| lcs(b, &t).len());
-            match closest {
-                None => {
-                    pure_added.insert(i);
-                }
-                Some(b) => {
-                    changes.insert(i, b);
+        let mut gone = removed.clone();
+        for ((lo, hi), news) in hunks {
+            let olds: Vec<usize> = (lo..hi).filter(|o| removed.contains(o)).collect();
+            if olds.is_empty() {
+                pure_added.extend(news);
+                continue;
+            }
+            for (n, o, common) in pair_lines(&olds, base, &news, pre) {
+                changes.insert(n, tokens(&base.lines[o]));
+                // A line replaced by one that shares nothing with it is deleted too: kept beside
+                // the new one, it is brought back.
+                if common > 0 {
+                    gone.remove(&o);
                 }
             }
         }
+        let base_lines = if changes.is_empty() {
+            BTreeSet::new()
+        } else {
+            base.lines.iter().map(|l| tokens(l)).collect()
+        };
         Ok(Upstream {
             added,
             pure_added,
             changes,
+            base_lines,
+            gone,
         })
     }
+}
+
+/// One hunk's changed lines: each new line with the old line it is a new version of, one to one,
+/// the most alike first (the longest common subsequence of their [`words`]; ties in line order),
+/// and only where that subsequence is at least half the shorter line. A new line left over (the
+/// hunk adds more lines than it removes: a line split in two, a line added next to the changed
+/// one), or one that shares little with every old line (a region rewritten), is new: no
+/// version of any old line. A hunk that replaces one line by one line changed it, whatever the
+/// two share (`10` by `ten upstream`). Each pair with the number of words the two share.
+fn pair_lines(
+    olds: &[usize],
+    old: &Text,
+    news: &[usize],
+    new: &Text,
+) -> Vec<(usize, usize, usize)> {
+    let one = olds.len() == 1 && news.len() == 1;
+    let ow: Vec<Vec<Tok>> = olds
+        .iter()
+        .map(|&o| words(&tokens(&old.lines[o])))
+        .collect();
+    let mut scored = Vec::with_capacity(olds.len() * news.len());
+    for (ni, &n) in news.iter().enumerate() {
+        let t = words(&tokens(&new.lines[n]));
+        for (oi, b) in ow.iter().enumerate() {
+            let common = lcs_pairs(b, &t).len();
+            if one || (common > 0 && 2 * common >= b.len().min(t.len())) {
+                scored.push((common, ni, oi));
+            }
+        }
+    }
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let (mut new_used, mut old_used) = (vec![false; news.len()], vec![false; olds.len()]);
+    let mut out = Vec::new();
+    for (common, ni, oi) in scored {
+        if !new_used[ni] && !old_used[oi] {
+            (new_used[ni], old_used[oi]) = (true, true);
+            out.push((news[ni], olds[oi], common));
+        }
+    }
+    out
 }
 
 /// For an unpaired line `i` of one side, the range of the other side's lines between its paired
@@ -284,9 +353,14 @@ impl<'a> Kept<'a> {
 
     /// Whether deleted line `i` of `pre` is kept by content (module doc); `renames_from`: the base,
     /// when the line may be kept under the base's identifiers.
-    /// `was`: the base's line upstream changed this one from, kept when an added line of the hunk
-    /// carries upstream's change ([`carries`]).
-    fn keeps(&mut self, i: usize, renames_from: Option<&Text>, was: Option<&Vec<Tok>>) -> bool {
+    /// `was`: the base's line upstream changed this one from, and the base's lines: kept when the
+    /// resolution's version of that line carries upstream's change ([`carries`]).
+    fn keeps(
+        &mut self,
+        i: usize,
+        renames_from: Option<&Text>,
+        was: Option<(&Vec<Tok>, &BTreeSet<Vec<Tok>>)>,
+    ) -> bool {
         let t = tokens(&self.pre.lines[i]);
         if t.is_empty() || take(&mut self.own, &t) || take(&mut self.moved, &t) {
             return true;
@@ -295,12 +369,36 @@ impl<'a> Kept<'a> {
             self.base_idents = Some(identifiers(b));
         }
         let base = renames_from.and(self.base_idents.as_ref());
-        self.hunk_of(i).iter().any(|&n| {
-            let r = tokens(&self.post.lines[n]);
-            extends(&t, &r)
-                || base.is_some_and(|b| renamed(&t, &r, b))
-                || was.is_some_and(|b| carries(b, &t, &r))
-        })
+        let hunk: Vec<Vec<Tok>> = self
+            .hunk_of(i)
+            .iter()
+            .map(|&n| tokens(&self.post.lines[n]))
+            .collect();
+        // An extension of upstream's line that puts back what upstream removed from it, where
+        // upstream removed it, does not keep it.
+        let back = |r: &[Tok]| was.is_some_and(|(b, _)| puts_back(b, &t, r));
+        if hunk
+            .iter()
+            .any(|r| (extends(&t, r) && !back(r)) || base.is_some_and(|b| renamed(&t, r, b)))
+        {
+            return true;
+        }
+        // Upstream's change may be carried only by the resolution's own version of the base's
+        // line: of the added lines, the most like it. Another added line (a comment beside it)
+        // replaced none of its words, and neither did a line the base has as it is (a line kept,
+        // not a version of this one).
+        let Some((b, base_lines)) = was else {
+            return false;
+        };
+        let bw = words(b);
+        let alike: Vec<usize> = hunk
+            .iter()
+            .map(|r| lcs_pairs(&bw, &words(r)).len())
+            .collect();
+        let best = alike.iter().copied().max().unwrap_or(0);
+        hunk.iter()
+            .zip(&alike)
+            .any(|(r, &a)| a == best && !base_lines.contains(r) && carries(b, &t, r))
     }
 
     /// The added lines of `post` in the hunk that deletes line `i` of `pre`.
@@ -328,22 +426,15 @@ fn take(m: &mut BTreeMap<Vec<Tok>, usize>, t: &[Tok]) -> bool {
     }
 }
 
-/// Lines upstream deleted (in a hunk that adds nothing: a changed line is a dropped one) after the
-/// base that `post` keeps where the base had them, and `pre` has nowhere.
-fn resurrected(base: &Text, pre: &Text, post: &Text) -> Result<Vec<RawLoss>> {
-    let up = line_diff(base, pre)?;
-    let base_to_pre = old_to_new(&up.new_to_old, base.lines.len());
-    let added: BTreeSet<usize> = up.added.iter().copied().collect();
-    // Deleted, not changed: the hunk adds nothing in their place.
-    let gone: BTreeSet<usize> = up
-        .removed
-        .iter()
-        .copied()
-        .filter(|&o| {
-            let (lo, hi) = gap(&base_to_pre, o, pre.lines.len());
-            !(lo..hi).any(|n| added.contains(&n))
-        })
-        .collect();
+/// Lines upstream deleted after the base (`gone`: removed, and no old version of a line it added
+/// in their place; a changed line is a dropped one) that `post` keeps where the base had them, and
+/// `pre` has nowhere.
+fn resurrected(
+    base: &Text,
+    pre: &Text,
+    post: &Text,
+    gone: &BTreeSet<usize>,
+) -> Result<Vec<RawLoss>> {
     if gone.is_empty() {
         return Ok(Vec::new());
     }
@@ -426,6 +517,14 @@ fn extends(t: &[Tok], r: &[Tok]) -> bool {
 
 /// The longest common subsequence of two token strings.
 fn lcs(a: &[Tok], b: &[Tok]) -> Vec<Tok> {
+    lcs_pairs(a, b)
+        .into_iter()
+        .map(|(i, _)| a[i].clone())
+        .collect()
+}
+
+/// The longest common subsequence of two token strings, as pairs of positions (`a`'s, `b`'s).
+fn lcs_pairs(a: &[Tok], b: &[Tok]) -> Vec<(usize, usize)> {
     let mut m = vec![vec![0usize; b.len() + 1]; a.len() + 1];
     for i in (0..a.len()).rev() {
         for j in (0..b.len()).rev() {
@@ -439,7 +538,7 @@ fn lcs(a: &[Tok], b: &[Tok]) -> Vec<Tok> {
     let (mut i, mut j, mut out) = (0, 0, Vec::new());
     while i < a.len() && j < b.len() {
         if a[i] == b[j] {
-            out.push(a[i].clone());
+            out.push((i, j));
             (i, j) = (i + 1, j + 1);
         } else if m[i + 1][j] >= m[i][j + 1] {
             i += 1;
@@ -471,43 +570,74 @@ fn token_change(old: &[Tok], new: &[Tok]) -> (Vec<Tok>, Vec<Tok>) {
 }
 
 /// `r` carries upstream's change `b -> t` (token strings): no token upstream removed is back
-/// (beyond what `t` has), and every word upstream added is in `r`, except as many as the words
-/// of `b` that both upstream and `r` replaced (both sides changed the same words: `r` may keep
-/// its own).
+/// (beyond what `t` has), and each of upstream's edits (a run of words of `b` replaced, words
+/// inserted) has its new words in `r`, except as many as the words of that run `r` replaced too
+/// (both sides changed the same words: `r` may keep its own). Edit by edit, not in total: words
+/// both sides removed in one place do not excuse upstream's words missing in another.
 fn carries(b: &[Tok], t: &[Tok], r: &[Tok]) -> bool {
-    let count = |v: &[Tok], x: &Tok| v.iter().filter(|y| *y == x).count();
-    let (_, removed) = token_change(b, t);
-    if removed.iter().any(|x| count(r, x) > count(t, x)) {
+    if brings_back(b, t, r) {
         return false;
     }
     // Which of upstream's words are there, and which both sides replaced, word by word inside
     // literals and comments too ([`words`]).
     let (b, t, r) = (&words(b)[..], &words(t)[..], &words(r)[..]);
-    let (added, removed) = token_change(b, t);
-    let (_, r_removed) = token_change(b, r);
+    // The words of `b` that `r` replaced with words of its own (not only deleted: a line the
+    // resolution split in two deletes the tail it moved to the next line).
+    let mut replaced_by_r = vec![false; b.len()];
+    for (old, new) in edits(b, r) {
+        if !new.is_empty() {
+            replaced_by_r[old].fill(true);
+        }
+    }
     let mut pool = r.to_vec();
-    let missing = added
-        .iter()
-        .filter(|x| match pool.iter().position(|y| y == *x) {
-            Some(p) => {
-                pool.remove(p);
-                false
-            }
-            None => true,
+    let mut in_pool = |x: &Tok| match pool.iter().position(|y| y == x) {
+        Some(p) => {
+            pool.remove(p);
+            true
+        }
+        None => false,
+    };
+    edits(b, t).into_iter().all(|(old, new)| {
+        let missing = t[new].iter().filter(|x| !in_pool(x)).count();
+        let replaced_by_both = old.filter(|&i| replaced_by_r[i]).count();
+        missing <= replaced_by_both
+    })
+}
+
+/// `r` has a token upstream's change `b -> t` removed, more times than `t` has it.
+fn brings_back(b: &[Tok], t: &[Tok], r: &[Tok]) -> bool {
+    let count = |v: &[Tok], x: &Tok| v.iter().filter(|y| *y == x).count();
+    let (_, removed) = token_change(b, t);
+    removed.iter().any(|x| count(r, x) > count(t, x))
+}
+
+/// `r`, an extension of `t`, adds a token upstream's change `b -> t` removed, at the place in `t`
+/// where upstream removed it (`nb::ndarray<ro, c_contig>` over upstream's `nb::ndarray<ro>`,
+/// which removed `, c_contig, cpu`).
+fn puts_back(b: &[Tok], t: &[Tok], r: &[Tok]) -> bool {
+    let ours = edits(t, r);
+    edits(b, t).into_iter().any(|(old, new)| {
+        ours.iter().any(|(at, added)| {
+            at.start <= new.end
+                && new.start <= at.end
+                && r[added.clone()].iter().any(|x| b[old.clone()].contains(x))
         })
-        .count();
-    let mut both: Vec<&Tok> = r_removed.iter().collect();
-    let replaced_by_both = removed
-        .iter()
-        .filter(|x| match both.iter().position(|y| y == x) {
-            Some(p) => {
-                both.remove(p);
-                true
-            }
-            None => false,
-        })
-        .count();
-    missing <= replaced_by_both
+    })
+}
+
+/// The edits turning `a` into `b` (token strings): the runs between their common subsequence, as
+/// the range of `a` replaced and the range of `b` in its place (either may be empty).
+fn edits(a: &[Tok], b: &[Tok]) -> Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    let ends = [(a.len(), b.len())];
+    for &(ni, nj) in lcs_pairs(a, b).iter().chain(&ends) {
+        if ni > i || nj > j {
+            out.push((i..ni, j..nj));
+        }
+        (i, j) = (ni + 1, nj + 1);
+    }
+    out
 }
 
 /// `t` with each string or character literal and each `//` comment opened into the words it
@@ -1036,6 +1166,197 @@ mod tests {
             ["Dropped s = \"f(a, d: D, *, s: AB)\";"]
         );
         assert!(upstream_losses(b3, p3, "s = \"f(a, d: Opt[D], *, s: AB)\";\n", &own3).is_empty());
+    }
+
+    /// "Both sides replaced the same words" is about one line and its own new version: a line
+    /// upstream split (or a line it added next to the one it changed) is no changed version of
+    /// the base's line, and a line the resolution adds beside its own version of it (a comment)
+    /// replaced none of its words (d04e5dbff8 onto 846d176, found by diffgit --resolutions).
+    #[test]
+    fn a_line_upstream_split_is_not_waived_by_the_overlays_rewrite_of_it() {
+        // d04e5dbff8: upstream split the condition into `bool has_nax_kernel = ...;` and an `if`
+        // on it; the overlay rewrote the same `if` (and commented it). Taking the overlay's side
+        // drops upstream's new lines.
+        let base = "  if (metal::is_nax_available() && transpose && (K % 64 == 0) &&\n      (env::enable_tf32() || x.dtype() != float32)) {\n    return qmm_nax();\n  }\n";
+        let pre = "  bool has_nax_kernel =\n      metal::is_nax_available() && (transpose || mode == \"affine\");\n  if (has_nax_kernel && transpose && (K % 64 == 0) &&\n      (env::enable_tf32() || x.dtype() != float32)) {\n    return qmm_nax();\n  }\n";
+        let ours = "  // The non-transposed kernel requires N % 64 == 0.\n  if (metal::is_nax_available() && (transpose || (N % 64 == 0)) &&\n      (K % 64 == 0) && (env::enable_tf32() || x.dtype() != float32)) {\n    return qmm_nax();\n  }\n";
+        let own = [
+            "  if (metal::is_nax_available() && transpose && (K % 64 == 0) &&",
+            "      (env::enable_tf32() || x.dtype() != float32)) {",
+        ];
+        assert_eq!(
+            upstream_losses(base, pre, ours, &own),
+            [
+                "Dropped bool has_nax_kernel =",
+                "Dropped metal::is_nax_available() && (transpose || mode == \"affine\");",
+                "Dropped if (has_nax_kernel && transpose && (K % 64 == 0) &&",
+            ]
+        );
+        // Keeping upstream's lines and redoing the overlay's change on them is kept.
+        let redo = "  // The non-transposed kernel requires N % 64 == 0.\n  bool has_nax_kernel =\n      metal::is_nax_available() && (transpose || mode == \"affine\");\n  if (has_nax_kernel && (transpose || (N % 64 == 0)) && (K % 64 == 0) &&\n      (env::enable_tf32() || x.dtype() != float32)) {\n    return qmm_nax();\n  }\n";
+        assert!(upstream_losses(base, pre, redo, &own).is_empty());
+        // A line upstream added next to the one it changed, where the overlay changed the same
+        // words of that one: the overlay's words may win, the new line may not go.
+        let (b, p) = ("x = a;\n", "x = b;\ny = 1;\n");
+        assert_eq!(
+            upstream_losses(b, p, "z = c;\n", &["x = a;"]),
+            ["Dropped y = 1;"]
+        );
+        assert!(upstream_losses(b, p, "x = c;\ny = 1;\n", &["x = a;"]).is_empty());
+        // A comment the resolution adds beside its own version of the line replaced none of the
+        // line's words: upstream's `b` is lost where the overlay kept `a`.
+        assert_eq!(
+            upstream_losses(
+                "x = a + 1;\n",
+                "x = b + 1;\n",
+                "// bump\nx = a + 2;\n",
+                &["x = a + 1;"]
+            ),
+            ["Dropped x = b + 1;"]
+        );
+        // Nor did the second half of the line where the overlay split it.
+        assert_eq!(
+            upstream_losses(
+                "if (a && b && c) {\n",
+                "if (a && B && c) {\n",
+                "if (a && b &&\n    C) {\n",
+                &[]
+            ),
+            ["Dropped if (a && B && c) {"]
+        );
+        // Nor did the first half, which only lost its tail to the next line: the overlay's split
+        // of the line keeps the `b` upstream replaced.
+        assert_eq!(
+            upstream_losses("f(a, b);\n", "f(a, B);\n", "f(a,\n  b);\n", &[]),
+            ["Dropped f(a, B);"]
+        );
+    }
+
+    /// Each of upstream's edits in a line is carried or overridden on its own: the words both
+    /// sides removed in one place do not excuse upstream's words missing in another
+    /// (7ab9dd9745: both dropped a test filter, upstream also moved the binary).
+    #[test]
+    fn upstreams_edits_in_a_line_are_carried_one_by_one() {
+        let (b, p) = ("call(x, y, z);\n", "call(w, x, y);\n");
+        assert_eq!(
+            upstream_losses(b, p, "call(x, y);\n", &["call(x, y, z);"]),
+            ["Dropped call(w, x, y);"]
+        );
+        assert!(upstream_losses(b, p, "call(w, x, y); // f\n", &[]).is_empty());
+        // The same word replaced by both is still the overlay's to keep.
+        assert!(
+            upstream_losses(
+                "call(x, y, z);\n",
+                "call(x, y, w);\n",
+                "call(x, y, v);\n",
+                &[]
+            )
+            .is_empty()
+        );
+    }
+
+    /// A resolution's line that the base has as it is was not rewritten: it replaced no word of
+    /// another line upstream changed (520cea2bec, version.h bumps: the overlay's side keeps the
+    /// base's line beside its own version of another one).
+    #[test]
+    fn a_line_kept_from_the_base_is_no_version_of_another() {
+        let (b, p) = (
+            "#define MINOR 31\n#define PATCH 0\n",
+            "#define MINOR 32\n#define PATCH 2\n",
+        );
+        // Both bumped PATCH (the overlay's may win); only upstream bumped MINOR.
+        assert_eq!(
+            upstream_losses(
+                b,
+                p,
+                "#define MINOR 31\n#define PATCH 1\n",
+                &["#define PATCH 0"]
+            ),
+            ["Dropped #define MINOR 32"]
+        );
+        assert!(
+            upstream_losses(
+                b,
+                p,
+                "#define MINOR 32\n#define PATCH 1\n",
+                &["#define PATCH 0"]
+            )
+            .is_empty()
+        );
+        let base = "  // The event pool goes after the device.\n  cu::init_pool();\n}\n\nvoid new_stream(Stream s) {\n  // The handles go after the encoder.\n  run(s);\n}\n";
+        let pre =
+            "  // Native resources go after the encoder.\n  mlx::cu::init_pool();\n  run(s);\n}\n";
+        let ours = "  // The event pool goes after the device.\n  mlx::cu::init_pool();\n}\n\nvoid new_stream(Stream s) {\n  // The handles go after the encoder.\n  run(s);\n}\n";
+        assert_eq!(
+            upstream_losses(base, pre, ours, &["  cu::init_pool();"]),
+            [
+                "Dropped // Native resources go after the encoder.",
+                "Resurrected // The event pool goes after the device.",
+                "Resurrected void new_stream(Stream s) {",
+            ]
+        );
+    }
+
+    /// A new line that shares less than half of the shorter with every line its hunk removed is
+    /// no version of any (0bdbfdb838: both sides rewrote a signature, the overlay's `array in`
+    /// dropped upstream's `const array& in`).
+    #[test]
+    fn a_region_both_sides_rewrote_has_no_changed_lines() {
+        let base = "void f(const std::vector<array>& inputs, array& out) {\n  auto in = inputs[0];\n  use(in);\n";
+        let pre = "void g(\n    const array& in,\n    array& out) {\n  use(in);\n";
+        let ours = "void g(\n    array in,\n    array& out) {\n  use(in);\n";
+        let own = [
+            "void f(const std::vector<array>& inputs, array& out) {",
+            "  auto in = inputs[0];",
+        ];
+        assert_eq!(
+            upstream_losses(base, pre, ours, &own),
+            ["Dropped const array& in,"]
+        );
+        // One line replaced by one line is changed, whatever the two share: both sides replaced
+        // the same words, the overlay's may stay.
+        assert!(upstream_losses("10\n", "ten upstream\n", "TEN upstream\n", &["10"]).is_empty());
+    }
+
+    /// An extension of upstream's line is no keeping it where it puts back, in place, what
+    /// upstream removed from the line (933a4a77aa).
+    #[test]
+    fn an_extension_that_puts_back_what_upstream_removed_drops_the_line() {
+        let b = "    nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>,\n";
+        let p = "    nb::ndarray<nb::ro>,\n";
+        assert_eq!(
+            upstream_losses(
+                b,
+                p,
+                "    nb::ndarray<nb::ro, nb::c_contig>,\n",
+                &[b.trim_end()]
+            ),
+            ["Dropped nb::ndarray<nb::ro>,"]
+        );
+        assert!(upstream_losses(b, p, "    nb::ndarray<nb::ro>, // f\n", &[]).is_empty());
+    }
+
+    /// A line upstream deleted in a hunk where it changed another is deleted, not changed: kept
+    /// where the base had it, it is brought back (046217bcae, be52cf660b).
+    #[test]
+    fn a_line_deleted_beside_a_changed_one_is_resurrected() {
+        let base = "  echo \"::group::Distributed tests\"\n  mlx.launch -n 8 tests.py -v\n";
+        let pre = "  mlx.launch -n 8 python tests.py -v\n";
+        let ours = "  echo \"::group::Distributed tests\"\n  mlx.launch -n 8 python tests.py -v\n";
+        assert_eq!(
+            upstream_losses(base, pre, ours, &["  mlx.launch -n 8 tests.py -v"]),
+            ["Resurrected echo \"::group::Distributed tests\""]
+        );
+        // A line replaced by one it shares no word with, kept beside it: brought back too.
+        assert_eq!(
+            upstream_losses(
+                "  echo \"::endgroup::\"\n",
+                "  sysctl -a | grep cpu\n",
+                "  sysctl -a | grep cpu\n  echo \"::endgroup::\"\n",
+                &[]
+            ),
+            ["Resurrected echo \"::endgroup::\""]
+        );
     }
 
     #[test]
