@@ -118,8 +118,15 @@ fn the_cases_that_disagreed_with_git_now_agree() {
 /// scripted ways, the audit's verdict against line accounting. d9bd3c26e4 and 3dc6e9b57e conflict
 /// in a Python signature string both sides edited in different places: the audit once let the
 /// overlay's whole string stand (both "replaced the same word", the literal), dropping upstream's
-/// `StreamOrDevice` in it; words inside literals count now. Taking the overlay's side loses
-/// upstream's lines in all of these, taking upstream's side or upstream's plus the redo loses none.
+/// `StreamOrDevice` in it; words inside literals count now. The audit also once let the overlay's
+/// side stand where "both sides replaced the same words" was not so: upstream split the line the
+/// overlay rewrote (d04e5dbff8: `bool has_nax_kernel =`; 3973edd3ff: a new `int n_step) {`
+/// parameter line), the words both removed in one place excused upstream's words missing in
+/// another (7ab9dd9745), the overlay's "version" of the line was another line of the base kept
+/// as it was (520cea2bec), an extension put back what upstream removed (933a4a77aa), and a line
+/// upstream deleted beside one it changed counted as changed, not deleted (046217bcae). Taking
+/// the overlay's side loses upstream's lines in all of these, taking upstream's side or
+/// upstream's plus the redo loses none; keeping both sides is judged alike by both.
 #[test]
 fn scripted_resolutions_of_real_conflicts_agree_with_line_accounting() {
     let pairs = [
@@ -128,6 +135,12 @@ fn scripted_resolutions_of_real_conflicts_agree_with_line_accounting() {
         "383fe160c7:846d176227",
         "8056817bd1:846d176227",
         "074a6bfefa:846d176227",
+        "d04e5dbff8:846d176227",
+        "3973edd3ff:846d176227",
+        "7ab9dd9745:846d176227",
+        "520cea2bec:846d176227",
+        "933a4a77aa:846d176227",
+        "046217bcae:846d176227",
     ];
     let mut args = vec!["diffgit", "--resolutions"];
     for p in &pairs {
@@ -136,13 +149,19 @@ fn scripted_resolutions_of_real_conflicts_agree_with_line_accounting() {
     let (code, out, err) = xtask(None, &args);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        out.contains("resolutions: 5 conflicting pair(s), 5 file(s) resolved four ways")
-            && out
-                .contains("take-upstream  audit refuses 0/5, line accounting loses 0/5, agree 5/5")
-            && out
-                .contains("take-overlay   audit refuses 5/5, line accounting loses 5/5, agree 5/5")
-            && out
-                .contains("upstream+redo  audit refuses 0/5, line accounting loses 0/5, agree 5/5"),
+        out.contains("resolutions: 11 conflicting pair(s), 22 file(s) resolved four ways")
+            && out.contains(
+                "take-upstream  audit refuses 0/22, line accounting loses 0/22, agree 22/22"
+            )
+            && out.contains(
+                "take-overlay   audit refuses 22/22, line accounting loses 22/22, agree 22/22"
+            )
+            && out.contains(
+                "both           audit refuses 7/22, line accounting loses 7/22, agree 22/22"
+            )
+            && out.contains(
+                "upstream+redo  audit refuses 0/22, line accounting loses 0/22, agree 22/22"
+            ),
         "{out}"
     );
 }
