@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 
 use crate::fixture::workspace;
 
-fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// The files under `dir` whose extension is `ext`.
+fn files_with_ext(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.is_dir() {
-            markdown_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "md") {
+            files_with_ext(&p, ext, out);
+        } else if p.extension().is_some_and(|x| x == ext) {
             out.push(p);
         }
     }
@@ -44,7 +45,7 @@ fn every_path_the_docs_name_exists() {
         .filter(|n| !n.starts_with("target") && n != ".git")
         .collect();
     let mut docs = vec![root.join("README.md")];
-    markdown_files(&root.join("docs"), &mut docs);
+    files_with_ext(&root.join("docs"), "md", &mut docs);
     let (mut checked, mut stale) = (0, Vec::new());
     for doc in &docs {
         let text = std::fs::read_to_string(doc).unwrap();
@@ -71,17 +72,6 @@ fn every_path_the_docs_name_exists() {
     );
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 /// The lines of `text` before its tests (`#[cfg(test)]`) that call a print macro.
 fn print_calls(text: &str) -> Vec<(usize, &str)> {
     let product = text.split("#[cfg(test)]").next().unwrap_or("");
@@ -100,7 +90,7 @@ fn the_engine_and_the_build_driver_print_nothing() {
     let root = workspace();
     let mut files = Vec::new();
     for krate in ["crates/overlay/src", "crates/mlx-build/src"] {
-        rust_files(&root.join(krate), &mut files);
+        files_with_ext(&root.join(krate), "rs", &mut files);
     }
     let mut found = Vec::new();
     for f in &files {
