@@ -5,8 +5,9 @@
 //   parity    every gs 32/64/128, K of 2..130 groups (fewer groups than warps too) for the
 //             register kernel and of 1..37 chunks for the staged one, N odd and < 16 and 453,
 //             M = 1..16 each against M = 1 per vector, batch 2 with its own weights, batch 3
-//             broadcast, one vector in all 16 columns, and the SM count forced to 1 (the row
-//             tiles to their most, every block walking several tiles)
+//             broadcast, one vector in all 16 columns, the SM count forced to 1 (the row
+//             tiles to their most, every block walking several tiles), and the staged kernel
+//             with two and four row tiles per warp forced
 //   accuracy  the same outputs against a float64 reference (dequantized in double), beside
 //             upstream's qmv on the same vectors: max and mean absolute error
 #include "harness.cuh"
@@ -69,6 +70,24 @@ struct Case {
     }
   }
 
+  // The staged kernel with RT row tiles per warp whatever the launcher would pick (it picks
+  // four only for many rows and more than 8 vectors), where it takes these weights.
+  template <int RT>
+  void rows_forced(const Buffers<T, bits, gs>& b, int m, int n, int k,
+                   const std::vector<uint16_t>& h_ref, T* out) {
+    using Q = typename QOf<bits>::type;
+    using namespace cu::qmv_invariant_detail;
+    if constexpr (Plan<RT, 1, gs, Q>::fits && Plan<RT, 2, gs, Q>::fits) {
+      if (!cu::qmv_invariant_staged_fits<gs>(b.wq(0), b.scales, b.biases, k)) return;
+      size_t row_n = size_t(m) * n;
+      CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
+      cu::qmv_invariant_staged<RT, gs>(b.x, b.wq(0), b.scales, b.biases, out, m, 1, n, k, true,
+                                       1, launch_smem);
+      compare(RT == 2 ? "m_rt2" : "m_rt4", {m, n, k, 1}, h_ref,
+              fetch(out, row_n * sizeof(T) / 2), row_n);
+    }
+  }
+
   void run(int n, int k) {
     constexpr int M = 16;
     Buffers<T, bits, gs> b({M, n, k, 3}, 3, 4321 + n * 7 + k + bits);
@@ -94,6 +113,8 @@ struct Case {
         compare(s == 1 ? "m_rows_forced" : "m", {m, n, k, 1}, h_ref,
                 fetch(out, size_t(m) * n * sizeof(T) / 2), size_t(m) * n);
       }
+      rows_forced<2>(b, m, n, k, h_ref, out);
+      rows_forced<4>(b, m, n, k, h_ref, out);
     }
     // Batch 2 with its own weights (M = 3 and 11), batch 3 sharing one (M = 5).
     for (int m : {3, 11}) {

@@ -157,10 +157,11 @@ void inv_bench_shape(int n, int k, const std::vector<int>& ms) {
   }
 }
 
-// Launch shapes of the invariant kernels beside the launcher's choice, 4-bit gs 64 bf16 (the
-// tuning loop, `inv-tune`): the staged kernel with one or four row tiles (`inv_s1`, `inv_s4`),
-// and the register kernel with RT row tiles, P groups in flight and an L2 fetch of PF bytes
-// around each weight load (`inv_r<RT>_p<P>_l<PF>`).
+// Launch shapes of the invariant kernels beside the launcher's choice, gs 64 bf16, 4-bit then
+// 8-bit (the tuning loop, `inv-tune`): the staged kernel with one, two or four row tiles
+// (`inv_s1`, `inv_s2`, `inv_s4`) and, with INV_TUNE_REGISTER set, the register kernel with RT
+// row tiles, P groups in flight and an L2 fetch of PF bytes around each weight load
+// (`inv_r<RT>_p<P>_l<PF>`).
 template <int RT, int P, int PF, typename T, int bits>
 void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
   using Q = typename QOf<bits>::type;
@@ -195,19 +196,22 @@ void inv_tune_shape(int n, int k) {
   int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
   Buffers<T, bits, gs> b({16, n, k, 1}, copies, 5 + n + k);
   int sms = sm_count();
-  for (int m : {1, 4, 8, 16}) {
+  for (int m : {1, 8, 9, 16}) {
     Problem p{m, n, k, 1};
     auto row = [&](const char* arm, float us) {
       print_bench<T>(bits, gs, n, k, m, arm, us, w_bytes);
     };
     row("invariant", time_us([&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }, copies, w_bytes));
     row("inv_s1", time_us([&](int c) { inv_staged_shape<1>(b, p, c, sms); }, copies, w_bytes));
+    if (getenv("INV_TUNE_REGISTER")) {
 #define INV_TUNE(RT, P, PF) \
-    row("inv_r" #RT "_p" #P "_l" #PF, time_us([&](int c) { inv_launch_shape<RT, P, PF>(b, p, c); }, copies, w_bytes));
-    INV_TUNE(1, 2, 128) INV_TUNE(4, 1, 0)
+      row("inv_r" #RT "_p" #P "_l" #PF, time_us([&](int c) { inv_launch_shape<RT, P, PF>(b, p, c); }, copies, w_bytes));
+      INV_TUNE(1, 2, 128) INV_TUNE(4, 1, 0)
 #undef INV_TUNE
-    // Four row tiles of the staged kernel (x shared over 64 rows): not in the launcher, it
-    // faulted while cp.async carried an L2 cache hint; last, so a fault ends the run here.
+    }
+    // Two and four row tiles of the staged kernel (x shared over 32 and 64 rows); four faulted
+    // while cp.async carried an L2 cache hint: last, so a fault ends the run here.
+    row("inv_s2", time_us([&](int c) { inv_staged_shape<2>(b, p, c, sms); }, copies, w_bytes));
     row("inv_s4", time_us([&](int c) { inv_staged_shape<4>(b, p, c, sms); }, copies, w_bytes));
     fflush(stdout);
   }
@@ -268,6 +272,7 @@ int main(int argc, char** argv) {
     copy_ceiling();
     int shapes[][2] = {{4096, 4096}, {28672, 4096}, {128256, 4096}, {3584, 18944}, {18944, 3584}, {152064, 3584}};
     for (auto& sh : shapes) inv_tune_shape<cutlass::bfloat16_t, 4>(sh[0], sh[1]);
+    for (auto& sh : shapes) inv_tune_shape<cutlass::bfloat16_t, 8>(sh[0], sh[1]);
     return 0;
   }
   if (mode == "inv-bench") {
