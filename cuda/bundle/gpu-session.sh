@@ -20,12 +20,14 @@
 #           MLX's qmm/qmv tests run on it (test-python.sh pin), with the upstream policy's PTX cache;
 #           the next phase that unpacks applies the series again (and `build` rebuilds)
 # Results land in $OUT (logs packed into logs.tar.gz when there are more than 8 files, the most
-# that comes back). env: DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices
-# into the nine shapes; default all), SKIP_PEERS, SKIP_MARLIN, TEST_SELECT and TEST_TIMEOUT
-# (test-python.sh), TUNE_GPU, PROFILE_SHAPE ("N K"), CONTROL_SELECT. Two invocations may run at once (say `tune`
-# in the background of `build`): unpacking is locked, and the last one to leave packs $OUT.
+# that comes back). env: GPU_SESSION_DIR (the state kept between calls, default /tmp/run),
+# DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices into the nine shapes;
+# default all), SKIP_PEERS, SKIP_MARLIN, TEST_SELECT and TEST_TIMEOUT (test-python.sh), TUNE_GPU,
+# PROFILE_SHAPE ("N K"), CONTROL_SELECT. Two invocations may run at once (say `tune` in the
+# background of `build`): unpacking is locked, and the last one to leave packs $OUT. A call
+# without .devcarry/bundle.tar.gz stops at unpack and leaves the state as it is.
 set -uo pipefail
-W=/tmp/run; mkdir -p $W
+W=${GPU_SESSION_DIR:-/tmp/run}; mkdir -p $W
 B=$W/mlx-cuda-bundle
 H=$B/cuda/harness
 t0=$(date +%s)
@@ -48,6 +50,11 @@ env_txt() {
 unpack() {
   (
     flock 8
+    # A call whose checkout lacks the bundle is not a new bundle: say so and keep what the machine
+    # has (a half-built tree resumes only while it is there).
+    [ -f .devcarry/bundle.tar.gz ] || {
+      echo "unpack: no .devcarry/bundle.tar.gz in $(pwd): copy the bundle in first (every call: the"
+      echo "  checkout is sent anew); $W is left as it is"; exit 1; } >&2
     if ! { cmp -s .devcarry/bundle.tar.gz $W/bundle.tar.gz && [ -d $B ]; }; then
       rm -rf $B $W/built $W/control $W/hb $W/hp && tar -xzf .devcarry/bundle.tar.gz -C $W \
         && cp .devcarry/bundle.tar.gz $W/ || exit 1

@@ -1,7 +1,7 @@
 //! The GPU machine's scripts that can run without a GPU: `cuda/bundle/control.sh` (the bundle's
 //! tree taken back to the pin, checked blob by blob), `cuda/bundle/failures.py` (a policy's
 //! failing subtests against the control's), `cuda/bench/collect.py` (a run's results JSON), and
-//! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s.
+//! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, and `cuda/bundle/gpu-session.sh`'s unpack without its bundle.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1162,4 +1162,50 @@ fn collect_files_an_arm_of_another_config_in_the_main_rows() {
         (&"float16".into(), &128.into())
     );
     assert!(rows[0].get("arm_config").is_none(), "{}", rows[0]);
+}
+
+/// gpu-session.sh on a machine whose checkout lacks the carried bundle (a call that forgot to copy
+/// it in) stops at `unpack`, says what to do, and leaves the state of earlier calls as it is: it once
+/// took the missing file for a new bundle and deleted a half-built tree (session 16). With the
+/// bundle there and the same as the unpacked one, it keeps the tree too.
+#[test]
+fn gpu_session_keeps_the_state_when_the_bundle_is_missing() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let state = f.t().join("state");
+    let built = state.join("mlx-cuda-bundle/build/half-built.o");
+    std::fs::create_dir_all(built.parent().unwrap()).unwrap();
+    std::fs::write(&built, "objects of an earlier call\n").unwrap();
+    let checkout = f.t().join("checkout");
+    let out_dir = f.t().join("out");
+    std::fs::create_dir_all(&checkout).unwrap();
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let run = || {
+        Command::new("bash")
+            .arg(workspace().join("cuda/bundle/gpu-session.sh"))
+            .arg("unpack")
+            .current_dir(&checkout)
+            .env("GPU_SESSION_DIR", &state)
+            .env("OUT", &out_dir)
+            .output()
+            .unwrap()
+    };
+    let out = f.out(run()).code(1);
+    assert!(
+        out.stderr.contains("no .devcarry/bundle.tar.gz"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(built.exists(), "the half-built tree was deleted");
+
+    // The same bundle as the one unpacked: nothing is unpacked again.
+    let carry = checkout.join(".devcarry");
+    std::fs::create_dir_all(&carry).unwrap();
+    std::fs::write(carry.join("bundle.tar.gz"), "a bundle\n").unwrap();
+    std::fs::write(state.join("bundle.tar.gz"), "a bundle\n").unwrap();
+    for d in ["lib", "harness", "bench", "bundle"] {
+        std::fs::create_dir_all(checkout.join("cuda").join(d)).unwrap();
+    }
+    std::fs::create_dir_all(state.join("mlx-cuda-bundle/cuda")).unwrap();
+    f.out(run()).code(0);
+    assert!(built.exists(), "the same bundle was unpacked again");
 }
