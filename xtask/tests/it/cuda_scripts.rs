@@ -1,7 +1,8 @@
 //! The GPU machine's scripts that can run without a GPU: `cuda/bundle/control.sh` (the bundle's
 //! tree taken back to the pin, checked blob by blob), `cuda/bundle/failures.py` (a policy's
-//! failing subtests against the control's), `cuda/bench/collect.py` (a run's results JSON), and
-//! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, and `cuda/bundle/gpu-session.sh`'s unpack without its bundle.
+//! failing subtests against the control's), `cuda/bench/collect.py` (a run's results JSON),
+//! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, and `cuda/bundle/gpu-session.sh`'s
+//! unpack without its bundle.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
