@@ -158,13 +158,13 @@ bench() {
   # Marlin (pins.toml's bench source; a fork may not pin it) built while library parity runs:
   # nvcc 13.0 on PATH, sm_90a as the H200 is (compute capability 9.0; build.sh's CUDA_ARCH and
   # cuda/harness/build.sh default to it too), with the flags torch gives Marlin's own setup.py
-  # (relaxed constexpr, no half operators); 39, 177, 179 are the kernel file's own warnings.
+  # (cuda/bundle/nvcc-flags.sh).
   local mk=$B/deps/marlin/marlin mb= why="SKIP_MARLIN is set"
   [ -n "${SKIP_MARLIN:-}" ] || why="the bundle has no deps/marlin"
   if [ -z "${SKIP_MARLIN:-}" ] && [ -f $mk/marlin_cuda_kernel.cu ]; then
-    nvcc -std=c++17 -O3 -arch=sm_90a --expt-relaxed-constexpr -D__CUDA_NO_HALF_OPERATORS__ \
-      -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_HALF2_OPERATORS__ --diag-suppress=39,177,179 \
-      -I $mk -o $W/marlin_bench $B/cuda/bench/marlin_bench.cu > $OUT/marlin-build.log 2>&1 & mb=$!
+    . $B/cuda/bundle/nvcc-flags.sh && marlin_nvcc_flags sm_90a
+    nvcc "${NVCC_FLAGS[@]}" -I $mk -o $W/marlin_bench $B/cuda/bench/marlin_bench.cu \
+      > $OUT/marlin-build.log 2>&1 & mb=$!
   fi
   # MLX's NVRTC JIT finds its headers in <folder of the executable>/../include, and dladdr names
   # the executable as it was started: so from <install>/bin, by its absolute path.

@@ -20,13 +20,10 @@ grep -q '^} // namespace cu$' "$src" || { echo "build.sh: $src has no '} // name
   sed -n '1,/^} \/\/ namespace cu$/p' "$src"
   echo '} // namespace mlx::core'
 } > "$out/qmv_kernels.cuh"
-arch=${ARCH:-sm_90a}
-code=${arch#sm_}
-flags=(-std=c++20 -O3 -gencode=arch=compute_${code},code=sm_${code}
-  --extended-lambda --expt-relaxed-constexpr -Xcompiler=-fno-strict-aliasing
-  --diag-suppress=186,2908,2361,27,997,1394,20011,20208,177,550
-  -DMLX_USE_CUDA -I "$out" -I "$here" -I "$tree" -isystem "$cccl" -isystem "$cutlass/include"
-  -isystem "$fmt/include" -DFMT_HEADER_ONLY "$@")
+. "$here/../bundle/nvcc-flags.sh"
+mlx_nvcc_flags "${ARCH:-sm_90a}"
+flags=("${NVCC_FLAGS[@]}" -DMLX_USE_CUDA -I "$out" -I "$here" -I "$tree" -isystem "$cccl"
+  -isystem "$cutlass/include" -isystem "$fmt/include" -DFMT_HEADER_ONLY "$@")
 nvcc=${NVCC:-nvcc}
 if [ "${PROFILE_ONLY:-0}" = 1 ]; then
   # Only the Nsight Compute target (profile.cu): seconds, for a short GPU call.
