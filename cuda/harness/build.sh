@@ -21,7 +21,9 @@ grep -q '^} // namespace cu$' "$src" || { echo "build.sh: $src has no '} // name
   echo '} // namespace mlx::core'
 } > "$out/qmv_kernels.cuh"
 . "$here/../bundle/nvcc-flags.sh"
-mlx_nvcc_flags "${ARCH:-sm_90a}"
+arch=${ARCH:-sm_90a}
+code=${arch#sm_}
+mlx_nvcc_flags "$arch"
 flags=("${NVCC_FLAGS[@]}" -DMLX_USE_CUDA -I "$out" -I "$here" -I "$tree" -isystem "$cccl"
   -isystem "$cutlass/include" -isystem "$fmt/include" -DFMT_HEADER_ONLY "$@")
 nvcc=${NVCC:-nvcc}
