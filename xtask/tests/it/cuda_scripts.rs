@@ -1,8 +1,8 @@
 //! The GPU machine's scripts that can run without a GPU: `cuda/bundle/control.sh` (the bundle's
 //! tree taken back to the pin, checked blob by blob), `cuda/bundle/failures.py` (a policy's
 //! failing subtests against the control's), `cuda/bench/collect.py` (a run's results JSON),
-//! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, and `cuda/bundle/gpu-session.sh`'s
-//! unpack without its bundle.
+//! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, `cuda/bundle/gpu-session.sh`'s
+//! unpack without its bundle, and `cuda/harness/build.sh` with a stand-in nvcc.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1209,4 +1209,61 @@ fn gpu_session_keeps_the_state_when_the_bundle_is_missing() {
     std::fs::create_dir_all(state.join("mlx-cuda-bundle/cuda")).unwrap();
     f.out(run()).code(0);
     assert!(built.exists(), "the same bundle was unpacked again");
+}
+
+/// cuda/harness/build.sh end to end with a stand-in nvcc that records its calls: every unit
+/// compiled with the one flag list (cuda/bundle/nvcc-flags.sh) for the architecture asked, and the
+/// link line for the same architecture. The link line once named a variable the flag-list change
+/// had dropped (`set -u` stopped the script on the GPU machine after every compile had run).
+#[test]
+fn harness_build_compiles_and_links_for_one_architecture() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let tree = f.t().join("tree");
+    let qmv = tree.join("mlx/backend/cuda/quantized/qmm/qmv.cu");
+    std::fs::create_dir_all(qmv.parent().unwrap()).unwrap();
+    std::fs::write(&qmv, "// kernels\n} // namespace cu\n// host\n").unwrap();
+    let log = f.t().join("nvcc.log");
+    let nvcc = f.t().join("nvcc");
+    std::fs::write(
+        &nvcc,
+        format!("#!/bin/sh\necho \"$*\" >> {}\n", log.display()),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&nvcc).status().unwrap();
+    let out_dir = f.t().join("out");
+    let out = Command::new("bash")
+        .arg(workspace().join("cuda/harness/build.sh"))
+        .args([
+            &tree,
+            &f.t().join("cutlass"),
+            &f.t().join("cccl"),
+            &f.t().join("fmt"),
+            &out_dir,
+        ])
+        .env("NVCC", &nvcc)
+        .env("ARCH", "sm_100a")
+        .output()
+        .unwrap();
+    f.out(out).code(0);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = calls.lines().collect();
+    // main, 4 parity units, 12 invariant units, the link.
+    assert_eq!(lines.len(), 18, "{calls}");
+    for l in &lines {
+        assert!(l.contains("-gencode=arch=compute_100a,code=sm_100a"), "{l}");
+    }
+    let compiles = lines.iter().filter(|l| l.contains(" -c ")).count();
+    assert_eq!(compiles, 17, "{calls}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| !l.contains(" -c ") || l.contains("--extended-lambda")),
+        "{calls}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("-o ") && l.contains("qmv_harness")),
+        "{calls}"
+    );
 }
