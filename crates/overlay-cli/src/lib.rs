@@ -84,7 +84,7 @@ pub fn exit(g: &Global, result: anyhow::Result<ExitCode>) -> ExitCode {
         Err(e) => {
             let err = CliError::from_anyhow(g, &e);
             if g.json {
-                println!("{}", err.json());
+                println!("{}", commands::versioned(err.json()));
             }
             eprintln!(
                 "{} {}",
