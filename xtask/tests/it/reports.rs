@@ -464,3 +464,28 @@ fn check_finds_a_depends_on_that_names_nothing() {
         ]
     );
 }
+
+/// A dry run ends with one line that counts what the bump would do with the overlays and says
+/// that nothing was written, with the command that bumps (issue 29, part 3).
+#[test]
+fn a_dry_run_says_what_it_would_do_and_that_nothing_was_written() {
+    let f = Fixture::new(&[("src/lib.c", "int a;\nint b;\n")]);
+    f.add_overlay(
+        "Make b wider",
+        &[("src/lib.c", Some("int a;\nlong b;\n"))],
+        "Overlay-Kind: upstreamable\nUpstream-Status: not-submitted\n",
+    );
+    f.commit_upstream(&[("src/lib.c", "int z;\nint a;\nint b;\n")], "next");
+    let before = f.project_snapshot();
+    let out = f.xtask(&["bump-pin", "main", "--dry-run"]);
+    expect![[r#"
+        exit 0
+        --- stdout
+        bump-pin: up $PIN12 -> 7b6c50d678db (dry run)
+          context-drift 0001-Make-b-wider.patch: rewritten
+        dry run: 1 overlay(s): 1 rewritten; nothing was written (to bump: `cargo xtask --root $TMP/project bump-pin main`)
+        --- stderr
+    "#]]
+    .assert_eq(&out.snapshot());
+    assert_eq!(before, f.project_snapshot(), "a dry run writes nothing");
+}
