@@ -309,3 +309,36 @@ fn a_misspelt_trailer_key_is_refused_with_the_key_meant() {
     std::fs::write(&p, f.read(&p).replace("Depend-On:", "Depends-On:")).unwrap();
     f.xtask(&["check"]).ok();
 }
+
+/// `--to origin/main` (a name of the user's own clone) is refused naming the upstream as pins.toml
+/// does, not the local mirror git reaches it through, and says branch names are upstream's own
+/// (issue 29, part 3).
+#[test]
+fn an_unknown_branch_names_the_pinned_url_and_upstreams_own_names() {
+    let f = Fixture::new(&[("a.txt", "a\n")]);
+    let url = "https://example.com/up.git";
+    let rule = format!("[url \"{}\"]\n\tinsteadOf = {url}\n", f.upstream.display());
+    std::fs::write(f.t().join(".gitconfig"), &rule).unwrap();
+    let config = f.read(f.t().join("gitconfig"));
+    std::fs::write(f.t().join("gitconfig"), format!("{config}{rule}")).unwrap();
+    let pins = f.root.join("pins.toml");
+    let text = f.read(&pins);
+    std::fs::write(&pins, text.replace(f.upstream.to_str().unwrap(), url)).unwrap();
+    f.xtask(&["status"]).ok();
+    let out = f.xtask(&["drift", "--to", "origin/main"]).code(2);
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: {url}: \"origin/main\": no such commit, branch or tag\n"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "help: branch and tag names are the upstream's own, as {url} names them (such as `main`, not `origin/main`)"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("$TMP"), "{}", out.stderr);
+}
