@@ -27,8 +27,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    overlay_cli::default_sigpipe();
-    let cli = Cli::parse();
+    let cli: Cli = overlay_cli::parse();
     let result = match &cli.cmd {
         Cmd::Overlay(c) => overlay_cli::run(&cli.global, c),
         Cmd::Mlx(t) => mlx_tasks::run(&cli.global, t),

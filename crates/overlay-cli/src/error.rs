@@ -74,6 +74,23 @@ impl CliError {
         }
     }
 
+    /// A usage error clap found in the arguments (an unknown command, a missing value): bad
+    /// input, with clap's text (usage included) and its tips and `--help` pointer as the hint.
+    pub fn usage(e: &clap::Error) -> CliError {
+        let text = e.render().to_string();
+        let message = text.trim_end().trim_start_matches("error: ").to_string();
+        let helps: Vec<&str> = message
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("tip:") || l.starts_with("For more information"))
+            .collect();
+        CliError {
+            kind: Kind::Input,
+            hint: (!helps.is_empty()).then(|| helps.join("\n")),
+            message,
+        }
+    }
+
     /// Every error exits 2 (1 is for findings, which are not errors).
     pub fn exit_code(&self) -> ExitCode {
         ExitCode::from(2)

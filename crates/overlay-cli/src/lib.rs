@@ -12,15 +12,18 @@ pub use anyhow::Result;
 pub use error::CliError;
 pub use overlay::lock::Mode as LockMode;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// The options every command takes.
+/// The options every command takes (listed under their own heading in each command's help).
 #[derive(clap::Args, Clone)]
+#[command(next_help_heading = "Global options")]
 pub struct Global {
-    /// Folder holding pins.toml and the overlays [default: this workspace]
+    /// Folder holding pins.toml and the overlays [default: the nearest folder holding pins.toml,
+    /// from the current directory upward]
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Which upstream of pins.toml [default: pins.toml's `default`, or its only upstream]
@@ -84,7 +87,7 @@ pub fn exit(g: &Global, result: anyhow::Result<ExitCode>) -> ExitCode {
         Err(e) => {
             let err = CliError::from_anyhow(g, &e);
             if g.json {
-                println!("{}", err.json());
+                println!("{}", commands::versioned(err.json()));
             }
             eprintln!(
                 "{} {}",
@@ -120,10 +123,51 @@ pub struct Cli {
     pub cmd: Command,
 }
 
+/// Parses the arguments of a CLI holding these commands (this crate's [`Cli`] or a fork's own, with
+/// [`Global`] flattened in). Help and usage name the command as the binary named it
+/// (`#[command(name = "cargo xtask")]`), not as the file the alias runs (`xtask`); under `--json`,
+/// wherever it stands, a usage error is also the one JSON error shape on stdout (exit 2);
+/// `--help` and `--version` print and exit 0 as usual.
+/// It also restores SIGPIPE's default ([`default_sigpipe`]), so the fork's own tasks end quietly
+/// in `| head` too.
+pub fn parse<C: Parser>() -> C {
+    default_sigpipe();
+    parse_from(std::env::args_os())
+}
+
+/// [`parse`] on the given arguments (the first is the program).
+pub fn parse_from<C: Parser>(args: impl IntoIterator<Item = impl Into<OsString>>) -> C {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let mut cmd = C::command();
+    if cmd.get_bin_name().is_none() {
+        let name = cmd.get_name().to_string();
+        cmd = cmd.bin_name(name);
+    }
+    let parsed = cmd
+        .try_get_matches_from_mut(&args)
+        .and_then(|mut m| C::from_arg_matches_mut(&mut m).map_err(|e| e.format(&mut cmd)));
+    parsed.unwrap_or_else(|e| usage_error(&e, wants_json(&args)))
+}
+
+/// `--json` among the options (before a `--`).
+fn wants_json(args: &[OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// Prints clap's error (help and version are not errors) and exits with its code.
+fn usage_error(e: &clap::Error, json: bool) -> ! {
+    if json && e.use_stderr() {
+        println!("{}", commands::versioned(CliError::usage(e).json()));
+    }
+    e.exit()
+}
+
 /// A whole `cargo xtask` of overlay commands: parse the arguments, run, exit 0/1/2.
 pub fn main() -> ExitCode {
-    default_sigpipe();
-    let cli = Cli::parse();
+    let cli: Cli = parse();
     let result = run(&cli.global, &cli.cmd);
     exit(&cli.global, result)
 }

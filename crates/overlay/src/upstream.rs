@@ -71,6 +71,8 @@ pub enum FetchProgress {
 /// The bare cache clone of one upstream.
 pub struct UpstreamRepo {
     repo: git2::Repository,
+    /// The URL pins.toml names (what errors show; a local mirror is git's business).
+    pub url: String,
     /// The URL after rewriting: what is actually fetched.
     pub effective_url: String,
     /// Where the clone is.
@@ -168,6 +170,7 @@ impl UpstreamRepo {
         };
         let mut me = UpstreamRepo {
             repo,
+            url: url.to_string(),
             effective_url,
             cache_path,
         };
@@ -284,11 +287,14 @@ impl UpstreamRepo {
             }
             if e.code() == git2::ErrorCode::NotFound {
                 return Error::input(
-                    &self.effective_url,
+                    &self.url,
                     None,
                     format!("{rev:?}: no such commit, branch or tag"),
                 )
-                .with_help("check the spelling; a commit id needs at least 4 hex digits");
+                .with_help(format!(
+                    "branch and tag names are the upstream's own, as {} names them (such as `main`, not `origin/main`); a commit id needs at least 4 hex digits",
+                    self.url
+                ));
             }
             Error::git(format!("resolving {rev:?} in {}", self.effective_url), e)
         })?;

@@ -2,6 +2,8 @@
 //! new-overlay, drift, bump-pin, export-upstream, ...) from `overlay-cli`, next to the fork's own
 //! tasks. Run it as `cargo xtask <command>` with the usual `.cargo/config.toml` alias
 //! (`xtask = "run --package xtask --"`). It finds `pins.toml` from the current directory upward.
+//! README's "Use it in your fork" shows this file from its first `use` on (a test
+//! keeps the two the same).
 //!
 //! A fork with no tasks of its own needs only `fn main() -> ExitCode { overlay_cli::main() }`.
 
@@ -27,11 +29,14 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Help under `cargo xtask` (the name above), usage errors as JSON under --json, and a closed
+    // pipe (`| head`) ends the process quietly.
+    let cli: Cli = overlay_cli::parse();
     let result = match &cli.cmd {
         Cmd::Overlay(c) => overlay_cli::run(&cli.global, c),
         Cmd::Pin => pin(&cli.global),
     };
+    // Exit 0/1/2; an error in the one JSON shape under --json.
     overlay_cli::exit(&cli.global, result)
 }
 

@@ -172,23 +172,70 @@ fn a_downstream_xtask_records_drifts_and_bumps_its_own_pins() {
 }
 
 /// The flattened CLI as README shows it, its output piped into a reader that is already gone
-/// (`xtask status | head -0`): the process ends quietly, not with a panic (exit 101). `run` restores
-/// SIGPIPE's default itself, so a fork's main needs no extra call (issue 24, repro P).
+/// (`xtask status | head -0`): the process ends quietly, not with a panic (exit 101), for the
+/// overlay commands and for the fork's own task alike (`overlay_cli::parse` restores SIGPIPE's
+/// default; issue 24, repro P; issue 29, part 3: `pin` panicked).
 #[test]
 fn a_closed_pipe_ends_the_command_quietly() {
     let f = Fork::new();
     let pin = f.commit("f.txt", &"line\n".repeat(400), "init");
     f.pin(&pin);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_downstream-xtask"));
-    cmd.args(["apply", "--json"])
-        .current_dir(&f.root)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    f.env(&mut cmd);
-    let mut child = cmd.spawn().unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(101), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    for args in [&["apply", "--json"][..], &["pin"], &["status"]] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_downstream-xtask"));
+        cmd.args(args)
+            .current_dir(&f.root)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        f.env(&mut cmd);
+        let mut child = cmd.spawn().unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(101), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// The fork's CLI names itself as it set its name (`cargo xtask`), and its usage errors under
+/// `--json` are the one JSON error shape, as the library's own commands' errors are.
+#[test]
+fn the_forks_name_is_in_its_help_and_usage_errors_are_json() {
+    let f = Fork::new();
+    let (code, out, _) = f.xtask(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("Usage: cargo xtask [OPTIONS] <COMMAND>"),
+        "{out}"
+    );
+    assert!(out.contains("Global options:"), "{out}");
+    let (code, out, err) = f.xtask(&["pin", "--json", "extra"]);
+    assert_eq!(code, 2, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    assert_eq!(
+        (v["schema"].as_u64(), v["kind"].as_str()),
+        (Some(1), Some("input")),
+        "{v}"
+    );
+}
+
+/// README's "Use it in your fork", followed literally, is this example: the flattened main is
+/// this crate's main.rs, and the alias it gives is the one this repository's
+/// `.cargo/config.toml` uses.
+#[test]
+fn readme_shows_this_example_as_it_is() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(here.join("../../README.md")).unwrap();
+    let section = &readme[readme.find("## Use it in your fork").unwrap()..];
+    let section = &section[..section[3..].find("\n## ").unwrap()];
+    let main = std::fs::read_to_string(here.join("src/main.rs")).unwrap();
+    let body = &main[main.find("use std::process::ExitCode;").unwrap()..];
+    assert!(
+        section.contains(&format!("```rust\n{body}```\n")),
+        "README's flattened main differs from examples/downstream-xtask/src/main.rs"
+    );
+    let config = std::fs::read_to_string(here.join("../../.cargo/config.toml")).unwrap();
+    assert!(
+        section.contains(&format!("```toml\n# .cargo/config.toml\n{config}```\n")),
+        "README's alias differs from .cargo/config.toml:\n{config}"
+    );
 }

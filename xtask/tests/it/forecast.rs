@@ -372,13 +372,19 @@ fn per_hunk_blame_names_every_commit_that_changed_the_hunk() {
     assert_eq!(v["overlays"][0]["blame"]["sha"], b.as_str(), "{v}");
     let out = f.xtask(&["drift", "--per-commit"]).code(1);
     let want = format!(
-        "      a.txt hunk #1: conflict: {}\n        {} moved it -> moved: A: two lines on top\n        {} changed its context -> conflict (broke it): B: the line above\n",
+        "      a.txt hunk #1: conflict: {}\n        {} moved the hunk to other lines (the hunk is moved after it): A: two lines on top\n        {} changed the lines around the hunk (the hunk is in conflict after it; this commit broke it): B: the line above\n",
         hunk["reason"].as_str().unwrap(),
         &a[..12],
         &b[..12]
     );
     assert!(out.stdout.contains(&want), "{}\nwant:\n{want}", out.stdout);
     assert!(!out.stdout.contains("elsewhere"), "{}", out.stdout);
+    // The walk says what it counted (issue 29, part 3: "2 evaluated" read cryptically).
+    let head = out.stdout.lines().next().unwrap();
+    assert!(
+        head.ends_with(" (4 first-parent commit(s) walked; 3 of them changed a file the overlays touch or depend on, and only those were checked)"),
+        "{head}"
+    );
 }
 
 /// A commit that changes a definition the overlay depends on (`Depends-On`) is named in the
@@ -414,7 +420,7 @@ fn per_hunk_blame_names_a_change_to_a_dependency() {
     let out = f.xtask(&["drift", "--per-commit"]).code(1);
     assert!(
         out.stdout.contains(&format!(
-            "      lib.c hunk #1: exact\n        {} changed helper -> exact: helper adds two\n",
+            "      lib.c hunk #1: exact\n        {} changed helper (the hunk is exact after it): helper adds two\n",
             &c[..12]
         )),
         "{}",

@@ -309,3 +309,142 @@ fn a_misspelt_trailer_key_is_refused_with_the_key_meant() {
     std::fs::write(&p, f.read(&p).replace("Depend-On:", "Depends-On:")).unwrap();
     f.xtask(&["check"]).ok();
 }
+
+/// Help names the command as it is typed (`cargo xtask`, not the `xtask` file the alias runs),
+/// says where `--root` looks by default, and lists the options every command takes under a heading
+/// of their own (issue 29, part 3).
+#[test]
+fn help_names_cargo_xtask_and_lists_the_global_options_apart() {
+    let f = Fixture::new(&[("a.txt", "a\n")]);
+    let out = xtask_in(&f, f.t(), &["drift", "--help"]).ok();
+    expect_test::expect![[r#"
+        Classify every overlay against another upstream commit (clean, moved, context-drift, upstreamed, conflict)
+
+        Usage: cargo xtask drift [OPTIONS]
+
+        Options:
+              --to <REV>        Target commit-ish [default: the head of the upstream branch named in pins.toml]
+              --from <REV>      Starting commit-ish [default: the pin]
+              --per-commit      Walk first-parent commits and blame the commit where each overlay reached its status
+              --summary <FILE>  Also write a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY)
+          -h, --help            Print help
+
+        Global options:
+              --root <DIR>       Folder holding pins.toml and the overlays [default: the nearest folder holding pins.toml, from the current directory upward]
+              --upstream <NAME>  Which upstream of pins.toml [default: pins.toml's `default`, or its only upstream]
+              --json             Machine-readable output on stdout
+    "#]]
+    .assert_eq(&out.stdout);
+    let out = xtask_in(&f, f.t(), &["--help"]).ok();
+    assert!(
+        out.stdout
+            .contains("Usage: cargo xtask [OPTIONS] <COMMAND>"),
+        "{}",
+        out.stdout
+    );
+    let out = xtask_in(&f, f.t(), &["frobnicate"]).code(2);
+    assert!(
+        out.stderr
+            .contains("Usage: cargo xtask [OPTIONS] <COMMAND>"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Under `--json`, wherever it stands, a usage error clap finds (an unknown command, a missing
+/// value) is the one JSON error shape on stdout, exit 2, clap's text on stderr; without `--json`
+/// stdout stays empty; `--help` and `--version` still print and exit 0 (issue 29, part 3).
+#[test]
+fn usage_errors_under_json_are_the_one_error_shape() {
+    let f = Fixture::new(&[("a.txt", "a\n")]);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--json", "frobnicate"],
+            "unrecognized subcommand 'frobnicate'",
+        ),
+        (
+            &["--json", "drift", "--to"],
+            "a value is required for '--to <REV>'",
+        ),
+        (
+            &["drift", "--json", "--to"],
+            "a value is required for '--to <REV>'",
+        ),
+    ];
+    for (args, what) in cases {
+        let out = f.xtask(args).code(2);
+        assert!(
+            out.stdout.starts_with("{\"schema\":1,"),
+            "{args:?}: {}",
+            out.stdout
+        );
+        let v: serde_json::Value = serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout));
+        assert_eq!(v["kind"], "input", "{args:?}: {v}");
+        let error = v["error"].as_str().unwrap();
+        assert!(error.starts_with(what), "{args:?}: {v}");
+        assert!(
+            v["hint"].as_str().unwrap().contains("'--help'"),
+            "{args:?}: {v}"
+        );
+        assert!(
+            out.stderr.starts_with(&format!("error: {what}")),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    let out = f.xtask(&["--json", "frobnicate"]).code(2);
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("\n\nUsage: cargo xtask [OPTIONS] <COMMAND>\n"),
+        "{v}"
+    );
+    let out = f.xtask(&["frobnicate"]).code(2);
+    assert_eq!(out.stdout, "", "no JSON without --json");
+    let out = f.xtask(&["--json", "--help"]).ok();
+    assert!(out.stdout.contains("Usage: cargo xtask"), "{}", out.stdout);
+    let out = f.xtask(&["drift", "--help", "--json"]).ok();
+    assert!(
+        out.stdout.contains("Usage: cargo xtask drift"),
+        "{}",
+        out.stdout
+    );
+    let out = f.xtask(&["--json", "--version"]).ok();
+    assert!(out.stdout.starts_with("cargo xtask "), "{}", out.stdout);
+}
+
+/// `--to origin/main` (a name of the user's own clone) is refused naming the upstream as pins.toml
+/// does, not the local mirror git reaches it through, and says branch names are upstream's own
+/// (issue 29, part 3).
+#[test]
+fn an_unknown_branch_names_the_pinned_url_and_upstreams_own_names() {
+    let f = Fixture::new(&[("a.txt", "a\n")]);
+    let url = "https://example.com/up.git";
+    let rule = format!("[url \"{}\"]\n\tinsteadOf = {url}\n", f.upstream.display());
+    std::fs::write(f.t().join(".gitconfig"), &rule).unwrap();
+    let config = f.read(f.t().join("gitconfig"));
+    std::fs::write(f.t().join("gitconfig"), format!("{config}{rule}")).unwrap();
+    let pins = f.root.join("pins.toml");
+    let text = f.read(&pins);
+    std::fs::write(&pins, text.replace(f.upstream.to_str().unwrap(), url)).unwrap();
+    f.xtask(&["status"]).ok();
+    let out = f.xtask(&["drift", "--to", "origin/main"]).code(2);
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: {url}: \"origin/main\": no such commit, branch or tag\n"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "help: branch and tag names are the upstream's own, as {url} names them (such as `main`, not `origin/main`)"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("$TMP"), "{}", out.stderr);
+}

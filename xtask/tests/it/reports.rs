@@ -35,6 +35,7 @@ fn status_human_and_json() {
         exit 0
         --- stdout
         {
+          "schema": 1,
           "overlays": [
             {
               "depends_on": [
@@ -53,7 +54,6 @@ fn status_human_and_json() {
             }
           ],
           "pending": [],
-          "schema": 1,
           "upstream": {
             "branch": "main",
             "fetchcontent": {},
@@ -93,6 +93,7 @@ fn check_reports_non_canonical_and_unlisted_overlays() {
         exit 1
         --- stdout
         {
+          "schema": 1,
           "findings": [
             {
               "file": "src/lib.c",
@@ -104,7 +105,6 @@ fn check_reports_non_canonical_and_unlisted_overlays() {
             }
           ],
           "rev": "$PIN",
-          "schema": 1,
           "upstream": "up"
         }
         --- stderr
@@ -340,6 +340,12 @@ fn every_json_report_is_versioned_and_errors_share_one_shape() {
         let v: serde_json::Value = serde_json::from_str(&out.stdout)
             .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout));
         assert_eq!(v["schema"], 1, "{args:?}: {}", out.stdout);
+        // The version first, where a reader looks before reading on (issue 29, part 3).
+        assert!(
+            out.stdout.starts_with("{\n  \"schema\": 1,\n"),
+            "{args:?}: {}",
+            out.stdout
+        );
     }
     // "Already pinned" and --abort answer in JSON too.
     let pinned = f.xtask(&["bump-pin", &f.pin, "--json"]).ok();
@@ -371,6 +377,11 @@ fn every_json_report_is_versioned_and_errors_share_one_shape() {
         let v: serde_json::Value = serde_json::from_str(out.stdout.trim())
             .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", out.stdout));
         assert_eq!(v["schema"], 1, "{args:?}: {}", out.stdout);
+        assert!(
+            out.stdout.starts_with("{\"schema\":1,"),
+            "{args:?}: {}",
+            out.stdout
+        );
         assert!(
             v["error"].as_str().is_some_and(|e| !e.is_empty()),
             "{args:?}: {v}"
@@ -452,4 +463,29 @@ fn check_finds_a_depends_on_that_names_nothing() {
             line_of("Depends-On: src/gone.c::a")
         ]
     );
+}
+
+/// A dry run ends with one line that counts what the bump would do with the overlays and says
+/// that nothing was written, with the command that bumps (issue 29, part 3).
+#[test]
+fn a_dry_run_says_what_it_would_do_and_that_nothing_was_written() {
+    let f = Fixture::new(&[("src/lib.c", "int a;\nint b;\n")]);
+    f.add_overlay(
+        "Make b wider",
+        &[("src/lib.c", Some("int a;\nlong b;\n"))],
+        "Overlay-Kind: upstreamable\nUpstream-Status: not-submitted\n",
+    );
+    f.commit_upstream(&[("src/lib.c", "int z;\nint a;\nint b;\n")], "next");
+    let before = f.project_snapshot();
+    let out = f.xtask(&["bump-pin", "main", "--dry-run"]);
+    expect![[r#"
+        exit 0
+        --- stdout
+        bump-pin: up $PIN12 -> 7b6c50d678db (dry run)
+          context-drift 0001-Make-b-wider.patch: rewritten
+        dry run: 1 overlay(s): 1 rewritten; nothing was written (to bump: `cargo xtask --root $TMP/project bump-pin main`)
+        --- stderr
+    "#]]
+    .assert_eq(&out.snapshot());
+    assert_eq!(before, f.project_snapshot(), "a dry run writes nothing");
 }

@@ -112,3 +112,28 @@ fn the_engine_and_the_build_driver_print_nothing() {
         found.join("\n")
     );
 }
+
+/// The first `cargo xtask` compiles the tool for minutes: the alias shows cargo's progress (no
+/// `--quiet`, which left the screen blank all that time), and README gives that compile's time
+/// apart from MLX's own build (issue 29, part 3).
+#[test]
+fn the_first_cargo_xtask_shows_the_tool_compiling() {
+    let root = workspace();
+    let config = std::fs::read_to_string(root.join(".cargo/config.toml")).unwrap();
+    let alias = config
+        .lines()
+        .find(|l| l.starts_with("xtask ="))
+        .expect("the xtask alias");
+    let words: Vec<&str> = alias
+        .split(|c: char| c.is_whitespace() || c == '"')
+        .collect();
+    assert!(
+        !words.contains(&"--quiet") && !words.contains(&"-q"),
+        "{alias}"
+    );
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(
+        readme.contains("The first `cargo xtask` compiles the tool itself"),
+        "README does not say how long the tool's own compile takes"
+    );
+}

@@ -192,7 +192,7 @@ fn real_mlx_drift_to_846d176() {
     let (code, out, err) = run(&["drift", "--to", "846d176", "--per-commit"]);
     assert_eq!(code, 1, "{err}");
     expect_test::expect![[r#"
-        drift: mlx 9a795735ad9a -> 846d176227a0 (32 first-parent commit(s), 1 evaluated)
+        drift: mlx 9a795735ad9a -> 846d176227a0 (32 first-parent commit(s) walked; 1 of them changed a file the overlays touch or depend on, and only those were checked)
           context-drift  0001-Reserve-more-for-nax-kernel-names.patch  since a082cb91d590 Use a 32-row block in qmm_t_nax when one block covers all of M (#4171)
               changed upstream: mlx/backend/metal/quantized.cpp::mlx::core::qmm_nax (encloses hunk #1 of mlx/backend/metal/quantized.cpp)
                 @@ -17,7 +17,8 @@ void qmm_nax(
@@ -206,7 +206,7 @@ fn real_mlx_drift_to_846d176() {
                    int bk = 64;
                    MTL::Size group_dims(32, wn, wm);
               mlx/backend/metal/quantized.cpp hunk #1: moved 837 -> 838 (+1)
-                a082cb91d590 moved it, changed mlx::core::qmm_nax -> moved (its status since): Use a 32-row block in qmm_t_nax when one block covers all of M (#4171)
+                a082cb91d590 moved the hunk to other lines, changed mlx::core::qmm_nax (the hunk is moved after it; it has had this status since this commit): Use a 32-row block in qmm_t_nax when one block covers all of M (#4171)
           clean          0002-Note-qmv-packing.patch
         2 overlay(s): 1 clean, 1 context-drift
     "#]].assert_eq(&out);

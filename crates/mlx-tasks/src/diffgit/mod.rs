@@ -195,7 +195,7 @@ fn report(ctx: &Ctx, counts: &Counts) -> Result<ExitCode> {
     if ctx.json {
         println!(
             "{}",
-            serde_json::json!({ "schema": crate::commands::JSON_SCHEMA, "diffgit": counts })
+            crate::commands::versioned(serde_json::json!({ "diffgit": counts }))
         );
     } else {
         print!("{h}");

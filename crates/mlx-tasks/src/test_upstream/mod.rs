@@ -284,8 +284,9 @@ fn render_from(g: &Global, path: &Path) -> Result<ExitCode> {
             .iter()
             .map(|r| serde_json::json!({"policy": r.policy, "device": r.device, "counts": compare::counts(r)}))
             .collect();
-        let doc = serde_json::json!({"schema": 1, "header": res.header, "runs": runs, "comparison": comparisons});
-        println!("{doc}");
+        let doc =
+            serde_json::json!({"header": res.header, "runs": runs, "comparison": comparisons});
+        println!("{}", crate::commands::versioned(doc));
     } else {
         println!("{}", describe_header(&res.header));
         println!(
@@ -892,11 +893,11 @@ pub fn parse_pytest(text: &str) -> Outcome {
 
 fn print_report(json: bool, results: &[SuiteResult], comparisons: Option<&[Comparison]>) {
     if json {
-        let mut doc = serde_json::json!({ "schema": 1, "suites": results });
+        let mut doc = serde_json::json!({ "suites": results });
         if let Some(c) = comparisons {
             doc["comparison"] = serde_json::json!(c);
         }
-        println!("{doc}");
+        println!("{}", crate::commands::versioned(doc));
         return;
     }
     println!(

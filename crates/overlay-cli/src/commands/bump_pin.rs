@@ -231,6 +231,9 @@ impl Bump<'_> {
             carried.forecast,
         );
         let mut h = self.human_report(&outcome, &report, &forecast);
+        if self.a.dry_run {
+            h.push_str(&self.dry_run_summary(&outcome));
+        }
         let overlays = match &forecast {
             Some(f) => serde_json::to_value(f.overlays())?,
             None => serde_json::to_value(&outcome.overlays)?,
@@ -349,6 +352,27 @@ impl Bump<'_> {
         h
     }
 
+    /// The dry run's last line: how many overlays end each way, and that nothing was written.
+    fn dry_run_summary(&self, outcome: &overlay::bump::Outcome) -> String {
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for o in &outcome.overlays {
+            let word = action_word(&o.action);
+            match counts.iter_mut().find(|(w, _)| *w == word) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((word, 1)),
+            }
+        }
+        let counts: Vec<String> = counts.iter().map(|(w, n)| format!("{n} {w}")).collect();
+        let rev = self.a.rev.as_deref().unwrap_or("REV");
+        format!(
+            "dry run: {} overlay(s){}{}; nothing was written (to bump: `{}`)\n",
+            outcome.overlays.len(),
+            if counts.is_empty() { "" } else { ": " },
+            counts.join(", "),
+            bump_command(self.g, self.a, rev)
+        )
+    }
+
     /// Writes the merge with markers into the bump tree, and the state `--continue` resumes
     /// from; pins.toml and overlays/ stay untouched.
     fn write_conflict(
@@ -444,6 +468,20 @@ impl Bump<'_> {
             start_guards: &start_guards,
         };
         Ok(self.session.finish(&finish, self.state.is_some())?)
+    }
+}
+
+/// One word for what the bump does with an overlay, for the dry run's summary.
+fn action_word(a: &Action) -> &'static str {
+    match a {
+        Action::Kept => "kept",
+        Action::Rewritten => "rewritten",
+        Action::Dropped => "dropped",
+        Action::Upstreamed => "upstreamed",
+        Action::Conflict => "conflicting",
+        Action::Resolved => "resolved",
+        Action::Pending => "not reached",
+        Action::Review => "stopping for review",
     }
 }
 

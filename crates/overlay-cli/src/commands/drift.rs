@@ -84,7 +84,10 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
         short(&r.to)
     );
     if let (Some(c), Some(e)) = (r.commits, r.evaluated) {
-        let _ = write!(h, " ({c} first-parent commit(s), {e} evaluated)");
+        let _ = write!(
+            h,
+            " ({c} first-parent commit(s) walked; {e} of them changed a file the overlays touch or depend on, and only those were checked)"
+        );
     }
     h.push('\n');
     for o in &r.overlays {
@@ -194,24 +197,12 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
     h
 }
 
-/// One commit of a hunk's blame: what it did to the hunk, the status after it, and whether it
-/// gave the hunk its final status ("broke it", for a conflict).
+/// One commit of a hunk's blame: what it did to the hunk, the hunk's status after it, and whether
+/// it gave the hunk its final status (for a conflict: it broke the hunk).
 fn hunk_blame_text(b: &overlay::blame::HunkBlame) -> String {
-    let what: Vec<String> = b
-        .changes
-        .iter()
-        .map(|c| match c.as_str() {
-            "context" => "changed its context".to_string(),
-            "moved" => "moved it".to_string(),
-            "file deleted" => "deleted its file".to_string(),
-            "file moved" => "moved its file".to_string(),
-            other => other
-                .strip_prefix("symbol ")
-                .map_or(other.to_string(), |s| format!("changed {s}")),
-        })
-        .collect();
+    let what: Vec<String> = b.changes.iter().map(|c| change_text(c)).collect();
     let what = if what.is_empty() {
-        "changed its status".to_string()
+        "changed the hunk's status".to_string()
     } else {
         what.join(", ")
     };
@@ -219,14 +210,34 @@ fn hunk_blame_text(b: &overlay::blame::HunkBlame) -> String {
         serde_json::to_value(s)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
+            .map_or_else(String::new, |s| match s.as_str() {
+                "conflict" => "in conflict".to_string(),
+                _ => s,
+            })
     });
     let mark = match (b.decisive, b.status) {
-        (true, Some(overlay::drift::HunkStatus::Conflict)) => " (broke it)",
-        (true, _) => " (its status since)",
+        (true, Some(overlay::drift::HunkStatus::Conflict)) => "; this commit broke it",
+        (true, _) => "; it has had this status since this commit",
         _ => "",
     };
-    format!("{} {what} -> {status}{mark}: {}", short(&b.sha), b.subject)
+    format!(
+        "{} {what} (the hunk is {status} after it{mark}): {}",
+        short(&b.sha),
+        b.subject
+    )
+}
+
+/// One change a commit made to a hunk (`HunkBlame::changes`), in words.
+fn change_text(change: &str) -> String {
+    match change {
+        "context" => "changed the lines around the hunk".to_string(),
+        "moved" => "moved the hunk to other lines".to_string(),
+        "file deleted" => "deleted the hunk's file".to_string(),
+        "file moved" => "moved the hunk's file".to_string(),
+        other => other
+            .strip_prefix("symbol ")
+            .map_or(other.to_string(), |s| format!("changed {s}")),
+    }
 }
 
 /// The drift report as a Markdown table (GitHub step summaries append to one file).

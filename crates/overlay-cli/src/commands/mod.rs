@@ -188,23 +188,48 @@ pub fn short(rev: &str) -> &str {
 pub const JSON_SCHEMA: u32 = 1;
 
 /// A `--json` report: the command's object with `"schema"` added.
-pub fn versioned(value: serde_json::Value) -> serde_json::Value {
+pub fn versioned(value: serde_json::Value) -> Versioned {
     match value {
-        serde_json::Value::Object(fields) => {
-            let mut out = serde_json::Map::new();
-            out.insert("schema".into(), JSON_SCHEMA.into());
-            out.extend(fields.into_iter().filter(|(k, _)| k != "schema"));
-            serde_json::Value::Object(out)
+        serde_json::Value::Object(mut fields) => {
+            fields.remove("schema");
+            Versioned(fields)
         }
-        other => serde_json::json!({ "schema": JSON_SCHEMA, "report": other }),
+        other => Versioned(serde_json::Map::from_iter([("report".to_string(), other)])),
+    }
+}
+
+/// A report as printed: `"schema"` first, then the command's fields in their (sorted) order.
+/// `{}` prints it on one line, `{:#}` pretty.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Versioned(pub serde_json::Map<String, serde_json::Value>);
+
+impl serde::Serialize for Versioned {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len() + 1))?;
+        map.serialize_entry("schema", &JSON_SCHEMA)?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl std::fmt::Display for Versioned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = if f.alternate() {
+            serde_json::to_string_pretty(self)
+        } else {
+            serde_json::to_string(self)
+        };
+        f.write_str(&text.map_err(|_| std::fmt::Error)?)
     }
 }
 
 /// Prints a report: `value` (with `"schema"`) under `--json`, else the human text.
 pub fn emit(json: bool, value: serde_json::Value, human: String) {
     if json {
-        let value = versioned(value);
-        println!("{}", serde_json::to_string_pretty(&value).expect("json"));
+        println!("{:#}", versioned(value));
     } else {
         print!("{human}");
     }
