@@ -55,6 +55,9 @@ pub enum Command {
     /// Turn a folder of whole-file copies into overlays against the pin (finds each copy's base,
     /// refuses to silently revert upstream work)
     Import(commands::ImportArgs),
+    /// Compare the series at two commits of the fork (or a commit and the working tree), overlay by
+    /// overlay: context-only changes against content changes
+    Interdiff(commands::InterdiffArgs),
 }
 
 /// Runs one overlay command.
@@ -73,6 +76,7 @@ pub fn run(g: &Global, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::BumpPin(a) => commands::bump_pin(g, a),
         Command::ExportUpstream(a) => commands::export_upstream(g, a),
         Command::Import(a) => commands::import(g, a),
+        Command::Interdiff(a) => commands::interdiff(g, a),
     }
 }
 

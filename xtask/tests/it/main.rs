@@ -18,6 +18,7 @@ mod fixture;
 mod forecast;
 mod hostile;
 mod import;
+mod interdiff;
 mod interrupt;
 mod messages;
 mod refresh;
