@@ -58,6 +58,9 @@ pub enum Command {
     /// Compare the series at two commits of the fork (or a commit and the working tree), overlay by
     /// overlay: context-only changes against content changes
     Interdiff(commands::InterdiffArgs),
+    /// Bump the pin on a new branch (to upstream's head, or the newest commit where the bump is
+    /// clean), commit it, and write the pull request's body (target/bump-pr/PR.md)
+    BumpPr(commands::BumpPrArgs),
 }
 
 /// Runs one overlay command.
@@ -77,6 +80,7 @@ pub fn run(g: &Global, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::ExportUpstream(a) => commands::export_upstream(g, a),
         Command::Import(a) => commands::import(g, a),
         Command::Interdiff(a) => commands::interdiff(g, a),
+        Command::BumpPr(a) => commands::bump_pr(g, a),
     }
 }
 

@@ -6,6 +6,7 @@ mod apply;
 mod audit;
 mod build_mlx;
 mod bump;
+mod bump_pr;
 mod bundle;
 mod concurrency;
 mod cuda_scripts;

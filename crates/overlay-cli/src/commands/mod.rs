@@ -19,6 +19,7 @@ use crate::progress::Progress;
 
 mod apply;
 mod bump_pin;
+mod bump_pr;
 mod canonicalize;
 mod check;
 mod drift;
@@ -31,6 +32,7 @@ mod status;
 
 pub use apply::{ApplyArgs, apply, materialize, materialize_unpatched};
 pub use bump_pin::{BumpArgs, bump_pin};
+pub use bump_pr::{BumpPrArgs, bump_pr};
 pub use canonicalize::{CanonicalizeArgs, canonicalize};
 pub use check::check;
 pub use drift::{DriftArgs, branch_head, drift, markdown_drift, render_drift, resolve_rev};
