@@ -117,6 +117,24 @@ fn a_conflict_at_the_next_commit_writes_the_forecast_and_bumps_nothing() {
         (branches(&f), f.project_snapshot()),
         "no branch, no commit"
     );
+    let json = f.xtask(&["bump-pr", "--json"]).code(1);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        (
+            &v["schema"],
+            &v["to"],
+            &v["branch"],
+            &v["conflicts_beyond"][0]
+        ),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!("$PIN"),
+            &serde_json::Value::Null,
+            &serde_json::json!("0001-Ten.patch")
+        ),
+        "{}",
+        json.stdout
+    );
     let issue = f.read(f.root.join("target/bump-pr/ISSUE.md"));
     assert!(
         issue.contains(&format!("since `{}` Theirs", &conflict[..12])),
@@ -155,6 +173,22 @@ fn a_dirty_tree_is_refused_and_a_failed_bump_puts_the_branch_back() {
         f.git(&f.root, &["rev-parse", "--abbrev-ref", "HEAD"]),
         "main"
     );
+}
+
+#[test]
+fn the_workflow_template_runs_the_tested_script_weekly_with_the_rights_it_needs() {
+    let yml = std::fs::read_to_string(workspace().join("ci/github-bump-pr.yml")).unwrap();
+    for want in [
+        "run: sh ci/bump-pr.sh",
+        "- cron: ",
+        "contents: write",
+        "pull-requests: write",
+        "issues: write",
+        "fetch-depth: 0",
+        "GH_TOKEN: ",
+    ] {
+        assert!(yml.contains(want), "{want:?} not in ci/github-bump-pr.yml");
+    }
 }
 
 /// A stand-in `gh` first on PATH: appends each call to `gh.log`, answers `pr list`/`issue list`
@@ -312,4 +346,20 @@ fn real_mlx_bump_pr_stops_before_the_first_conflict() {
     ]);
     assert_eq!(code, 0, "a clean bump changes context only:\n{out}{err}");
     assert!(out.contains("14 overlay(s)"), "{out}");
+}
+
+#[test]
+fn a_target_behind_the_pin_is_refused_before_anything() {
+    let (f, grow) = fork_with_moving_upstream();
+    f.write_pins(&grow);
+    f.commit_fork("pinned at grow by hand");
+    let before = (branches(&f), f.project_snapshot());
+    let out = f.xtask(&["bump-pr", "--to", &f.pin]).code(2);
+    assert!(
+        out.stderr
+            .contains("is not on its first-parent history; nothing was changed"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(before, (branches(&f), f.project_snapshot()));
 }
