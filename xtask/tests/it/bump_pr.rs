@@ -363,3 +363,22 @@ fn a_target_behind_the_pin_is_refused_before_anything() {
     );
     assert_eq!(before, (branches(&f), f.project_snapshot()));
 }
+
+#[test]
+fn at_upstreams_head_there_is_nothing_to_do() {
+    let f = Fixture::new(&[("a.txt", &lines(0, ""))]);
+    f.init_fork();
+    let before = (branches(&f), f.project_snapshot());
+    let out = f.xtask(&["bump-pr"]).ok();
+    assert_eq!(
+        out.stdout,
+        "bump-pr: up is already pinned at $PIN12; nothing to do\n"
+    );
+    assert_eq!(before, (branches(&f), f.project_snapshot()));
+    assert!(!f.root.join("target/bump-pr").exists());
+    // The weekly script then calls no gh and pushes nothing.
+    let gh = f.t().join("gh");
+    let out = run_script(&f, &stand_in_gh(&gh)).ok();
+    assert!(out.stdout.contains("nothing to do"), "{}", out.stdout);
+    assert!(!gh.join("gh.log").exists());
+}

@@ -59,6 +59,9 @@ pub fn bump_pr(g: &Global, a: &BumpPrArgs) -> Result<ExitCode> {
     refuse_bump_in_progress(&ctx)?;
     let plan = forecast(&ctx, a)?;
     let dir = ctx.project.root.join("target").join("bump-pr");
+    if plan.head == plan.pin {
+        return up_to_date(&ctx, &plan);
+    }
     if plan.target == plan.pin {
         let path = write_body(&dir, "ISSUE.md", &issue_body(g, &plan))?;
         return report(&ctx, &plan, None, &path, ExitCode::from(1));
@@ -354,6 +357,21 @@ fn report(
     };
     emit(ctx.json, value, human);
     Ok(code)
+}
+
+/// Already pinned at the target: nothing to bump, nothing written.
+fn up_to_date(ctx: &Ctx, plan: &Plan) -> Result<ExitCode> {
+    let pin = plan.pin.to_string();
+    emit(
+        ctx.json,
+        serde_json::json!({ "upstream": plan.upstream, "from": pin, "head": pin, "to": pin, "branch": null, "commit": null, "body": null, "conflicts_beyond": [] }),
+        format!(
+            "bump-pr: {} is already pinned at {}; nothing to do\n",
+            plan.upstream,
+            short(&pin)
+        ),
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The overlays the bump to upstream's head stops at (beyond the chosen commit).
