@@ -345,7 +345,31 @@ fn real_mlx_bump_pr_stops_before_the_first_conflict() {
         "--lint-refresh",
     ]);
     assert_eq!(code, 0, "a clean bump changes context only:\n{out}{err}");
-    assert!(out.contains("14 overlay(s)"), "{out}");
+    // 0014 is context-drift there (3a6219917 changed use_fallback around its hunk #8): its
+    // overlay moved and took new context, its own lines are the same.
+    assert!(
+        out.contains("14 overlay(s): 1 context, 13 unchanged"),
+        "{out}"
+    );
+    assert!(
+        out.contains("context     0014-metal-sdpa-vector-rows-invariant.patch"),
+        "{out}"
+    );
+    // One added line of a real overlay edited in the working tree: content, not a refresh.
+    let p = root.join("overlays/mlx/0009-cpu-sgemm-rows-under-streamed-policy.patch");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let added = text
+        .lines()
+        .find(|l| l.starts_with('+') && !l.starts_with("+++") && l.len() > 8)
+        .unwrap();
+    std::fs::write(&p, text.replacen(added, &format!("{added} // edited"), 1)).unwrap();
+    let (code, out, err) = run(&["interdiff", "--lint-refresh"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains(&format!("        -{added}\n        +{added} // edited\n"))
+            && out.contains("not a refresh: 0009-cpu-sgemm-rows-under-streamed-policy.patch: its content changed (lines in "),
+        "{out}"
+    );
 }
 
 #[test]
