@@ -161,7 +161,21 @@ fn forecast(ctx: &Ctx, a: &BumpPrArgs) -> Result<Plan> {
         target = line.get(stop + 1).copied().unwrap_or(pin);
         at_target = drift(target)?;
     }
-    let statuses = series
+    let statuses = upstream_statuses_of(&series);
+    Ok(Plan {
+        upstream: up.name,
+        pin,
+        head,
+        target,
+        at_head,
+        at_target,
+        statuses,
+    })
+}
+
+/// Each overlay's name, kind and `Upstream-Status:` (`-` when it has none).
+fn upstream_statuses_of(series: &overlay::series::Series) -> Vec<(String, String, String)> {
+    series
         .overlays
         .iter()
         .map(|o| {
@@ -172,16 +186,7 @@ fn forecast(ctx: &Ctx, a: &BumpPrArgs) -> Result<Plan> {
                 .map_or("-".into(), |s| s.to_string());
             (o.name.clone(), o.trailers.kind.as_str().to_string(), status)
         })
-        .collect();
-    Ok(Plan {
-        upstream: up.name,
-        pin,
-        head,
-        target,
-        at_head,
-        at_target,
-        statuses,
-    })
+        .collect()
 }
 
 /// The first-parent commits from `head` down to the pin (newest first, the pin last).

@@ -185,6 +185,13 @@ pub fn markdown_interdiff(r: &Outcome) -> String {
         );
     }
     m.push('\n');
+    m.push_str(&markdown_content(r));
+    m
+}
+
+/// Each overlay's content changes as a folded diff block.
+fn markdown_content(r: &Outcome) -> String {
+    let mut m = String::new();
     for o in r.overlays.iter().filter(|o| !o.content.is_empty()) {
         let _ = writeln!(
             m,
