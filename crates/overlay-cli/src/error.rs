@@ -120,6 +120,12 @@ fn cause_kind(cause: &(dyn std::error::Error + 'static)) -> Option<Kind> {
     if let Some(err) = cause.downcast_ref::<overlay::Error>() {
         return Some(engine_kind(err));
     }
+    if let Some(err) = cause.downcast_ref::<overlay::interdiff::Error>() {
+        return Some(match err {
+            overlay::interdiff::Error::Engine(e) => engine_kind(e),
+            _ => Kind::Input,
+        });
+    }
     if let Some(err) = cause.downcast_ref::<mlx_build::Error>() {
         return Some(build_kind(err));
     }

@@ -58,6 +58,12 @@ pub enum Command {
     /// Turn a folder of whole-file copies into overlays against the pin (finds each copy's base,
     /// refuses to silently revert upstream work)
     Import(commands::ImportArgs),
+    /// Compare the series at two commits of the fork (or a commit and the working tree), overlay by
+    /// overlay: context-only changes against content changes
+    Interdiff(commands::InterdiffArgs),
+    /// Bump the pin on a new branch (to upstream's head, or the newest commit where the bump is
+    /// clean), commit it, and write the pull request's body (target/bump-pr/PR.md)
+    BumpPr(commands::BumpPrArgs),
 }
 
 /// Runs one overlay command.
@@ -76,6 +82,8 @@ pub fn run(g: &Global, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::BumpPin(a) => commands::bump_pin(g, a),
         Command::ExportUpstream(a) => commands::export_upstream(g, a),
         Command::Import(a) => commands::import(g, a),
+        Command::Interdiff(a) => commands::interdiff(g, a),
+        Command::BumpPr(a) => commands::bump_pr(g, a),
     }
 }
 

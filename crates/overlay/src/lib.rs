@@ -19,6 +19,7 @@ pub mod export_verify;
 pub mod forecast;
 pub mod fsx;
 pub mod import;
+pub mod interdiff;
 pub mod junk;
 pub mod lock;
 pub mod manifest;

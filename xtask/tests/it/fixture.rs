@@ -247,6 +247,21 @@ impl Fixture {
         name
     }
 
+    /// Makes the project a git repository (the fork's own history, with the tool's state ignored)
+    /// and commits it as it is; returns the commit id.
+    pub fn init_fork(&self) -> String {
+        std::fs::write(self.root.join(".gitignore"), "/target/\n/.overlay/\n").unwrap();
+        self.git(&self.root, &["init", "-q"]);
+        self.commit_fork("the fork at its pin")
+    }
+
+    /// Commits everything in the project (`git add -A`); returns the commit id.
+    pub fn commit_fork(&self, msg: &str) -> String {
+        self.git(&self.root, &["add", "-A"]);
+        self.git(&self.root, &["commit", "-q", "-m", msg]);
+        self.git(&self.root, &["rev-parse", "HEAD"])
+    }
+
     pub fn xtask(&self, args: &[&str]) -> Out {
         self.xtask_env(args, &[])
     }

@@ -19,22 +19,26 @@ use crate::progress::Progress;
 
 mod apply;
 mod bump_pin;
+mod bump_pr;
 mod canonicalize;
 mod check;
 mod drift;
 mod export_upstream;
 mod import;
+mod interdiff;
 mod new_overlay;
 mod refresh;
 mod status;
 
 pub use apply::{ApplyArgs, apply, materialize, materialize_unpatched};
 pub use bump_pin::{BumpArgs, bump_pin};
+pub use bump_pr::{BumpPrArgs, bump_pr};
 pub use canonicalize::{CanonicalizeArgs, canonicalize};
 pub use check::check;
 pub use drift::{DriftArgs, branch_head, drift, markdown_drift, render_drift, resolve_rev};
 pub use export_upstream::{ExportArgs, export_upstream};
 pub use import::{ImportArgs, add_drift_reverts, import};
+pub use interdiff::{InterdiffArgs, interdiff, markdown_interdiff, render_interdiff};
 pub use new_overlay::{NewOverlayArgs, new_overlay};
 pub use refresh::{RefreshArgs, refresh};
 pub use status::status;

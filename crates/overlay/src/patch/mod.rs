@@ -11,7 +11,7 @@ mod render;
 pub mod trailers;
 
 pub(crate) use parse::parse_file_diffs;
-pub use parse::{check_rel_path, is_dot_git, parse_overlay};
+pub use parse::{check_rel_path, is_dot_git, parse_overlay, trailer_paragraph};
 pub use render::{RenderFile, render_diff, render_diffstat, render_hunk};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -249,8 +249,9 @@ fn is_trailer_line(l: &str) -> bool {
     }
 }
 
-fn parse_trailers(c: &Cursor, body_start: usize, body: &[&str]) -> Result<Trailers> {
-    // Trailers are the last paragraph of the message, every line "Key: value".
+/// Where the trailers are in a message body's lines: the last paragraph, every line "Key: value"
+/// (`start..end`; empty when the last paragraph is prose).
+pub fn trailer_paragraph(body: &[&str]) -> (usize, usize) {
     let end = body
         .iter()
         .rposition(|l| !l.trim().is_empty())
@@ -260,11 +261,16 @@ fn parse_trailers(c: &Cursor, body_start: usize, body: &[&str]) -> Result<Traile
         .rposition(|l| l.trim().is_empty())
         .map_or(0, |i| i + 1);
     let para = &body[start..end];
-    let para = if !para.is_empty() && para.iter().all(|l| is_trailer_line(l)) {
-        para
+    if !para.is_empty() && para.iter().all(|l| is_trailer_line(l)) {
+        (start, end)
     } else {
-        &[][..]
-    };
+        (end, end)
+    }
+}
+
+fn parse_trailers(c: &Cursor, body_start: usize, body: &[&str]) -> Result<Trailers> {
+    let (start, end) = trailer_paragraph(body);
+    let para = &body[start..end];
     let mut kind = None;
     let mut status = None;
     let mut depends_on = Vec::new();
