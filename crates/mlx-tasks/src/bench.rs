@@ -42,7 +42,7 @@ pub struct DriftScanArgs {
 
 #[derive(clap::Args)]
 pub struct BuildBenchArgs {
-    /// Also time a cold build into an empty cache (about 11 minutes on 2 cores)
+    /// Also time a cold build into an empty cache, ccache off (about 5 minutes on 2 cores)
     #[arg(long)]
     pub cold: bool,
     /// Instead: a cold build at --from (empty build cache, empty ccache), then `bump-pin --to` and
