@@ -4,7 +4,7 @@
 // host entry point marlin_cuda() is timed as cuda/bench/peers.py times its peers.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a --expt-relaxed-constexpr -I <bundle>/deps/marlin/marlin \
-//       -o marlin_bench marlin_bench.cu     (cuda/bundle/gpu-session.sh's bench has every flag)
+//       -o marlin_bench marlin_bench.cu     (cuda/machine/gpu-session.sh's bench has every flag)
 //   marlin_bench [SHAPE_INDEX...]           (indices into SHAPES, as peers.py; default all)
 //
 // Marlin supports fp16 activations and scales, symmetric 4-bit weights (zero point 8) and group

@@ -27,6 +27,8 @@
 set -uo pipefail
 W=/tmp/run
 B=$W/mlx-cuda-bundle
+# This folder, in the checkout: the bundle does not carry cuda/machine/ (dev-only).
+M=$(cd "$(dirname "$0")" && pwd)
 R=$W/res
 mkdir -p $W $R $W/steps
 
@@ -94,7 +96,7 @@ PY
 fi
 
 [ -d $B ] || tar -xzf "$carry/bundle.tar.gz" -C $W || { say "unpack failed"; exit 1; }
-blas_env=$(bash $B/cuda/machine/h200-blas.sh "$carry/debs" $W/blas) || { say "blas failed"; exit 1; }
+blas_env=$(bash $M/h200-blas.sh "$carry/debs" $W/blas) || { say "blas failed"; exit 1; }
 eval "$blas_env"
 if [ -f "$carry/ptx-cache.tar.xz" ] && ! step seed; then
   mkdir -p $W/ptx-carried && tar -xJf "$carry/ptx-cache.tar.xz" -C $W/ptx-carried && done_step seed
@@ -356,7 +358,7 @@ fi
 # (cuda/machine/link-scope.sh); in the background of the suites, as the SDPA cases.
 scope() {
   step scope-$1 && return 0
-  bash $B/cuda/machine/link-scope.sh $B $R/scope-$1 > $R/scope-$1.txt 2>&1
+  bash $M/link-scope.sh $B $R/scope-$1 > $R/scope-$1.txt 2>&1
   rm -rf $R/scope-$1/bare $R/scope-$1/ptx
   touch $W/steps/scope-$1
 }

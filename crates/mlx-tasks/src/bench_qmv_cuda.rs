@@ -1,5 +1,5 @@
 //! `cargo xtask bench qmv-cuda --report FILE`: renders the results JSON of a GPU run
-//! (`cuda/bundle/gpu-session.sh` → `cuda/bench/collect.py`, schema 1) as tables and an SVG plot.
+//! (`cuda/machine/gpu-session.sh` → `cuda/bench/collect.py`, schema 1) as tables and an SVG plot.
 //!
 //! The GPU machine has no Rust, so the measuring happens there and this side only renders: the
 //! tables go to stdout (and `--markdown FILE`), the plot to `--svg FILE`. Every ratio divides

@@ -5,11 +5,13 @@
 //! - `mlx/`: the materialized tree (pinned upstream + overlays), exactly what `apply` writes;
 //! - `deps/<name>/`: every `[upstream.<up>.sources.<name>]` of pins.toml for the CUDA backend,
 //!   exported from the pinned commit (only its `paths`, in its `layout`); `bench = true` sources
-//!   too (e.g. Marlin, which `cuda/bundle/gpu-session.sh` builds for the qmv benchmark);
+//!   too (e.g. Marlin, which `cuda/machine/gpu-session.sh` builds for the qmv benchmark);
 //! - `cmake-defines.txt`: the CMake definitions, one per line (`@BUNDLE@` is the bundle folder);
 //!   no `bench` source is named there: MLX's build does not use them;
 //! - `bundle.json`: what went in (schema 1: pin, series hash, overlays, sources with commits);
-//! - `cuda/`: this project's `cuda/` folder (the build script, harnesses and benchmarks);
+//! - `cuda/`: this project's `cuda/` folder (the build script, harnesses and benchmarks), less
+//!   `cuda/machine/` ([`DEV_ONLY`]: what is particular to the GPU machine this project measures
+//!   on, run from the checkout there, never shipped to a fork's users);
 //! - `probe/`: the exactness probe's C++ (`crates/mlx-sys/probe`), for `cuda/bundle/exactness.sh`.
 //!
 //! `cuda/bundle/build.sh` in it runs the configure, Ninja build and install; nothing is fetched.
@@ -27,6 +29,10 @@ use crate::commands::{Ctx, materialize};
 
 /// Where the exactness probe's sources live in the project; `probe/` in the bundle.
 pub const PROBE_SRC: &str = "crates/mlx-sys/probe";
+
+/// The folder of `cuda/` the bundle leaves out: the scripts particular to the GPU machine this
+/// project measures on (`gpu-session.sh`, `h200-*.sh`), which run from the checkout.
+pub const DEV_ONLY: &str = "machine";
 
 /// The folder every bundle unpacks to.
 pub const BUNDLE_DIR: &str = "mlx-cuda-bundle";
@@ -158,12 +164,12 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
     // The project's scripts and harnesses, where it has them (a downstream fork may not).
     let scripts = ctx.project.root.join("cuda");
     if scripts.is_dir() {
-        copy_dir(&scripts, &root.join("cuda"))?;
+        copy_dir(&scripts, &root.join("cuda"), &[scripts.join(DEV_ONLY)])?;
     }
     // The exactness probe's C++ (cuda/bundle/exactness.sh builds it against the install).
     let probe = ctx.project.root.join(PROBE_SRC);
     if probe.is_dir() {
-        copy_dir(&probe, &root.join("probe"))?;
+        copy_dir(&probe, &root.join("probe"), &[])?;
     }
     let manifest = Manifest {
         schema: 1,
@@ -205,8 +211,12 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
     })
 }
 
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+/// Every file under `from` into `to`, those under a folder of `except` left out.
+fn copy_dir(from: &Path, to: &Path, except: &[PathBuf]) -> Result<()> {
     for entry in walkdir(from)? {
+        if except.iter().any(|x| entry.starts_with(x)) {
+            continue;
+        }
         let rel = entry.strip_prefix(from).expect("under from");
         let dest = to.join(rel);
         if let Some(dir) = dest.parent() {

@@ -56,6 +56,8 @@ fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
     std::fs::write(f.root.join("pins.toml"), pins).unwrap();
     std::fs::create_dir_all(f.root.join("cuda/bundle")).unwrap();
     std::fs::write(f.root.join("cuda/bundle/build.sh"), "echo build\n").unwrap();
+    std::fs::create_dir_all(f.root.join("cuda/machine")).unwrap();
+    std::fs::write(f.root.join("cuda/machine/session.sh"), "echo dev\n").unwrap();
 
     let archive = f.t().join("b.tar.gz");
     let out = f
@@ -83,6 +85,8 @@ fn bundle_holds_the_patched_tree_and_the_pinned_sources() {
     assert_eq!(f.read(b.join("deps/peer/kernel/peer.cu")), "// peer\n");
     assert!(!b.join("deps/peer/setup.py").exists());
     assert_eq!(f.read(b.join("cuda/bundle/build.sh")), "echo build\n");
+    // What is particular to this project's GPU machine stays in the checkout.
+    assert!(!b.join("cuda/machine").exists());
     let defines = f.read(b.join("cmake-defines.txt"));
     assert!(
         !defines.contains("PEER"),

@@ -1,7 +1,7 @@
 //! The GPU machine's scripts that can run without a GPU: `cuda/bundle/control.sh` (the bundle's
 //! tree taken back to the pin, checked blob by blob), `cuda/bundle/failures.py` (a policy's
 //! failing subtests against the control's), `cuda/bench/collect.py` (a run's results JSON),
-//! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, `cuda/bundle/gpu-session.sh`'s
+//! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, `cuda/machine/gpu-session.sh`'s
 //! unpack without its bundle, and `cuda/harness/build.sh` with a stand-in nvcc.
 
 use std::path::{Path, PathBuf};
@@ -1182,7 +1182,7 @@ fn gpu_session_keeps_the_state_when_the_bundle_is_missing() {
     std::fs::create_dir_all(&out_dir).unwrap();
     let run = || {
         Command::new("bash")
-            .arg(workspace().join("cuda/bundle/gpu-session.sh"))
+            .arg(workspace().join("cuda/machine/gpu-session.sh"))
             .arg("unpack")
             .current_dir(&checkout)
             .env("GPU_SESSION_DIR", &state)
