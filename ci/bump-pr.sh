@@ -1,5 +1,5 @@
 #!/bin/sh
-# The weekly bump of a fork on GitHub (ci/github-bump-pr.yml runs it; a test runs it too):
+# The weekly bump of a fork on GitHub (examples/github-workflows/bump-pr.yml runs it; a test runs it too):
 #   `cargo xtask bump-pr` bumps the pin on a branch to upstream's head, or to the newest commit where
 #   the bump is clean, and writes target/bump-pr/PR.md: the branch is pushed and ONE pull request is
 #   opened, or updated when one from that branch is open. When even the next upstream commit stops

@@ -177,7 +177,8 @@ fn a_dirty_tree_is_refused_and_a_failed_bump_puts_the_branch_back() {
 
 #[test]
 fn the_workflow_template_runs_the_tested_script_weekly_with_the_rights_it_needs() {
-    let yml = std::fs::read_to_string(workspace().join("ci/github-bump-pr.yml")).unwrap();
+    let yml =
+        std::fs::read_to_string(workspace().join("examples/github-workflows/bump-pr.yml")).unwrap();
     for want in [
         "run: sh ci/bump-pr.sh",
         "- cron: ",
@@ -187,7 +188,10 @@ fn the_workflow_template_runs_the_tested_script_weekly_with_the_rights_it_needs(
         "fetch-depth: 0",
         "GH_TOKEN: ",
     ] {
-        assert!(yml.contains(want), "{want:?} not in ci/github-bump-pr.yml");
+        assert!(
+            yml.contains(want),
+            "{want:?} not in examples/github-workflows/bump-pr.yml"
+        );
     }
 }
 
