@@ -36,13 +36,23 @@ fn named_paths<'a>(text: &'a str, tops: &[String]) -> Vec<&'a str> {
         .collect()
 }
 
+/// Whether git ignores `name` in `root` (a local folder like `.gpu/` is no part of the tree the
+/// docs describe).
+fn git_ignores(root: &Path, name: &str) -> bool {
+    std::process::Command::new("git")
+        .args(["check-ignore", "-q", name])
+        .current_dir(root)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 #[test]
 fn every_path_the_docs_name_exists() {
     let root = workspace();
     let tops: Vec<String> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with("target") && n != ".git")
+        .filter(|n| !n.starts_with("target") && n != ".git" && !git_ignores(&root, n))
         .collect();
     let mut docs = vec![root.join("README.md")];
     files_with_ext(&root.join("docs"), "md", &mut docs);
@@ -136,4 +146,106 @@ fn the_first_cargo_xtask_shows_the_tool_compiling() {
         readme.contains("The first `cargo xtask` compiles the tool itself"),
         "README does not say how long the tool's own compile takes"
     );
+}
+
+/// The `crate-graph` block of ARCHITECTURE.md as `name (folder) -> deps` lines, sorted.
+fn documented_graph(doc: &str) -> Vec<String> {
+    let block = doc
+        .split("```crate-graph\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("ARCHITECTURE.md has a ```crate-graph block");
+    let mut lines: Vec<String> = block
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The workspace's packages as `cargo metadata` has them, in the block's form: each package, its
+/// folder from the workspace root, and its workspace dependencies (normal and build), sorted.
+fn metadata_graph(root: &Path) -> Vec<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut lines: Vec<String> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| graph_line(root, p))
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// One package of `cargo metadata` as a `crate-graph` line.
+fn graph_line(root: &Path, p: &serde_json::Value) -> String {
+    let manifest = Path::new(p["manifest_path"].as_str().unwrap());
+    let dir = manifest.parent().unwrap().strip_prefix(root).unwrap();
+    let mut deps: Vec<&str> = p["dependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["path"].is_string() && d["kind"].as_str() != Some("dev"))
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    deps.sort();
+    deps.dedup();
+    let arrow = format!("{} ({}) ->", p["name"].as_str().unwrap(), dir.display());
+    if deps.is_empty() {
+        arrow
+    } else {
+        format!("{arrow} {}", deps.join(", "))
+    }
+}
+
+/// ARCHITECTURE.md's map of crates is the workspace's (issue 28, part 4): its `crate-graph` block
+/// lists every package, its folder and its arrows exactly as `cargo metadata` does, and each
+/// folder is named in the code map.
+#[test]
+fn the_architecture_map_matches_cargo_metadata() {
+    let root = workspace();
+    let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
+    let (documented, actual) = (documented_graph(&doc), metadata_graph(&root));
+    // Not vacuous: the workspace has its crates, and a re-wired one is caught.
+    assert!(actual.len() >= 8, "{actual:?}");
+    let rewired = doc.replace(
+        "mlx-sys (crates/mlx-sys) -> mlx-build-info",
+        "mlx-sys (crates/mlx-sys) ->",
+    );
+    assert_ne!(
+        documented_graph(&rewired),
+        actual,
+        "a changed arrow must be caught"
+    );
+    assert_eq!(
+        documented.join("\n"),
+        actual.join("\n"),
+        "docs/ARCHITECTURE.md's crate-graph block (left) is not the workspace's (right)"
+    );
+    let code_map = doc.split("## Code map").nth(1).unwrap();
+    for line in &actual {
+        let dir = line.split(['(', ')']).nth(1).unwrap();
+        assert!(
+            code_map.contains(&format!("`{dir}`")) || code_map.contains(&format!("`{dir}/`")),
+            "docs/ARCHITECTURE.md's code map does not name `{dir}`"
+        );
+    }
 }
