@@ -471,17 +471,14 @@ fn classify_one(
     let mut hunks = Vec::new();
     let mut to_next = chains.to_chain.clone();
     for fp in &ov.files {
-        place_file(
-            ov,
-            fp,
-            &chains.from_chain,
-            &mut to_next,
-            src,
-            caches,
-            &mut hunks,
-            &mut watched,
-            chains.renames,
-        )?;
+        // The old pin: which definition each hunk is in.
+        let pin_symbols = pin_side(ov, fp, &chains.from_chain, src, caches, &mut watched)?;
+        let mut fates = Fates {
+            file: fp.path().to_string(),
+            hunks: &mut hunks,
+            pin_symbols,
+        };
+        place_file(ov, fp, chains, &mut to_next, src, caches, &mut fates)?;
     }
     let base = chains.bases.get(&ov.name);
     let symbol_changes = watch_symbols(
@@ -538,30 +535,7 @@ fn classify_one(
         Vec::new()
     };
     chains.from_chain = from_next;
-    let status = if !conflicts.is_empty() {
-        Status::Conflict
-    } else if carried.is_empty() {
-        // Nothing left to carry: every change is already upstream.
-        for h in &mut hunks {
-            if h.status != HunkStatus::Upstreamed {
-                h.status = HunkStatus::Upstreamed;
-                h.reason = Some("the 3-way merge finds the change already upstream".into());
-            }
-        }
-        Status::Upstreamed
-    } else {
-        for h in &mut hunks {
-            if h.status == HunkStatus::Conflict {
-                // Textually misplaced, but git's merge carries it: review, not a conflict.
-                h.status = HunkStatus::Merged;
-                h.reason = h
-                    .reason
-                    .take()
-                    .map(|r| format!("{r}; the 3-way merge carries it"));
-            }
-        }
-        Status::Clean
-    };
+    let status = merge_verdict(conflicts.is_empty(), carried.is_empty(), &mut hunks);
     if status != Status::Conflict {
         chains.to_chain = merged;
     }
@@ -573,6 +547,35 @@ fn classify_one(
         Vec::new(),
         conflicts,
     ))
+}
+
+/// What bump-pin's merge decides for an overlay drift placed hunk by hunk: a conflict; nothing
+/// left to carry (every hunk upstreamed); or clean, its textually misplaced hunks merged.
+fn merge_verdict(clean: bool, nothing_carried: bool, hunks: &mut [HunkDrift]) -> Status {
+    if !clean {
+        return Status::Conflict;
+    }
+    if nothing_carried {
+        // Nothing left to carry: every change is already upstream.
+        for h in hunks.iter_mut() {
+            if h.status != HunkStatus::Upstreamed {
+                h.status = HunkStatus::Upstreamed;
+                h.reason = Some("the 3-way merge finds the change already upstream".into());
+            }
+        }
+        return Status::Upstreamed;
+    }
+    for h in hunks.iter_mut() {
+        if h.status == HunkStatus::Conflict {
+            // Textually misplaced, but git's merge carries it: review, not a conflict.
+            h.status = HunkStatus::Merged;
+            h.reason = h
+                .reason
+                .take()
+                .map(|r| format!("{r}; the 3-way merge carries it"));
+        }
+    }
+    Status::Clean
 }
 
 /// The overlay's status from its hunks and watched symbols, once the merge has not conflicted and
@@ -708,24 +711,25 @@ pub fn later_bases(
     Ok(out)
 }
 
-/// Places one file patch's hunks at the target chain (never with fuzz), recording each hunk's fate
-/// and the definitions to watch; updates `to_next` with the placed hunks.
-#[allow(clippy::too_many_arguments)]
-fn place_file(
-    ov: &Overlay,
-    fp: &FilePatch,
-    from_chain: &Tree,
-    to_next: &mut Tree,
-    src: &dyn BlobSource,
-    caches: &mut Caches,
-    hunks: &mut Vec<HunkDrift>,
-    watched: &mut BTreeMap<(String, String), String>,
-    renames: &BTreeMap<String, String>,
-) -> Result<()> {
-    let file = fp.path().to_string();
-    let mut push = |i: usize, h: &Hunk, status, actual, symbol, reason: Option<String>| {
-        hunks.push(HunkDrift {
-            file: file.clone(),
+/// One file's hunks' fates, in the order drift reports them, and the definition each hunk is in
+/// at the old pin.
+struct Fates<'a> {
+    file: String,
+    hunks: &'a mut Vec<HunkDrift>,
+    pin_symbols: Vec<Option<String>>,
+}
+
+impl Fates<'_> {
+    fn push(
+        &mut self,
+        (i, h): (usize, &Hunk),
+        status: HunkStatus,
+        actual: Option<usize>,
+        symbol: Option<String>,
+        reason: Option<String>,
+    ) {
+        self.hunks.push(HunkDrift {
+            file: self.file.clone(),
             hunk: i + 1,
             status,
             recorded: h.old_start,
@@ -735,33 +739,30 @@ fn place_file(
             blame: Vec::new(),
             from_base: false,
         });
-    };
-    // The old pin: which definition each hunk is in.
-    let pin_symbols = pin_side(ov, fp, from_chain, src, caches, watched)?;
-    let pin_symbol = |i: usize| pin_symbols[i].clone();
-    // The target.
+    }
+}
+
+/// Places one file patch's hunks at the target chain (never with fuzz), recording each hunk's fate
+/// in `fates`; updates `to_next` with the placed hunks.
+fn place_file(
+    ov: &Overlay,
+    fp: &FilePatch,
+    chains: &Chains<'_>,
+    to_next: &mut Tree,
+    src: &dyn BlobSource,
+    caches: &mut Caches,
+    fates: &mut Fates<'_>,
+) -> Result<()> {
     if fp.is_new() {
         let path = fp.new_path.as_deref().expect("new file has a path");
         let (status, reason) = place_new_file(ov, fp, path, to_next, src, caches)?;
         for (i, h) in fp.hunks.iter().enumerate() {
             let actual = (status == HunkStatus::Exact).then_some(h.old_start);
-            push(i, h, status, actual, None, reason.clone());
+            fates.push((i, h), status, actual, None, reason.clone());
         }
         return Ok(());
     }
-    let mut old_path = fp.old_path.as_deref().expect("not new");
-    let mut moved_note = None;
-    if !to_next.entries.contains_key(old_path) {
-        // Upstream moved the file (or made the overlay's own rename): look for it there.
-        let target = match fp.new_path.as_deref() {
-            Some(n) if fp.is_rename() && to_next.entries.contains_key(n) => Some(n),
-            _ => renames.get(old_path).map(String::as_str),
-        };
-        if let Some(t) = target.filter(|t| to_next.entries.contains_key(*t)) {
-            moved_note = Some(format!("upstream has {old_path} as {t}"));
-            old_path = t;
-        }
-    }
+    let (old_path, moved_note) = upstream_path(fp, to_next, chains.renames);
     let Some(to_text) = caches.text(to_next, old_path, src)? else {
         let (status, reason) = if fp.is_delete() {
             (HunkStatus::Upstreamed, None)
@@ -771,75 +772,142 @@ fn place_file(
                 Some(format!("{old_path} no longer exists upstream")),
             )
         };
-        fp.hunks
-            .iter()
-            .enumerate()
-            .for_each(|(i, h)| push(i, h, status, None, pin_symbol(i), reason.clone()));
+        for (i, h) in fp.hunks.iter().enumerate() {
+            let sym = fates.pin_symbols[i].clone();
+            fates.push((i, h), status, None, sym, reason.clone());
+        }
         return Ok(());
     };
     let to_syms = caches
         .symbols(to_next, old_path, src)?
         .expect("text exists");
+    let target = Target {
+        text: &to_text,
+        syms: &to_syms,
+        moved_note,
+    };
+    let placed = place_hunks(fp, &target, fates);
+    write_placed(fp, to_next, old_path, &to_text, &placed);
+    Ok(())
+}
+
+/// Where the file `fp` patches is upstream at the target: its old path, or where upstream moved it
+/// (or the overlay's own rename put it), with a note saying so.
+fn upstream_path<'a>(
+    fp: &'a FilePatch,
+    to_next: &Tree,
+    renames: &'a BTreeMap<String, String>,
+) -> (&'a str, Option<String>) {
+    let old_path = fp.old_path.as_deref().expect("not new");
+    if to_next.entries.contains_key(old_path) {
+        return (old_path, None);
+    }
+    // Upstream moved the file (or made the overlay's own rename): look for it there.
+    let target = match fp.new_path.as_deref() {
+        Some(n) if fp.is_rename() && to_next.entries.contains_key(n) => Some(n),
+        _ => renames.get(old_path).map(String::as_str),
+    };
+    match target.filter(|t| to_next.entries.contains_key(*t)) {
+        Some(t) => (t, Some(format!("upstream has {old_path} as {t}"))),
+        None => (old_path, None),
+    }
+}
+
+/// The file at the target: its text, its definitions, and the note when upstream moved it.
+struct Target<'a> {
+    text: &'a Text,
+    syms: &'a SymbolIndex,
+    moved_note: Option<String>,
+}
+
+/// Each hunk of `fp` placed in the target's text in order (already applied, placed, reversed
+/// upstream, or a conflict), its fate pushed; the placed hunks with their positions.
+fn place_hunks<'h>(
+    fp: &'h FilePatch,
+    target: &Target<'_>,
+    fates: &mut Fates<'_>,
+) -> Vec<(&'h Hunk, usize)> {
+    let to_text = target.text;
     let (mut cursor, mut drift) = (0usize, 0isize);
     let mut placed: Vec<(&Hunk, usize)> = Vec::new();
     for (i, h) in fp.hunks.iter().enumerate() {
-        let sym = pin_symbol(i);
+        let sym = fates.pin_symbols[i].clone();
         // Is the change already there, at its place? Asked before searching for the old text
         // anywhere else (an insertion's context can reappear below the inserted lines).
-        if !crate::apply::at_expected(&to_text, h, cursor, drift)
-            && let Some(pos) = crate::apply::already_applied_at(&to_text, h, cursor, drift)
+        if !crate::apply::at_expected(to_text, h, cursor, drift)
+            && let Some(pos) = crate::apply::already_applied_at(to_text, h, cursor, drift)
         {
-            push(i, h, HunkStatus::Upstreamed, Some(pos + 1), sym, None);
+            fates.push((i, h), HunkStatus::Upstreamed, Some(pos + 1), sym, None);
             cursor = pos + reverse(h).preimage().count();
             continue;
         }
-        match locate(&to_text, h, cursor, drift) {
+        match locate(to_text, h, cursor, drift) {
             Ok(pos) => {
-                let now = symbol_for(&to_syms, &to_text, h, pos);
+                let now = symbol_for(target.syms, to_text, h, pos);
                 if now != sym {
-                    let reason = format!(
-                        "its context now matches only at line {} {}, but it was written {}",
-                        pos + 1,
-                        now.as_deref()
-                            .map_or("outside any definition".into(), |s| format!("inside {s}")),
-                        sym.as_deref()
-                            .map_or("outside any definition".into(), |s| format!("inside {s}"))
+                    let reason = moved_out_of(pos, now.as_deref(), sym.as_deref());
+                    fates.push(
+                        (i, h),
+                        HunkStatus::Conflict,
+                        Some(pos + 1),
+                        sym,
+                        Some(reason),
                     );
-                    push(i, h, HunkStatus::Conflict, Some(pos + 1), sym, Some(reason));
                     continue;
                 }
-                let status = if moved_note.is_some() {
+                let line = pos + usize::from(h.old_len > 0);
+                let status = if target.moved_note.is_some() {
                     HunkStatus::Merged
-                } else if pos + usize::from(h.old_len > 0) == h.old_start {
+                } else if line == h.old_start {
                     HunkStatus::Exact
                 } else {
                     HunkStatus::Moved
                 };
-                push(
-                    i,
-                    h,
-                    status,
-                    Some(pos + usize::from(h.old_len > 0)),
-                    sym,
-                    moved_note.clone(),
-                );
+                fates.push((i, h), status, Some(line), sym, target.moved_note.clone());
                 drift = pos as isize - (h.old_start as isize - isize::from(h.old_len > 0));
                 cursor = pos + h.preimage().count();
                 placed.push((h, pos));
             }
             Err(why) => {
                 let rev = reverse(h);
-                match locate(&to_text, &rev, cursor, drift) {
+                match locate(to_text, &rev, cursor, drift) {
                     Ok(pos) => {
-                        push(i, h, HunkStatus::Upstreamed, Some(pos + 1), sym, None);
+                        fates.push((i, h), HunkStatus::Upstreamed, Some(pos + 1), sym, None);
                         cursor = pos + rev.preimage().count();
                     }
-                    Err(_) => push(i, h, HunkStatus::Conflict, None, sym, Some(why.to_string())),
+                    Err(_) => {
+                        let why = Some(why.to_string());
+                        fates.push((i, h), HunkStatus::Conflict, None, sym, why)
+                    }
                 }
             }
         }
     }
-    let result = splice(&to_text, &placed);
+    placed
+}
+
+/// Why a hunk whose context now matches only in another definition is a conflict.
+fn moved_out_of(pos: usize, now: Option<&str>, was: Option<&str>) -> String {
+    let inside =
+        |s: Option<&str>| s.map_or("outside any definition".into(), |s| format!("inside {s}"));
+    format!(
+        "its context now matches only at line {} {}, but it was written {}",
+        pos + 1,
+        inside(now),
+        inside(was)
+    )
+}
+
+/// The placed hunks spliced into the target's file in `to_next` (removed when the overlay deletes
+/// it and every hunk placed; moved to the overlay's new path).
+fn write_placed(
+    fp: &FilePatch,
+    to_next: &mut Tree,
+    old_path: &str,
+    to_text: &Text,
+    placed: &[(&Hunk, usize)],
+) {
+    let result = splice(to_text, placed);
     let mode = to_next.entries.get(old_path).map_or(MODE_FILE, |e| e.mode);
     if fp.is_delete() && placed.len() == fp.hunks.len() {
         to_next.entries.remove(old_path);
@@ -851,7 +919,6 @@ fn place_file(
             file_entry(&result, fp.new_mode.unwrap_or(mode)),
         );
     }
-    Ok(())
 }
 
 /// Where each hunk of `fp` sits at the old pin and which definition it is in (per hunk); adds the
@@ -1148,6 +1215,141 @@ fn last_change(
     }))
 }
 
+/// The first-parent commits after `from` up to `to`, oldest first; an error when `from` is not on
+/// that line.
+fn first_parents(
+    repo: &git2::Repository,
+    from: git2::Oid,
+    to: git2::Oid,
+) -> Result<Vec<git2::Oid>> {
+    let walking = |e| Error::git("walking history", e);
+    let mut walk = repo.revwalk().map_err(walking)?;
+    walk.push(to).map_err(walking)?;
+    walk.simplify_first_parent().map_err(walking)?;
+    let mut commits = Vec::new();
+    let mut reached = false;
+    for id in walk {
+        let id = id.map_err(walking)?;
+        if id == from {
+            reached = true;
+            break;
+        }
+        commits.push(id);
+    }
+    if !reached {
+        return Err(Error::input(
+            "pins.toml",
+            None,
+            format!("{from} is not on the first-parent history of {to}"),
+        )
+        .with_help(
+            "--per-commit walks first parents from --to back to --from; pick a --from on that line",
+        ));
+    }
+    commits.reverse();
+    Ok(commits)
+}
+
+/// What `drift --per-commit` reads at every commit of the range.
+struct Scan<'a> {
+    repo: &'a git2::Repository,
+    src: &'a dyn BlobSource,
+    series: &'a Series,
+    from: git2::Oid,
+    from_tree: &'a Tree,
+    paths: &'a [String],
+}
+
+impl Scan<'_> {
+    /// The series classified at every commit, evaluated again only where a path it reads
+    /// changed; and how many evaluations that took.
+    fn history(
+        &self,
+        commits: &[git2::Oid],
+        caches: &mut Caches,
+    ) -> Result<(Vec<crate::blame::Step>, usize)> {
+        let (repo, paths) = (self.repo, self.paths);
+        // A commit that changes only a mode (`chmod +x`) keeps every blob id: the key holds both.
+        let key = |t: &Tree| -> Vec<(Option<git2::Oid>, Option<u32>)> {
+            let mode = |p: &String| t.entries.get(p).map(|e| e.mode);
+            paths.iter().map(|p| (t.blob_id(p), mode(p))).collect()
+        };
+        let mut prev_key = key(self.from_tree);
+        let none = BTreeMap::new();
+        let mut prev: crate::blame::Evaluation = Arc::new(classify(
+            self.from_tree,
+            self.from_tree,
+            self.series,
+            self.src,
+            caches,
+            &none,
+        )?);
+        let mut history: Vec<crate::blame::Step> = Vec::new();
+        let mut n_eval = 0;
+        for c in commits {
+            let t = subset_tree(repo, *c, paths)?;
+            let k = key(&t);
+            if k != prev_key {
+                n_eval += 1;
+                let renames = upstream_renames(repo, self.from, *c, paths)?;
+                let bases = later_bases(repo, self.series, (self.from, *c), self.from_tree, paths)?;
+                prev = Arc::new(classify_based(
+                    self.from_tree,
+                    &t,
+                    self.series,
+                    self.src,
+                    caches,
+                    &renames,
+                    &bases,
+                )?);
+                prev_key = k;
+            }
+            history.push((*c, t, prev.clone()));
+        }
+        Ok((history, n_eval))
+    }
+
+    /// Each overlay's blame (and its forecast's) over `history`, and each hunk's, written into
+    /// `final_drift`'s hunks; the overlays' blames returned.
+    fn blame(
+        &self,
+        history: &[crate::blame::Step],
+        renames: &BTreeMap<String, String>,
+        final_drift: &mut [OverlayDrift],
+        caches: &mut Caches,
+    ) -> Result<Vec<Option<Blame>>> {
+        let repo = self.repo;
+        let mut blames = vec![None; final_drift.len()];
+        for i in 0..final_drift.len() {
+            let status = |st: &[OverlayDrift]| st[i].status;
+            blames[i] = last_change(repo, history, status, final_drift[i].status)?;
+            if let Some(want) = final_drift[i].forecast.as_ref().map(|f| f.status) {
+                let forecast = |st: &[OverlayDrift]| {
+                    st[i].forecast.as_ref().map_or(st[i].status, |f| f.status)
+                };
+                let blame = last_change(repo, history, forecast, want)?;
+                final_drift[i].forecast.as_mut().expect("checked").blame = blame;
+            }
+        }
+        let per_hunk = crate::blame::hunk_blames(
+            repo,
+            self.src,
+            caches,
+            self.from_tree,
+            renames,
+            self.series,
+            final_drift,
+            history,
+        )?;
+        for (d, hunks) in final_drift.iter_mut().zip(per_hunk) {
+            for (h, b) in d.hunks.iter_mut().zip(hunks) {
+                h.blame = b;
+            }
+        }
+        Ok(blames)
+    }
+}
+
 /// Drift of `series` from `from` to `to`; with `per_commit`, also the first-parent commit at which
 /// each overlay reached its final status.
 pub fn drift(
@@ -1180,91 +1382,17 @@ pub fn drift(
     let mut blames: Vec<Option<Blame>> = vec![None; final_drift.len()];
     let (mut commits_n, mut evaluated) = (None, None);
     if per_commit && from != to {
-        let mut walk = repo
-            .revwalk()
-            .map_err(|e| Error::git("walking history", e))?;
-        walk.push(to)
-            .map_err(|e| Error::git("walking history", e))?;
-        walk.simplify_first_parent()
-            .map_err(|e| Error::git("walking history", e))?;
-        let mut commits = Vec::new();
-        let mut reached = false;
-        for id in walk {
-            let id = id.map_err(|e| Error::git("walking history", e))?;
-            if id == from {
-                reached = true;
-                break;
-            }
-            commits.push(id);
-        }
-        if !reached {
-            return Err(Error::input("pins.toml", None, format!("{from} is not on the first-parent history of {to}"))
-                .with_help("--per-commit walks first parents from --to back to --from; pick a --from on that line"));
-        }
-        commits.reverse();
-        // A commit that changes only a mode (`chmod +x`) keeps every blob id: the key holds both.
-        let key = |t: &Tree| -> Vec<(Option<git2::Oid>, Option<u32>)> {
-            let mode = |p: &String| t.entries.get(p).map(|e| e.mode);
-            paths.iter().map(|p| (t.blob_id(p), mode(p))).collect()
-        };
-        let mut prev_key = key(&from_tree);
-        let none = BTreeMap::new();
-        let mut prev: crate::blame::Evaluation = Arc::new(classify(
-            &from_tree,
-            &from_tree,
-            series,
-            src,
-            &mut caches,
-            &none,
-        )?);
-        let mut history: Vec<crate::blame::Step> = Vec::new();
-        let mut n_eval = 0;
-        for c in &commits {
-            let t = subset_tree(repo, *c, &paths)?;
-            let k = key(&t);
-            if k != prev_key {
-                n_eval += 1;
-                let renames = upstream_renames(repo, from, *c, &paths)?;
-                let bases = later_bases(repo, series, (from, *c), &from_tree, &paths)?;
-                prev = Arc::new(classify_based(
-                    &from_tree,
-                    &t,
-                    series,
-                    src,
-                    &mut caches,
-                    &renames,
-                    &bases,
-                )?);
-                prev_key = k;
-            }
-            history.push((*c, t, prev.clone()));
-        }
-        for i in 0..final_drift.len() {
-            let status = |st: &[OverlayDrift]| st[i].status;
-            blames[i] = last_change(repo, &history, status, final_drift[i].status)?;
-            if let Some(want) = final_drift[i].forecast.as_ref().map(|f| f.status) {
-                let forecast = |st: &[OverlayDrift]| {
-                    st[i].forecast.as_ref().map_or(st[i].status, |f| f.status)
-                };
-                let blame = last_change(repo, &history, forecast, want)?;
-                final_drift[i].forecast.as_mut().expect("checked").blame = blame;
-            }
-        }
-        let per_hunk = crate::blame::hunk_blames(
+        let commits = first_parents(repo, from, to)?;
+        let scan = Scan {
             repo,
             src,
-            &mut caches,
-            &from_tree,
-            &renames,
             series,
-            &final_drift,
-            &history,
-        )?;
-        for (d, hunks) in final_drift.iter_mut().zip(per_hunk) {
-            for (h, b) in d.hunks.iter_mut().zip(hunks) {
-                h.blame = b;
-            }
-        }
+            from,
+            from_tree: &from_tree,
+            paths: &paths,
+        };
+        let (history, n_eval) = scan.history(&commits, &mut caches)?;
+        blames = scan.blame(&history, &renames, &mut final_drift, &mut caches)?;
         commits_n = Some(commits.len());
         evaluated = Some(n_eval);
     }

@@ -132,7 +132,6 @@ pub fn export(
     let mut old_chain = pin.clone();
     let mut new_chain = onto.clone();
     let mut out = Vec::new();
-    let total = selected.len();
     for (i, ov) in series.overlays.iter().enumerate() {
         let mut old_next = old_chain.clone();
         old_next.apply_overlay(ov, src)?;
@@ -140,130 +139,169 @@ pub fn export(
             old_chain = old_next;
             continue;
         }
+        let chains = Chains {
+            old: &old_chain,
+            next: &old_next,
+            new: &new_chain,
+        };
         let mut merged = new_chain.clone();
         for fp in &ov.files {
-            let p = fp.path();
-            let base = fp
-                .old_path
-                .as_deref()
-                .map(|p| old_chain.bytes(p, src))
-                .transpose()?
-                .flatten();
-            let ours = fp
-                .new_path
-                .as_deref()
-                .map(|p| old_next.bytes(p, src))
-                .transpose()?
-                .flatten();
-            let theirs = new_chain.bytes(fp.old_path.as_deref().unwrap_or(p), src)?;
-            let result = match (&base, &ours, &theirs) {
-                (None, Some(o), None) => Some(Ok(o.clone())),
-                (Some(b), None, Some(t)) if b == t => None,
-                (Some(b), Some(o), Some(t)) => {
-                    Some(merge3(b, o, t, p, ("fork", "overlay", "upstream"))?)
-                }
-                _ => Some(Err(Vec::new())),
-            };
-            match result {
-                None => {
-                    merged.entries.remove(p);
-                }
-                Some(Ok(bytes)) => {
-                    let mode = fp
-                        .new_mode
-                        .or_else(|| new_chain.entries.get(p).map(|e| e.mode))
-                        .unwrap_or(MODE_FILE);
-                    if let Some(old) = &fp.old_path
-                        && fp.is_rename()
-                    {
-                        merged.entries.remove(old);
-                    }
-                    merged.entries.insert(
-                        fp.new_path.clone().unwrap_or_else(|| p.to_string()),
-                        Entry {
-                            mode,
-                            content: Content::Bytes(bytes.into()),
-                        },
-                    );
-                }
-                Some(Err(_)) => {
-                    // Which earlier overlays, not exported, changed this file? The hunk needs them.
-                    let needs = series.overlays[..i]
-                        .iter()
-                        .enumerate()
-                        .filter(|(j, o)| {
-                            !selected.contains(j)
-                                && o.files
-                                    .iter()
-                                    .any(|f| f.path() == p || f.old_path.as_deref() == Some(p))
-                        })
-                        .map(|(_, o)| o.name.clone())
-                        .collect();
-                    let hunk = first_unplaceable(ov, fp, &new_chain, src)?;
-                    return Ok(Outcome::Blocked(Blocked {
-                        overlay: ov.name.clone(),
-                        file: p.to_string(),
-                        hunk,
-                        needs,
-                    }));
-                }
+            if !merge_file(&chains, fp, &mut merged, src)? {
+                let p = fp.path();
+                return Ok(Outcome::Blocked(Blocked {
+                    overlay: ov.name.clone(),
+                    file: p.to_string(),
+                    hunk: first_unplaceable(ov, fp, &new_chain, src)?,
+                    needs: unexported_before(series, i, selected, p),
+                }));
             }
         }
-        let paths: BTreeSet<String> = ov
-            .files
-            .iter()
-            .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
-            .flatten()
-            .collect();
-        let files = canonical_files(&new_chain, &merged, &paths, src)?;
-        if files.is_empty() {
-            return Err(
-                Error::refused(&ov.path, None, Refusal::AlreadyUpstream).with_help(
-                    "leave it out with --overlay, or retire it with `bump-pin --drop-upstreamed`",
-                ),
-            );
-        }
         let n = out.len() + 1;
-        let subject = if total > 1 {
-            format!("[PATCH {n}/{total}] {}", ov.subject)
-        } else {
-            format!("[PATCH] {}", ov.subject)
-        };
-        let message = clean_message(&ov.body, signoff);
-        let mut prelude = format!(
-            "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: {}\n",
-            ov.author
-        );
-        if !ov.date.is_empty() {
-            prelude.push_str(&format!("Date: {}\n", ov.date));
-        }
-        prelude.push_str(&format!("Subject: {subject}\n\n"));
-        if !message.trim().is_empty() {
-            prelude.push_str(message.trim_start_matches('\n'));
-            prelude.push('\n');
-        }
-        prelude.push_str("---\n");
-        let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
-        let raw = format!(
-            "{prelude}{}",
-            render_patch_body(
-                &files,
-                &new_chain,
-                &merged,
-                &signature,
-                crate::render::index_width(&ov.raw).unwrap_or(crate::render::ABBREV),
-                src,
-            )?
-        );
-        out.push(Exported {
-            overlay: ov.name.clone(),
-            file_name: format!("{n:04}-{}.patch", slug(&ov.subject)),
-            raw,
-        });
+        out.push(render_exported(
+            ov,
+            (n, selected.len()),
+            &new_chain,
+            &merged,
+            src,
+            signoff,
+        )?);
         new_chain = merged;
         old_chain = old_next;
     }
     Ok(Outcome::Exported(out))
+}
+
+/// The trees one overlay's export reads: the fork's chain before it (`old`) and after it
+/// (`next`), and the exported chain so far (`new`).
+struct Chains<'a> {
+    old: &'a Tree,
+    next: &'a Tree,
+    new: &'a Tree,
+}
+
+/// One file of an overlay merged onto the exported chain, written into `merged`; `false` when a
+/// hunk does not merge (the export is blocked there).
+fn merge_file(
+    chains: &Chains,
+    fp: &crate::patch::FilePatch,
+    merged: &mut Tree,
+    src: &dyn BlobSource,
+) -> Result<bool> {
+    let p = fp.path();
+    let side = |tree: &Tree, path: Option<&str>| -> Result<Option<Vec<u8>>> {
+        Ok(path.map(|p| tree.bytes(p, src)).transpose()?.flatten())
+    };
+    let base = side(chains.old, fp.old_path.as_deref())?;
+    let ours = side(chains.next, fp.new_path.as_deref())?;
+    let theirs = chains.new.bytes(fp.old_path.as_deref().unwrap_or(p), src)?;
+    let bytes = match (&base, &ours, &theirs) {
+        (None, Some(o), None) => o.clone(),
+        (Some(b), None, Some(t)) if b == t => {
+            merged.entries.remove(p);
+            return Ok(true);
+        }
+        (Some(b), Some(o), Some(t)) => match merge3(b, o, t, p, ("fork", "overlay", "upstream"))? {
+            Ok(bytes) => bytes,
+            Err(_) => return Ok(false),
+        },
+        _ => return Ok(false),
+    };
+    let mode = fp
+        .new_mode
+        .or_else(|| chains.new.entries.get(p).map(|e| e.mode))
+        .unwrap_or(MODE_FILE);
+    if let Some(old) = &fp.old_path
+        && fp.is_rename()
+    {
+        merged.entries.remove(old);
+    }
+    merged.entries.insert(
+        fp.new_path.clone().unwrap_or_else(|| p.to_string()),
+        Entry {
+            mode,
+            content: Content::Bytes(bytes.into()),
+        },
+    );
+    Ok(true)
+}
+
+/// The overlays before the `i`-th, not exported, that change `path`: the blocked hunk needs them.
+fn unexported_before(series: &Series, i: usize, selected: &[usize], path: &str) -> Vec<String> {
+    series.overlays[..i]
+        .iter()
+        .enumerate()
+        .filter(|(j, o)| {
+            !selected.contains(j)
+                && o.files
+                    .iter()
+                    .any(|f| f.path() == path || f.old_path.as_deref() == Some(path))
+        })
+        .map(|(_, o)| o.name.clone())
+        .collect()
+}
+
+/// The exported patch of `ov`, the `n`-th of `total`: `new_chain` to `merged` over the paths it
+/// touches, with its mbox header and cleaned message; refused when upstream already has it all.
+fn render_exported(
+    ov: &Overlay,
+    (n, total): (usize, usize),
+    new_chain: &Tree,
+    merged: &Tree,
+    src: &dyn BlobSource,
+    signoff: Option<&str>,
+) -> Result<Exported> {
+    let paths: BTreeSet<String> = ov
+        .files
+        .iter()
+        .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
+        .flatten()
+        .collect();
+    let files = canonical_files(new_chain, merged, &paths, src)?;
+    if files.is_empty() {
+        return Err(
+            Error::refused(&ov.path, None, Refusal::AlreadyUpstream).with_help(
+                "leave it out with --overlay, or retire it with `bump-pin --drop-upstreamed`",
+            ),
+        );
+    }
+    let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
+    let body = render_patch_body(
+        &files,
+        new_chain,
+        merged,
+        &signature,
+        crate::render::index_width(&ov.raw).unwrap_or(crate::render::ABBREV),
+        src,
+    )?;
+    Ok(Exported {
+        overlay: ov.name.clone(),
+        file_name: format!("{n:04}-{}.patch", slug(&ov.subject)),
+        raw: format!("{}{body}", mbox_prelude(ov, (n, total), signoff)),
+    })
+}
+
+/// The mbox header, subject (`[PATCH n/total]`), cleaned message and `---` of an exported patch.
+fn mbox_prelude(ov: &Overlay, (n, total): (usize, usize), signoff: Option<&str>) -> String {
+    let subject = if total > 1 {
+        format!("[PATCH {n}/{total}] {}", ov.subject)
+    } else {
+        format!("[PATCH] {}", ov.subject)
+    };
+    let message = clean_message(&ov.body, signoff);
+    let mut prelude = format!(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: {}\n",
+        ov.author
+    );
+    if !ov.date.is_empty() {
+        prelude.push_str(&format!("Date: {}\n", ov.date));
+    }
+    prelude.push_str(&format!("Subject: {subject}\n\n"));
+    if !message.trim().is_empty() {
+        prelude.push_str(message.trim_start_matches('\n'));
+        prelude.push('\n');
+    }
+    prelude.push_str("---\n");
+    prelude
 }
 
 fn first_unplaceable(

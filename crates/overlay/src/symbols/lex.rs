@@ -129,6 +129,71 @@ pub(super) fn raw_string_end(src: &str, q: usize) -> Option<usize> {
     )
 }
 
+/// The token starting at `i` (not whitespace, a comment or a directive): its kind and where it
+/// ends (an unterminated literal may end past the text; the caller clamps).
+fn scan_token(src: &str, mut i: usize) -> (Tok, usize) {
+    let b = src.as_bytes();
+    let (start, c) = (i, b[i]);
+    let kind = if is_ident_start(c) {
+        while i < b.len() && is_ident_char(b[i]) {
+            i += 1;
+        }
+        let word = &src[start..i];
+        match b.get(i) {
+            Some(b'"') if matches!(word, "R" | "LR" | "uR" | "UR" | "u8R") => {
+                i = raw_string_end(src, i).unwrap_or_else(|| quoted_end(b, i));
+                Tok::Str
+            }
+            Some(b'"') if matches!(word, "L" | "u" | "U" | "u8") => {
+                i = quoted_end(b, i);
+                Tok::Str
+            }
+            Some(b'\'') if matches!(word, "L" | "u" | "U" | "u8") => {
+                i = quoted_end(b, i);
+                Tok::Chr
+            }
+            _ => Tok::Ident,
+        }
+    } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+        i = number_end(b, i);
+        Tok::Num
+    } else if c == b'"' {
+        i = quoted_end(b, i);
+        Tok::Str
+    } else if c == b'\'' {
+        i = quoted_end(b, i);
+        Tok::Chr
+    } else if c == b':' && b.get(i + 1) == Some(&b':') {
+        i += 2;
+        Tok::Scope
+    } else if c == b'-' && b.get(i + 1) == Some(&b'>') {
+        i += 2;
+        Tok::Arrow
+    } else {
+        i += 1;
+        Tok::Punct(c)
+    };
+    (kind, i)
+}
+
+/// End of the pp-number starting at `i`, digit separators (1'000) and exponents included.
+fn number_end(b: &[u8], mut i: usize) -> usize {
+    i += 1;
+    while i < b.len() {
+        let d = b[i];
+        if is_ident_char(d) || d == b'.' {
+            i += 1;
+        } else if d == b'\'' && b.get(i + 1).is_some_and(|n| n.is_ascii_alphanumeric()) {
+            i += 2;
+        } else if (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P') {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    i
+}
+
 pub(super) fn lex(src: &str) -> Lexed {
     let b = src.as_bytes();
     let mut toks: Vec<Token> = Vec::new();
@@ -179,60 +244,8 @@ pub(super) fn lex(src: &str) -> Lexed {
             continue;
         }
         let start = i;
-        let kind = if is_ident_start(c) {
-            while i < b.len() && is_ident_char(b[i]) {
-                i += 1;
-            }
-            let word = &src[start..i];
-            match b.get(i) {
-                Some(b'"') if matches!(word, "R" | "LR" | "uR" | "UR" | "u8R") => {
-                    i = raw_string_end(src, i).unwrap_or_else(|| quoted_end(b, i));
-                    Tok::Str
-                }
-                Some(b'"') if matches!(word, "L" | "u" | "U" | "u8") => {
-                    i = quoted_end(b, i);
-                    Tok::Str
-                }
-                Some(b'\'') if matches!(word, "L" | "u" | "U" | "u8") => {
-                    i = quoted_end(b, i);
-                    Tok::Chr
-                }
-                _ => Tok::Ident,
-            }
-        } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit))
-        {
-            // A pp-number, including digit separators (1'000) and exponents.
-            i += 1;
-            while i < b.len() {
-                let d = b[i];
-                if is_ident_char(d) || d == b'.' {
-                    i += 1;
-                } else if d == b'\'' && b.get(i + 1).is_some_and(|n| n.is_ascii_alphanumeric()) {
-                    i += 2;
-                } else if (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P')
-                {
-                    i += 1;
-                } else {
-                    break;
-                }
-            }
-            Tok::Num
-        } else if c == b'"' {
-            i = quoted_end(b, i);
-            Tok::Str
-        } else if c == b'\'' {
-            i = quoted_end(b, i);
-            Tok::Chr
-        } else if c == b':' && b.get(i + 1) == Some(&b':') {
-            i += 2;
-            Tok::Scope
-        } else if c == b'-' && b.get(i + 1) == Some(&b'>') {
-            i += 2;
-            Tok::Arrow
-        } else {
-            i += 1;
-            Tok::Punct(c)
-        };
+        let kind;
+        (kind, i) = scan_token(src, i);
         let i_end = i.min(b.len());
         if matches!(kind, Tok::Str | Tok::Chr) {
             literals.push(start..i_end);
