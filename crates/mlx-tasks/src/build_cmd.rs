@@ -77,8 +77,9 @@ pub fn build_export(b: &overlay_cli::ExportBuild<'_>) -> Result<()> {
                 rev: &rev,
                 series_hash: &head,
             };
-            overlay::materialize::write_tree(dir, &tree, &am, origin, true)?;
-            Ok(())
+            overlay::materialize::write_tree(dir, &tree, &am, origin, true)
+                .map(|_| ())
+                .map_err(crate::build_mlx::Error::recipe)
         },
         &mut crate::progress::BuildProgress::default(),
     );
@@ -106,7 +107,7 @@ fn driver_error(e: anyhow::Error) -> crate::build_mlx::Error {
     }
     e.downcast::<overlay::Error>().map_or_else(
         crate::build_mlx::Error::caller,
-        crate::build_mlx::Error::Engine,
+        crate::build_mlx::Error::recipe,
     )
 }
 
@@ -149,7 +150,7 @@ mod tests {
         let refused = || overlay::Error::refused("tree", None, overlay::Refusal::NotRecovered);
         assert!(matches!(
             driver_error(anyhow::Error::new(refused())),
-            Error::Engine(overlay::Error::Refused { .. })
+            Error::Recipe(e) if e.downcast_ref::<overlay::Error>().is_some()
         ));
         let e = driver_error(anyhow::Error::new(refused()).context("writing the tree"));
         assert!(matches!(e, Error::Caller(_)), "{e:?}");

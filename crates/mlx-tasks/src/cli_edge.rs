@@ -43,16 +43,15 @@ pub fn classify(e: anyhow::Error) -> anyhow::Error {
 }
 
 /// The build driver's error, down to what it wraps: the engine's errors keep their kind (a
-/// refusal while `build-mlx` materializes is `refused`), and so do the caller's (the
-/// `materialize` callback's chain).
+/// refusal while `build-mlx` materializes is `refused`: the recipe's own error), and so do the
+/// caller's (the `materialize` callback's chain).
 fn build_kind(err: &mlx_build::Error) -> Kind {
     use mlx_build::Error as B;
     match err {
         B::User(_) => Kind::Build,
         B::Context { err, .. } => build_kind(err),
         B::Io(_) => Kind::Io,
-        B::Engine(e) => cause_kind(e).unwrap_or(Kind::Other),
-        B::Caller(inner) => std_chain(inner.as_ref())
+        B::Recipe(inner) | B::Caller(inner) => std_chain(inner.as_ref())
             .find_map(cause_kind)
             .unwrap_or(Kind::Other),
         B::Json(_) | B::Message(_) => Kind::Other,
@@ -81,14 +80,14 @@ mod tests {
         // Wrapped by the driver, under its context.
         let e = mlx_build::Error::Context {
             context: "materializing".into(),
-            err: Box::new(mlx_build::Error::Engine(refused())),
+            err: Box::new(mlx_build::Error::recipe(refused())),
         };
         assert_eq!(kind(anyhow::Error::new(e)), Kind::Refused);
         // Returned by the caller's materialize callback, with the caller's context.
         let caller = anyhow::Error::new(refused()).context("writing the tree");
         let e = anyhow::Error::new(mlx_build::Error::caller(caller)).context("build-mlx");
         assert_eq!(kind(e), Kind::Refused);
-        let apply = mlx_build::Error::Engine(overlay::Error::Apply {
+        let apply = mlx_build::Error::recipe(overlay::Error::Apply {
             overlay: "0001-x.patch".into(),
             file: "a.c".into(),
             hunk: 1,
