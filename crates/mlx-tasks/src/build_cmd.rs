@@ -98,7 +98,7 @@ pub fn build_export(b: &overlay_cli::ExportBuild<'_>) -> Result<()> {
 /// The materialize callback's error for the build driver: the engine's own error as the engine's
 /// (the CLI maps its kind: a refusal stays `refused`); one with context through the driver's
 /// caller wrapper, whose chain the CLI walks to the engine's error inside.
-fn driver_error(e: anyhow::Error) -> crate::build_mlx::Error {
+pub(crate) fn driver_error(e: anyhow::Error) -> crate::build_mlx::Error {
     let outermost = e
         .downcast_ref::<overlay::Error>()
         .is_some_and(|o| o.to_string() == e.to_string());
