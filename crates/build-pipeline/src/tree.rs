@@ -22,6 +22,10 @@ pub trait Recipe {
     fn dir_material(&self) -> Result<KeyLines>;
     /// What only changes the sources (a series hash): the full key adds it.
     fn source_material(&self) -> KeyLines;
+    /// What a failed `materialize` is reported under.
+    fn materializing(&self) -> String {
+        "materializing the patched source tree".into()
+    }
     /// Writes the source tree into `src`, only files whose content differs (unchanged files keep
     /// their mtimes, so only what changed recompiles).
     fn materialize(&mut self, src: &Path) -> Result<()>;
@@ -143,7 +147,7 @@ impl Tree {
         ));
         recipe
             .materialize(&src)
-            .context("materializing the patched source tree")?;
+            .with_context(|| recipe.materializing())?;
         let defines = recipe.definitions(self)?;
         cmake::configure(&src, &build, &defines, &self.lock, progress)?;
         let targets = recipe.targets();
