@@ -11,7 +11,7 @@
 //! pub struct SourceInfo { upstream, pin, series_hash, fetchcontent, cache_root, workspace_target }
 //! pub struct BuildMlxArgs { backend, profile, jobs, install_deps, bundle }   // clap::Args
 //! pub struct BuildInfo { .. }                                // serde, the build-info.json contract
-//! pub fn run(args, source, materialize, progress) -> mlx_build::Result<Report>
+//! pub fn run(args, source, materialize, progress) -> mlx_build::Result<Report>  // build_pipeline::Result
 //! ```
 //!
 //! The generic machinery (keys and stamp, the locked tree, configure, Ninja, ccache, dependency
@@ -29,9 +29,10 @@
 //! immutable, under `installs/<key>`, and `run` is a no-op when that exists. The stamp records
 //! what the Ninja tree holds now (for people looking at the cache).
 //!
-//! The `.lock` is an flock that the build's own processes inherit (`in_build`), so a killed
-//! build-mlx leaves its tree locked until its Ninja and compilers are gone; Ninja runs with
-//! ccache's `base_dir` at `builds/` (`ccache_env`), so trees of different pins share objects.
+//! The `.lock` is an flock that the build's own processes inherit
+//! (`build_pipeline::lock::in_build`), so a killed build-mlx leaves its tree locked until its
+//! Ninja and compilers are gone; Ninja runs with ccache's `base_dir` at `builds/`
+//! (`build_pipeline::ninja::ccache_env`), so trees of different pins share objects.
 //!
 //! Failures the user can act on (missing dependencies, configure/build/install failures, bad
 //! input) are [`Error::User`] (a [`UserError`]; the CLI exits 2 on them, as on any error);

@@ -1,5 +1,6 @@
 //! This repository's MLX tasks for `cargo xtask`, next to the overlay commands of `overlay-cli`:
-//! `build-mlx` (the project's pinned tree handed to `mlx-build`, or the CUDA bundle),
+//! `build-mlx` (the project's pinned tree handed to `mlx-build`, or the CUDA bundle; [`hooks`] gives
+//! `export-upstream --build` the same build),
 //! `test-upstream`, `exactness`, `metal-sim`, `bench`, `fuzz` and `diffgit`. [`Task`] is flattened into
 //! xtask's CLI; [`run`] runs one.
 
