@@ -36,16 +36,69 @@ pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitC
             ctx.unlock();
             r.map_err(driver_error)
         },
-        &mut overlay_cli::progress::BuildProgress::default(),
+        &mut crate::progress::BuildProgress::default(),
     )?;
     emit(ctx.json, report.json(), format!("{}\n", report.human()));
     Ok(ExitCode::SUCCESS)
 }
 
+/// `export-upstream --build`: configures and builds the tree `git am` left in the scratch clone
+/// (CPU backend) in build-mlx's cache; an error when it does not build.
+pub fn build_export(b: &overlay_cli::ExportBuild<'_>) -> Result<()> {
+    let args = crate::build_mlx::BuildMlxArgs {
+        backend: Some(crate::build_mlx::Backend::Cpu),
+        profile: crate::build_mlx::Profile::Release,
+        jobs: None,
+        install_deps: false,
+        bundle: None,
+        bundle_python: false,
+    };
+    let head = b.head.to_string();
+    let source = crate::build_mlx::SourceInfo {
+        // Same Ninja tree as the fork's own build when onto is the pin: only what differs recompiles.
+        upstream: b.upstream.name.clone(),
+        pin: b.onto.to_string(),
+        series_hash: head.clone(),
+        fetchcontent: b.upstream.fetchcontent.clone(),
+        cache_root: default_cache_root(),
+        workspace_target: b.scratch.join("target"),
+    };
+    let am = git2::Repository::open(b.clone)?;
+    let tree = overlay::upstream::tree_of_commit(&am, b.head)?;
+    let built = crate::build_mlx::run(
+        &args,
+        &source,
+        &mut |dir| {
+            // The tree exactly as git am left it, written incrementally (unchanged files keep
+            // their mtimes, so only what the export changes recompiles).
+            let rev = b.onto.to_string();
+            let origin = overlay::materialize::Origin {
+                upstream: &b.upstream.name,
+                rev: &rev,
+                series_hash: &head,
+            };
+            overlay::materialize::write_tree(dir, &tree, &am, origin, true)
+                .map(|_| ())
+                .map_err(crate::build_mlx::Error::recipe)
+        },
+        &mut crate::progress::BuildProgress::default(),
+    );
+    match built {
+        Ok(report) => println!("{}", report.human()),
+        // The build's own error, in the one error shape, under what it means here.
+        Err(e) if e.is_user() => {
+            return Err(anyhow::Error::new(e)
+                .context("the exported series does not build; nothing was written"));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
 /// The materialize callback's error for the build driver: the engine's own error as the engine's
 /// (the CLI maps its kind: a refusal stays `refused`); one with context through the driver's
 /// caller wrapper, whose chain the CLI walks to the engine's error inside.
-fn driver_error(e: anyhow::Error) -> crate::build_mlx::Error {
+pub(crate) fn driver_error(e: anyhow::Error) -> crate::build_mlx::Error {
     let outermost = e
         .downcast_ref::<overlay::Error>()
         .is_some_and(|o| o.to_string() == e.to_string());
@@ -54,7 +107,7 @@ fn driver_error(e: anyhow::Error) -> crate::build_mlx::Error {
     }
     e.downcast::<overlay::Error>().map_or_else(
         crate::build_mlx::Error::caller,
-        crate::build_mlx::Error::Engine,
+        crate::build_mlx::Error::recipe,
     )
 }
 
@@ -97,7 +150,7 @@ mod tests {
         let refused = || overlay::Error::refused("tree", None, overlay::Refusal::NotRecovered);
         assert!(matches!(
             driver_error(anyhow::Error::new(refused())),
-            Error::Engine(overlay::Error::Refused { .. })
+            Error::Recipe(e) if e.downcast_ref::<overlay::Error>().is_some()
         ));
         let e = driver_error(anyhow::Error::new(refused()).context("writing the tree"));
         assert!(matches!(e, Error::Caller(_)), "{e:?}");

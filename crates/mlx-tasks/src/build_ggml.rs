@@ -1,7 +1,7 @@
 //! `cargo xtask build-ggml [--test]`: the patched ggml (pin + `overlays/ggml`), built with its CPU
-//! backend and its tests (`GGML_METAL=OFF`, `GGML_BUILD_TESTS=ON`) through build-mlx's machinery:
-//! the same content key (upstream, pin, options, compiler; the series hash for the stamp), the same
-//! cache root, the same locked CMake configure and Ninja build. `--test` then runs ggml's own tests
+//! backend and its tests (`GGML_METAL=OFF`, `GGML_BUILD_TESTS=ON`) as a `build_pipeline::Recipe`:
+//! the same content keys as build-mlx (upstream, pin, options, compiler; the series hash for the
+//! full key and the stamp), the same cache root, the same locked CMake configure and Ninja build. `--test` then runs ggml's own tests
 //! with ctest (`test-quantize-fns` and every other test that needs no GPU; test-backend-ops with
 //! only the CPU backend compares nothing and says so). Exit codes: 0 built (and tests passed),
 //! 1 a test failed, 2 error.
@@ -11,7 +11,8 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
+use build_pipeline::{KeyLines, Recipe, Tree};
+use serde::Serialize;
 
 use crate::Global;
 use crate::build_mlx::{self as bm, Backend, DirKeyMaterial, Platform, Profile};
@@ -43,11 +44,6 @@ fn cmake_options() -> Vec<String> {
     ]
     .map(String::from)
     .to_vec()
-}
-
-#[derive(Serialize, Deserialize, PartialEq, Eq)]
-struct Stamp {
-    key: String,
 }
 
 #[derive(Serialize)]
@@ -102,8 +98,71 @@ fn install_deps() -> Result<()> {
     Ok(())
 }
 
-pub fn run(g: &Global, a: &BuildGgmlArgs) -> Result<ExitCode> {
-    let started = Instant::now();
+/// ggml as a recipe of the build pipeline: the project's tree of the `ggml` upstream.
+struct GgmlRecipe<'a> {
+    ctx: &'a Ctx,
+    dir: DirKeyMaterial,
+    series_hash: String,
+}
+
+impl<'a> GgmlRecipe<'a> {
+    fn new(ctx: &'a Ctx, series_hash: String) -> Result<GgmlRecipe<'a>> {
+        let up = ctx.upstream();
+        let dir = DirKeyMaterial {
+            upstream: up.name.clone(),
+            pin: up.rev.clone(),
+            backend: Backend::Cpu,
+            profile: Profile::Release,
+            cmake_options: cmake_options(),
+            compiler: bm::compiler_identity()?,
+        };
+        Ok(GgmlRecipe {
+            ctx,
+            dir,
+            series_hash,
+        })
+    }
+}
+
+impl Recipe for GgmlRecipe<'_> {
+    fn task(&self) -> &str {
+        "build-ggml"
+    }
+
+    fn what(&self) -> &str {
+        "ggml"
+    }
+
+    fn source_name(&self) -> String {
+        format!("{} @ {}", self.dir.upstream, &self.dir.pin[..12])
+    }
+
+    fn dir_material(&self) -> bm::Result<KeyLines> {
+        Ok(self.dir.lines())
+    }
+
+    fn source_material(&self) -> KeyLines {
+        let mut k = KeyLines::new();
+        k.push("series", &self.series_hash);
+        k
+    }
+
+    fn materialize(&mut self, src: &Path) -> bm::Result<()> {
+        let written = materialize(self.ctx, src, false).map(|_| ());
+        // The source is written; the build must not keep writers of the project waiting.
+        self.ctx.unlock();
+        written.map_err(crate::build_cmd::driver_error)
+    }
+
+    fn definitions(&self, _: &Tree) -> bm::Result<Vec<String>> {
+        let mut defines = cmake_options();
+        defines.extend(bm::launcher_defines(Backend::Cpu));
+        Ok(defines)
+    }
+}
+
+/// The tools the build needs, installed first with `--install-deps`.
+fn check_tools(a: &BuildGgmlArgs) -> Result<()> {
     if a.install_deps {
         install_deps()?;
     }
@@ -114,102 +173,66 @@ pub fn run(g: &Global, a: &BuildGgmlArgs) -> Result<ExitCode> {
             missing.join(", ")
         )).into());
     }
+    Ok(())
+}
+
+pub fn run(g: &Global, a: &BuildGgmlArgs) -> Result<ExitCode> {
+    let started = Instant::now();
+    check_tools(a)?;
     let mut g = g.clone();
     g.upstream.get_or_insert_with(|| "ggml".to_string());
     let ctx = Ctx::load(&g, overlay::lock::Mode::Shared, "build-ggml")?;
-    let up = ctx.upstream();
     let series = ctx.series()?;
-    let dir = DirKeyMaterial {
-        upstream: up.name.clone(),
-        pin: up.rev.clone(),
-        backend: Backend::Cpu,
-        profile: Profile::Release,
-        cmake_options: cmake_options(),
-        compiler: bm::compiler_identity()?,
-    };
-    let dir_key = dir.dir_key();
-    let key = bm::short_hash(&format!("{dir_key}\nseries={}", series.content_hash()));
+    let mut recipe = GgmlRecipe::new(&ctx, series.content_hash())?;
     let builds = overlay::upstream::default_cache_root().join("ggml-builds");
-    let root = builds.join(&dir_key);
-    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
-    // One build per tree at a time; the build's processes hold it too (build_mlx's `in_build`).
-    let lock = bm::lock_build_dir(&builds.join(format!("{dir_key}.lock")), || {
-        eprintln!(
-            "waiting for another build-ggml using {} ...",
-            root.display()
-        )
-    })?;
-    let (src, build) = (root.join("src"), root.join("build"));
-    let stamp_path = root.join("stamp.json");
-    let fresh = std::fs::read(&stamp_path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Stamp>(&b).ok())
-        .is_some_and(|s| s.key == key)
-        && build.join("build.ninja").is_file();
-    let status = if fresh {
+    let mut progress = crate::progress::BuildProgress::default();
+    let tree = Tree::open(&builds, Tree::keys(&recipe)?, "build-ggml", &mut progress)?;
+    let status = if tree.is_fresh() {
         ctx.unlock();
         "up-to-date"
     } else {
-        let _ = std::fs::remove_file(&stamp_path);
-        eprintln!(
-            "materializing {} @ {} into {}",
-            up.name,
-            &up.rev[..12],
-            src.display()
-        );
-        let written = materialize(&ctx, &src, false).map(|_| ());
-        ctx.unlock();
-        written.context("materializing the patched source tree")?;
-        let mut defines = cmake_options();
-        defines.extend(bm::launcher_defines(Backend::Cpu));
-        bm::configure(
-            &src,
-            &build,
-            &defines,
-            &lock,
-            &mut crate::progress::BuildProgress::default(),
-        )?;
-        let jobs = a
-            .jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
-            .max(1);
-        bm::ninja_build_targets(
-            &build,
-            jobs,
-            &[],
-            &lock,
-            &mut crate::progress::BuildProgress::default(),
-        )?;
-        std::fs::write(
-            &stamp_path,
-            serde_json::to_vec(&Stamp { key: key.clone() })?,
-        )?;
+        tree.build(&mut recipe, build_pipeline::jobs(a.jobs), &mut progress)?;
+        tree.write_stamp(&recipe.dir)?;
         "built"
     };
+    let build = tree.build_dir();
     let tests = if a.test { Some(ctest(&build)?) } else { None };
     let took = started.elapsed().as_secs_f64();
     let report = serde_json::json!({
-        "status": status, "key": key, "build": build, "seconds": took, "tests": tests,
+        "status": status, "key": tree.keys.key, "build": build, "seconds": took, "tests": tests,
     });
     if ctx.json {
         println!("{}", versioned(report));
     } else {
-        println!(
-            "build-ggml: {status} ({}@{} + {} overlay(s), CPU backend) in {took:.1} s\n  build: {}",
-            up.name,
-            &up.rev[..12],
-            series.overlays.len(),
-            build.display()
-        );
-        if let Some(t) = &tests {
-            println!("  ctest: {}/{} passed", t.passed, t.total);
-            for f in &t.failed {
-                println!("  FAILED  {f}");
-            }
-        }
+        print_report(&ctx, &series, status, took, &build, tests.as_ref());
     }
     let failed = tests.is_some_and(|t| !t.failed.is_empty() || t.total == 0);
     Ok(ExitCode::from(u8::from(failed)))
+}
+
+/// The human report: status, what was built, where, and the tests' outcome.
+fn print_report(
+    ctx: &Ctx,
+    series: &overlay::series::Series,
+    status: &str,
+    took: f64,
+    build: &Path,
+    tests: Option<&Tests>,
+) {
+    let up = ctx.upstream();
+    println!(
+        "build-ggml: {status} ({}@{} + {} overlay(s), CPU backend) in {took:.1} s\n  build: {}",
+        up.name,
+        &up.rev[..12],
+        series.overlays.len(),
+        build.display()
+    );
+    if let Some(t) = tests {
+        println!("  ctest: {}/{} passed", t.passed, t.total);
+        for f in &t.failed {
+            println!("  FAILED  {f}");
+        }
+    }
 }
 
 /// ggml's tests through ctest, one at a time, with a private TMPDIR; the summary parsed.

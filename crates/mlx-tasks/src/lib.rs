@@ -1,5 +1,6 @@
 //! This repository's MLX tasks for `cargo xtask`, next to the overlay commands of `overlay-cli`:
-//! `build-mlx` (the project's pinned tree handed to `mlx-build`, or the CUDA bundle),
+//! `build-mlx` (the project's pinned tree handed to `mlx-build`, or the CUDA bundle; [`hooks`] gives
+//! `export-upstream --build` the same build),
 //! `test-upstream`, `exactness`, `metal-sim`, `bench`, `fuzz` and `diffgit`. [`Task`] is flattened into
 //! xtask's CLI; [`run`] runs one.
 
@@ -9,6 +10,7 @@ mod bench_qmm;
 mod bench_qmv_cuda;
 pub mod build_cmd;
 pub mod build_ggml;
+pub mod cli_edge;
 pub mod cuda_bundle;
 pub mod diffgit;
 pub mod exactness;
@@ -23,7 +25,13 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 pub(crate) use mlx_build as build_mlx;
-pub(crate) use overlay_cli::{Global, commands, progress};
+pub(crate) use overlay_cli::{Global, commands};
+
+/// The CLI's progress: its fetch progress as it is, its build progress as the driver's.
+pub(crate) mod progress {
+    pub(crate) use crate::cli_edge::BuildProgress;
+    pub(crate) use overlay_cli::progress::Progress;
+}
 
 /// The workspace root: this crate lives two levels below it (`crates/mlx-tasks`).
 pub fn workspace_root() -> PathBuf {
@@ -101,8 +109,23 @@ pub enum Task {
     GgmlCheck(ggml_check::GgmlCheckArgs),
 }
 
-/// Runs one task.
+/// Runs one task; an error of the build driver's comes classified for the CLI
+/// ([`cli_edge::classify`]).
 pub fn run(g: &Global, task: &Task) -> anyhow::Result<ExitCode> {
+    run_task(g, task).map_err(cli_edge::classify)
+}
+
+/// The hooks `overlay-cli`'s commands take from this repository: `export-upstream --build` builds
+/// the exported tree with the MLX build driver.
+pub fn hooks() -> overlay_cli::Hooks {
+    overlay_cli::Hooks {
+        export_build: Some(Box::new(|b| {
+            build_cmd::build_export(b).map_err(cli_edge::classify)
+        })),
+    }
+}
+
+fn run_task(g: &Global, task: &Task) -> anyhow::Result<ExitCode> {
     match task {
         Task::Bench(b) => bench::run(g, b),
         Task::BuildMlx(a) => build_cmd::build_mlx(g, a),

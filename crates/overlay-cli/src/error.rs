@@ -1,8 +1,9 @@
 //! The CLI's one error type: every failure of a command becomes a [`CliError`], which decides the
 //! exit code and renders the one error shape (`error: …` on stderr, and under `--json`
 //! `{"schema": 1, "error": …, "kind": …, "hint": …}` on stdout; docs/json.md). Library errors
-//! (the engine's `overlay::Error`, the build driver's `mlx_build::UserError`) are mapped here, in
-//! one place, as jj's `command_error.rs` does.
+//! (the engine's `overlay::Error`, git's, io's) are mapped here, in one place, as jj's
+//! `command_error.rs` does; errors of crates this one does not name (a fork's build) come
+//! classified by the fork's tasks as a [`Classified`].
 
 use std::process::ExitCode;
 
@@ -110,13 +111,35 @@ impl CliError {
     }
 }
 
+/// An error the fork's tasks classified (a build crate's, which this crate does not name): its
+/// whole message (the chain, as `{:#}` shows it) and the kind the CLI reports.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Classified {
+    pub kind: Kind,
+    pub message: String,
+}
+
+impl Classified {
+    /// `e`, its text kept byte for byte, reported as `kind`.
+    pub fn wrap(kind: Kind, e: &anyhow::Error) -> anyhow::Error {
+        anyhow::Error::new(Classified {
+            kind,
+            message: format!("{e:#}"),
+        })
+    }
+}
+
 /// The kind of the first error in the chain that a library defines.
 fn kind_of(e: &anyhow::Error) -> Kind {
     e.chain().find_map(cause_kind).unwrap_or(Kind::Other)
 }
 
-/// The kind of one link of a chain, when a library defines it.
-fn cause_kind(cause: &(dyn std::error::Error + 'static)) -> Option<Kind> {
+/// The kind of one link of a chain, when a library defines it (or a [`Classified`] says it).
+pub fn cause_kind(cause: &(dyn std::error::Error + 'static)) -> Option<Kind> {
+    if let Some(c) = cause.downcast_ref::<Classified>() {
+        return Some(c.kind);
+    }
     if let Some(err) = cause.downcast_ref::<overlay::Error>() {
         return Some(engine_kind(err));
     }
@@ -125,12 +148,6 @@ fn cause_kind(cause: &(dyn std::error::Error + 'static)) -> Option<Kind> {
             overlay::interdiff::Error::Engine(e) => engine_kind(e),
             _ => Kind::Input,
         });
-    }
-    if let Some(err) = cause.downcast_ref::<mlx_build::Error>() {
-        return Some(build_kind(err));
-    }
-    if cause.downcast_ref::<mlx_build::UserError>().is_some() {
-        return Some(Kind::Build);
     }
     if cause.downcast_ref::<std::io::Error>().is_some() {
         return Some(Kind::Io);
@@ -141,25 +158,8 @@ fn cause_kind(cause: &(dyn std::error::Error + 'static)) -> Option<Kind> {
     None
 }
 
-/// The build driver's error, down to what it wraps: the engine's errors keep their kind (a
-/// refusal while `build-mlx` materializes is `refused`), and so do the caller's (the
-/// `materialize` callback's chain).
-fn build_kind(err: &mlx_build::Error) -> Kind {
-    use mlx_build::Error as B;
-    match err {
-        B::User(_) => Kind::Build,
-        B::Context { err, .. } => build_kind(err),
-        B::Io(_) => Kind::Io,
-        B::Engine(e) => engine_kind(e),
-        B::Caller(inner) => std_chain(inner.as_ref())
-            .find_map(cause_kind)
-            .unwrap_or(Kind::Other),
-        B::Json(_) | B::Message(_) => Kind::Other,
-    }
-}
-
 /// A std error and its sources, outermost first.
-fn std_chain<'a>(
+pub fn std_chain<'a>(
     e: &'a (dyn std::error::Error + 'static),
 ) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
     std::iter::successors(Some(e), |c| c.source())
@@ -211,44 +211,12 @@ mod tests {
     }
 
     #[test]
-    fn engine_errors_keep_their_kind_through_the_build_driver() {
-        let refused = || overlay::Error::refused("tree", None, overlay::Refusal::NotRecovered);
-        // Wrapped by the driver, under its context.
-        let e = mlx_build::Error::Context {
-            context: "materializing".into(),
-            err: Box::new(mlx_build::Error::Engine(refused())),
-        };
-        let c = CliError::from_anyhow(&global(), &anyhow::Error::new(e));
-        assert_eq!(c.kind, Kind::Refused);
-        // Returned by the caller's materialize callback, with the caller's context.
-        let caller = anyhow::Error::new(refused()).context("writing the tree");
-        let e = anyhow::Error::new(mlx_build::Error::caller(caller)).context("build-mlx");
-        assert_eq!(CliError::from_anyhow(&global(), &e).kind, Kind::Refused);
-        let apply = mlx_build::Error::Engine(overlay::Error::Apply {
-            overlay: "0001-x.patch".into(),
-            file: "a.c".into(),
-            hunk: 1,
-            patch_line: 9,
-            reason: "no match".into(),
-        });
-        assert_eq!(
-            CliError::from_anyhow(&global(), &anyhow::Error::new(apply)).kind,
-            Kind::Apply
-        );
-        let plain = mlx_build::Error::caller(anyhow::anyhow!("plain"));
-        assert_eq!(
-            CliError::from_anyhow(&global(), &anyhow::Error::new(plain)).kind,
-            Kind::Other
-        );
-    }
-
-    #[test]
     fn build_failures_are_their_own_kind_and_plain_errors_have_no_hint() {
-        let e =
-            anyhow::Error::new(mlx_build::user_err("cmake configure failed")).context("building");
+        let e = anyhow::anyhow!("cmake configure failed").context("building");
+        let e = Classified::wrap(Kind::Build, &e).context("build-mlx");
         let c = CliError::from_anyhow(&global(), &e);
         assert_eq!((c.kind, c.hint.as_deref()), (Kind::Build, None));
-        assert_eq!(c.message, "building: cmake configure failed");
+        assert_eq!(c.message, "build-mlx: building: cmake configure failed");
         let c = CliError::from_anyhow(&global(), &anyhow::anyhow!("plain"));
         assert_eq!(c.kind, Kind::Other);
         assert_eq!(c.json()["kind"], "other");

@@ -1,7 +1,8 @@
 //! The overlay commands as a library: the clap definitions ([`Global`], [`Command`]) and one module
 //! per command under [`commands`]. A fork's own `xtask` depends on this crate and either runs
 //! [`main`] as it is, or flattens [`Command`] into its own subcommands next to its own tasks and
-//! calls [`run`] and [`exit`] (as this repository's `xtask` does).
+//! calls [`run`] and [`exit`] (as this repository's `xtask` does), or [`run_with`] to hand the
+//! commands its [`Hooks`] (the build `export-upstream --build` runs: this crate builds nothing).
 //! Exit codes: 0 clean, 1 findings, 2 error.
 
 pub mod commands;
@@ -66,8 +67,38 @@ pub enum Command {
     BumpPr(commands::BumpPrArgs),
 }
 
-/// Runs one overlay command.
+/// What the fork's own xtask supplies to the commands: this crate names no build system.
+#[derive(Default)]
+pub struct Hooks {
+    /// Configures and builds the tree `export-upstream --build` verified; none: `--build` is an
+    /// error saying so.
+    pub export_build: Option<ExportBuildHook>,
+}
+
+/// The build `export-upstream --build` runs on the exported tree.
+pub type ExportBuildHook = Box<dyn Fn(&ExportBuild<'_>) -> anyhow::Result<()>>;
+
+/// The tree `export-upstream --build` hands to [`Hooks::export_build`]: the series `git am`ed onto
+/// `onto` in the scratch clone `clone` (its HEAD is `head`), for `upstream`.
+pub struct ExportBuild<'a> {
+    pub upstream: &'a overlay::manifest::Upstream,
+    /// The commit the series was re-based onto (the pin unless `--onto`).
+    pub onto: git2::Oid,
+    /// The clone's HEAD after `git am`: the exported tree.
+    pub head: git2::Oid,
+    /// The scratch clone `git am` ran in.
+    pub clone: &'a std::path::Path,
+    /// A scratch folder that is removed after the command (a build's `target/`, say).
+    pub scratch: &'a std::path::Path,
+}
+
+/// Runs one overlay command, with no hooks.
 pub fn run(g: &Global, cmd: &Command) -> anyhow::Result<ExitCode> {
+    run_with(g, cmd, &Hooks::default())
+}
+
+/// Runs one overlay command with the fork's [`Hooks`].
+pub fn run_with(g: &Global, cmd: &Command, hooks: &Hooks) -> anyhow::Result<ExitCode> {
     // A report piped into `head` ends the process quietly, as a command-line tool's should, also
     // in a fork's own xtask that flattens these commands and never called `default_sigpipe`.
     default_sigpipe();
@@ -80,7 +111,7 @@ pub fn run(g: &Global, cmd: &Command) -> anyhow::Result<ExitCode> {
         Command::NewOverlay(a) => commands::new_overlay(g, a),
         Command::Drift(a) => commands::drift(g, a),
         Command::BumpPin(a) => commands::bump_pin(g, a),
-        Command::ExportUpstream(a) => commands::export_upstream(g, a),
+        Command::ExportUpstream(a) => commands::export_upstream(g, a, hooks),
         Command::Import(a) => commands::import(g, a),
         Command::Interdiff(a) => commands::interdiff(g, a),
         Command::BumpPr(a) => commands::bump_pr(g, a),
@@ -186,5 +217,26 @@ mod tests {
     fn cli_is_well_formed() {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn export_build_without_a_hook_is_an_error_before_any_work() {
+        let cli: super::Cli = super::parse_from([
+            "xtask",
+            "--root",
+            "/nonexistent/project",
+            "export-upstream",
+            "--build",
+        ]);
+        let e = super::run(&cli.global, &cli.cmd).unwrap_err();
+        let c = super::CliError::from_anyhow(&cli.global, &e);
+        assert!(
+            c.message
+                .starts_with("export-upstream --build: this xtask supplies no build"),
+            "{}",
+            c.message
+        );
+        assert_eq!(c.exit_code(), std::process::ExitCode::from(2));
+        assert!(c.hint.is_some_and(|h| h.contains("overlay_cli::Hooks")));
     }
 }

@@ -136,8 +136,9 @@ impl Progress {
     }
 }
 
-/// The build driver's progress on stderr: its news as lines, Ninja's status as a bar on a
-/// terminal, else as lines throttled to one per 10 s (CI logs stay readable).
+/// A build's progress on stderr: its news as lines, its steps (Ninja's status) as a bar on a
+/// terminal, else as lines throttled to one per 10 s (CI logs stay readable). A build crate's
+/// progress trait is implemented on top of it by the fork's tasks: this crate names no build.
 pub struct BuildProgress {
     /// The bar is made on the first status line: before Ninja reports a total there is nothing
     /// to show.
@@ -155,18 +156,21 @@ impl Default for BuildProgress {
     }
 }
 
-impl mlx_build::Progress for BuildProgress {
-    fn message(&mut self, msg: &str) {
+impl BuildProgress {
+    /// A line of news (`configuring …`).
+    pub fn message(&mut self, msg: &str) {
         eprintln!("{msg}");
     }
 
-    fn ninja(&mut self, n: u64, m: u64, desc: &str) {
+    /// Step `n` of `m`, doing `desc`.
+    pub fn step(&mut self, n: u64, m: u64, desc: &str) {
         if !self.ticker.bar(n, m, desc) && self.ticker.due(n == m) {
             eprintln!("[{n}/{m}] {desc}");
         }
     }
 
-    fn ninja_done(&mut self) {
+    /// The steps are over: the bar goes.
+    pub fn steps_done(&mut self) {
         self.ticker.finish();
     }
 }

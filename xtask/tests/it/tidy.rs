@@ -99,8 +99,15 @@ fn print_calls(text: &str) -> Vec<(usize, &str)> {
 fn the_engine_and_the_build_driver_print_nothing() {
     let root = workspace();
     let mut files = Vec::new();
-    for krate in ["crates/overlay/src", "crates/mlx-build/src"] {
+    let crates = [
+        "crates/overlay/src",
+        "crates/build-pipeline/src",
+        "crates/mlx-build/src",
+    ];
+    for krate in crates {
+        let before = files.len();
         files_with_ext(&root.join(krate), "rs", &mut files);
+        assert!(files.len() > before, "no Rust file under {krate}");
     }
     let mut found = Vec::new();
     for f in &files {
@@ -117,8 +124,8 @@ fn the_engine_and_the_build_driver_print_nothing() {
     assert_eq!(print_calls(sample), [(2, "eprintln!(\"x\");")]);
     assert!(
         found.is_empty(),
-        "the engine and the build driver report through callbacks and return values; \
-         these print:\n{}",
+        "the engine, the build pipeline and the MLX recipe report through callbacks and return \
+         values; these print:\n{}",
         found.join("\n")
     );
 }

@@ -25,13 +25,15 @@ use overlay::upstream::default_cache_root;
 use serde::Serialize;
 
 use crate::Global;
-use crate::build_mlx::{self as bm, Backend, DirKeyMaterial, Profile};
-use crate::commands::{Ctx, materialize, materialize_unpatched};
+use crate::build_mlx::{self as bm, Backend, Profile};
+use crate::commands::Ctx;
 use crate::progress::BuildProgress;
+use build_pipeline::Tree;
 use overlay::lock::Mode as LockMode;
 
 pub mod compare;
 mod from_file;
+mod recipe;
 
 use compare::{Comparison, RunTests, Verdict};
 
@@ -365,7 +367,7 @@ fn describe_comparisons(comparisons: &[Comparison]) -> String {
 }
 
 /// The pinned sources the test build needs, exported (cached) for FetchContent.
-struct TestDeps {
+pub(crate) struct TestDeps {
     doctest: PathBuf,
     nanobind: PathBuf,
 }
@@ -391,7 +393,7 @@ fn test_sources(ctx: &Ctx) -> Result<TestDeps> {
 }
 
 /// The CMake options of the test configuration: build-mlx's, with the tests and bindings on.
-fn test_cmake_options(backend: Backend, profile: Profile, gguf: bool) -> Vec<String> {
+pub(crate) fn test_cmake_options(backend: Backend, profile: Profile, gguf: bool) -> Vec<String> {
     bm::cmake_options(backend, profile, gguf)
         .into_iter()
         .map(|d| match d.split_once('=') {
@@ -420,101 +422,27 @@ fn build_tests(
     jobs: usize,
     unpatched: bool,
 ) -> Result<TestBuild> {
-    let up = ctx.upstream();
-    let gguf = has_gguf(ctx);
-    let material = DirKeyMaterial {
-        upstream: up.name.clone(),
-        pin: up.rev.clone(),
-        backend,
-        profile: Profile::Release,
-        cmake_options: test_cmake_options(backend, Profile::Release, gguf),
-        compiler: bm::compiler_identity()?,
-    };
+    let mut recipe = recipe::TestsRecipe::new(ctx, a.suite, backend, deps, python, unpatched)?;
     let builds = default_cache_root().join("builds");
-    let root = builds.join(material.dir_key());
-    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
-    let lock = bm::lock_build_dir(&builds.join(format!("{}.lock", material.dir_key())), || {
-        eprintln!("waiting for another build using {} ...", root.display())
-    })?;
-    let missing = bm::check_deps(&bm::Platform::detect(), backend);
+    let mut progress = BuildProgress::default();
+    let tree = Tree::open(
+        &builds,
+        Tree::keys(&recipe)?,
+        "test-upstream",
+        &mut progress,
+    )?;
+    let platform = bm::Platform::detect();
+    let missing = bm::check_deps(&platform, backend);
     if !missing.is_empty() {
         return Err(user_err(bm::missing_deps_message(
-            &bm::Platform::detect(),
-            backend,
-            &missing,
+            &platform, backend, &missing,
         )));
     }
-    let (src, build) = (root.join("src"), root.join("build"));
-    std::fs::create_dir_all(&src)?;
-    std::fs::create_dir_all(&build)?;
-    eprintln!("materializing {} into {}", up.name, src.display());
-    if unpatched {
-        materialize_unpatched(ctx, &src, false).context("materializing the pin's source tree")?;
-    } else {
-        materialize(ctx, &src, false).context("materializing the patched source tree")?;
-    }
-    ctx.unlock();
-
-    let mut defines = material.cmake_options.clone();
-    defines.extend(bm::launcher_defines(backend));
-    defines.extend(bm::fetchcontent_defines(&up.fetchcontent)?);
-    if !up.fetchcontent.contains_key("json") {
-        let dir = bm::system_json_source_dir(&root.join("deps"))?;
-        defines.push(format!("FETCHCONTENT_SOURCE_DIR_JSON={}", dir.display()));
-    }
-    defines.push("FETCHCONTENT_FULLY_DISCONNECTED=ON".into());
-    defines.push(format!(
-        "FETCHCONTENT_SOURCE_DIR_DOCTEST={}",
-        deps.doctest.display()
-    ));
-    defines.push(format!(
-        "FETCHCONTENT_SOURCE_DIR_NANOBIND={}",
-        deps.nanobind.display()
-    ));
-    // The backend's own pinned sources (CUDA: CCCL, CUTLASS, cuDNN frontend, NVTX, json), as the
-    // bundle hands them over: nothing is fetched at build time (`bench` sources are not the build's).
-    for s in up.sources.iter().filter(|s| {
-        !s.tests
-            && !s.bench
-            && (s.backends.is_empty() || s.backends.iter().any(|b| b == backend.as_str()))
-    }) {
-        let dir = crate::sources::cached_source(s, &up.sources)?;
-        defines.retain(|d| {
-            !d.starts_with(&format!(
-                "FETCHCONTENT_SOURCE_DIR_{}=",
-                s.name.to_ascii_uppercase()
-            ))
-        });
-        defines.push(format!(
-            "FETCHCONTENT_SOURCE_DIR_{}={}",
-            s.name.to_ascii_uppercase(),
-            dir.display()
-        ));
-    }
-    if let Some(g) = up
-        .sources
-        .iter()
-        .find(|s| s.name == "gguflib" && !up.fetchcontent.contains_key("gguflib"))
-    {
-        let dir = crate::sources::cached_source(g, &up.sources)?;
-        defines.push(format!("FETCHCONTENT_SOURCE_DIR_GGUFLIB={}", dir.display()));
-    }
-    defines.push(format!("Python_EXECUTABLE={}", python.display()));
-    // The extension lands beside MLX's Python package (git ignores *.so there, so the
-    // materialized tree does not count it as an edit).
-    defines.push(format!(
-        "MLX_PYTHON_BINDINGS_OUTPUT_DIRECTORY={}",
-        src.join("python/mlx").display()
-    ));
-    bm::configure(&src, &build, &defines, &lock, &mut BuildProgress::default())?;
-    let targets: &[&str] = match a.suite {
-        SuiteArg::Cpp => &["tests"],
-        SuiteArg::Python => &["core"],
-        SuiteArg::All => &["tests", "core"],
-    };
-    bm::ninja_build_targets(&build, jobs, targets, &lock, &mut BuildProgress::default())?;
-    drop(lock);
-    Ok(TestBuild { src, build })
+    tree.build(&mut recipe, jobs, &mut progress)?;
+    Ok(TestBuild {
+        src: tree.src(),
+        build: tree.build_dir(),
+    })
 }
 
 /// Debian packages the Python suite needs beyond build-mlx's (headers for the extension, venv).
@@ -663,7 +591,7 @@ const LEFT_OUT: &[LeftOut] = &[(
 
 /// Whether the test build compiles gguflib: pins.toml's fetchcontent names a checkout (as for
 /// build-mlx) or a pinned `gguflib` source.
-fn has_gguf(ctx: &Ctx) -> bool {
+pub(crate) fn has_gguf(ctx: &Ctx) -> bool {
     let up = ctx.upstream();
     up.fetchcontent.contains_key("gguflib") || up.sources.iter().any(|s| s.name == "gguflib")
 }

@@ -7,8 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use overlay::lock::Mode as LockMode;
 use overlay::manifest::Upstream;
-use overlay::materialize::Origin;
-use overlay::upstream::{UpstreamRepo, default_cache_root};
+use overlay::upstream::UpstreamRepo;
 
 use crate::Global;
 
@@ -67,8 +66,13 @@ fn measured_from_docs(root: &Path, body: &str) -> String {
     out
 }
 
-pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
+pub fn export_upstream(g: &Global, a: &ExportArgs, hooks: &crate::Hooks) -> Result<ExitCode> {
     use overlay::export::{Outcome, export, select};
+    let build_hook = match (a.build, &hooks.export_build) {
+        (true, None) => return Err(no_build()),
+        (true, Some(h)) => Some(h),
+        (false, _) => None,
+    };
     let ctx = Ctx::load(g, LockMode::Shared, "export-upstream")?;
     let up = ctx.upstream().clone();
     let series = ctx.series()?;
@@ -127,8 +131,8 @@ pub fn export_upstream(g: &Global, a: &ExportArgs) -> Result<ExitCode> {
         })?;
     }
     let mut built = None;
-    if a.build {
-        build_export(&up, scratch.path(), &clone, onto, &head)?;
+    if let Some(hook) = build_hook {
+        build_export(hook, &up, scratch.path(), &clone, onto, &head)?;
         built =
             Some("configured and built for the CPU backend (cargo xtask export-upstream --build)");
     }
@@ -197,61 +201,29 @@ fn git_am_onto(
     Ok((v.clone, v.head))
 }
 
-/// `--build`: configures and builds the tree `git am` left in `clone` (CPU backend); an error when
-/// it does not build.
+/// `--build`: the fork's build of the tree `git am` left in `clone`; an error when it does not build.
 fn build_export(
+    hook: &crate::ExportBuildHook,
     up: &Upstream,
     scratch: &Path,
     clone: &Path,
     onto: git2::Oid,
     head: &str,
 ) -> Result<()> {
-    let args = mlx_build::BuildMlxArgs {
-        backend: Some(mlx_build::Backend::Cpu),
-        profile: mlx_build::Profile::Release,
-        jobs: None,
-        install_deps: false,
-        bundle: None,
-        bundle_python: false,
-    };
-    let source = mlx_build::SourceInfo {
-        // Same Ninja tree as the fork's own build when onto is the pin: only what differs recompiles.
-        upstream: up.name.clone(),
-        pin: onto.to_string(),
-        series_hash: head.to_string(),
-        fetchcontent: up.fetchcontent.clone(),
-        cache_root: default_cache_root(),
-        workspace_target: scratch.join("target"),
-    };
-    let am = git2::Repository::open(clone)?;
-    let tree = overlay::upstream::tree_of_commit(&am, git2::Oid::from_str(head)?)?;
-    let built = mlx_build::run(
-        &args,
-        &source,
-        &mut |dir| {
-            // The tree exactly as git am left it, written incrementally (unchanged files keep
-            // their mtimes, so only what the export changes recompiles).
-            let rev = onto.to_string();
-            let origin = Origin {
-                upstream: &up.name,
-                rev: &rev,
-                series_hash: head,
-            };
-            overlay::materialize::write_tree(dir, &tree, &am, origin, true)?;
-            Ok(())
-        },
-        &mut crate::progress::BuildProgress::default(),
-    );
-    match built {
-        Ok(report) => println!("{}", report.human()),
-        // The build's own error, in the one error shape, under what it means here.
-        Err(e) if e.is_user() => {
-            return Err(anyhow::Error::new(e)
-                .context("the exported series does not build; nothing was written"));
-        }
-        Err(e) => return Err(e.into()),
-    }
-    Ok(())
+    hook(&crate::ExportBuild {
+        upstream: up,
+        onto,
+        head: git2::Oid::from_str(head)?,
+        clone,
+        scratch,
+    })
+}
+
+/// `--build` with no build to run: this crate builds nothing, the fork's xtask supplies it.
+fn no_build() -> anyhow::Error {
+    anyhow::anyhow!(
+        "export-upstream --build: this xtask supplies no build for the exported tree\n  help: a fork's xtask passes one in `overlay_cli::Hooks::export_build` (`overlay_cli::run_with`); drop --build to export without building"
+    )
 }
 
 /// PR.md: title, motivation, what was measured, how it was tested.

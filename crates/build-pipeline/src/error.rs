@@ -1,4 +1,4 @@
-//! The build driver's error: what the user can act on ([`UserError`]), and the rest with the
+//! The pipeline's error: what the user can act on ([`UserError`]), and the rest with the
 //! context of the step that failed (`creating …`, `running cmake`), as a chain `context: cause`.
 
 /// A failure the user can act on (the message says what to do): printed as-is, exit code 2.
@@ -6,7 +6,7 @@
 #[error("{0}")]
 pub struct UserError(pub String);
 
-/// Every failure of the build driver.
+/// Every failure of a build.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Missing dependencies, a failed configure, build or install, bad input.
@@ -19,12 +19,14 @@ pub enum Error {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
-    #[error(transparent)]
-    Engine(#[from] overlay::Error),
     /// Something expected was not there (`no stdout pipe`).
     #[error("{0}")]
     Message(String),
-    /// The caller's `materialize` failed (its whole chain in the message).
+    /// A recipe's own error (its `materialize`'s), shown as it shows itself.
+    #[error("{0}")]
+    Recipe(Box<dyn std::error::Error + Send + Sync>),
+    /// The caller's (a recipe's `materialize`) failed: its whole chain in the message, and in
+    /// `source()` for a CLI that maps the kinds of the errors inside.
     #[error("{}", chain(.0.as_ref()))]
     Caller(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -37,6 +39,11 @@ impl Error {
             Error::Context { err, .. } => err.is_user(),
             _ => false,
         }
+    }
+
+    /// A recipe's own error, shown as it is (a CLI finds its kind by its type).
+    pub fn recipe(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error::Recipe(Box::new(e))
     }
 
     /// Wraps an error of the caller's (the `materialize` callback's).
