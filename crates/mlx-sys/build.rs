@@ -15,7 +15,22 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
+    let info = read_build_info();
+    let include_dir = &info.include_dir;
+    compile_bridge(&info);
+    // The Metal policy switch (overlay 0005) only exists in Metal builds of MLX.
+    if std::env::var_os("CARGO_FEATURE_METAL").is_some() {
+        compile_metal_policy(include_dir, &info.cxx_std);
+    }
+    // After the bridge so the linker sees MLX after the objects that use it.
+    link(&info);
+    // Exposed to dependents' build scripts as DEP_MLX_INCLUDE (links = "mlx").
+    println!("cargo:include={}", include_dir.display());
+}
 
+/// build-info.json as build-mlx wrote it (or at `MLX_SYS_BUILD_INFO`), its headers checked to be
+/// there; a rebuild is asked for when it or the library it names changes.
+fn read_build_info() -> mlx_build_info::BuildInfo {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let path = match std::env::var_os("MLX_SYS_BUILD_INFO") {
         Some(p) => PathBuf::from(p),
@@ -38,31 +53,27 @@ fn main() {
             path.display()
         ))
     });
-    let mlx_build_info::BuildInfo {
-        include_dir,
-        lib_dir,
-        libs,
-        link_search,
-        defines,
-        cxx_std,
-        ..
-    } = info;
-    let cxx_std = cxx_std.as_str();
-
-    if !include_dir.join("mlx/mlx.h").is_file() {
+    if !info.include_dir.join("mlx/mlx.h").is_file() {
         fail(&format!(
             "{} names include_dir {} but mlx/mlx.h is not there; rerun `cargo xtask build-mlx`",
             path.display(),
-            include_dir.display()
+            info.include_dir.display()
         ));
     }
     // libmlx.a is bundled into this crate's rlib, so a rebuilt MLX must rebuild us.
-    let mlx_lib = lib_dir.join(if cfg!(windows) { "mlx.lib" } else { "libmlx.a" });
+    let mlx_lib = info
+        .lib_dir
+        .join(if cfg!(windows) { "mlx.lib" } else { "libmlx.a" });
     println!("cargo:rerun-if-changed={}", mlx_lib.display());
+    info
+}
 
+/// The cxx bridge and the exactness probe, with MLX's definitions and the CPU policy switch when
+/// the series has it.
+fn compile_bridge(info: &mlx_build_info::BuildInfo) {
     // The fork's CPU policy switch (a local overlay) is optional, so that a series without
     // it still links; the bridge then reports it unavailable.
-    let policy_header = include_dir.join("mlx/backend/cpu/quantized_policy.h");
+    let policy_header = info.include_dir.join("mlx/backend/cpu/quantized_policy.h");
     println!("cargo:rerun-if-changed={}", policy_header.display());
     let has_policy = policy_header.is_file();
 
@@ -70,9 +81,9 @@ fn main() {
     build
         .file("src/mlx_sys.cc")
         .file("probe/exactness.cc")
-        .include(&include_dir)
-        .std(cxx_std);
-    for d in &defines {
+        .include(&info.include_dir)
+        .std(&info.cxx_std);
+    for d in &info.defines {
         match d.split_once('=') {
             Some((k, v)) => build.define(k, v),
             None => build.define(d, None),
@@ -82,28 +93,30 @@ fn main() {
     // MLX headers are not warning-clean under -Wextra; keep our own output readable.
     build.flag_if_supported("-Wno-unused-parameter");
     build.compile("mlx_sys_bridge");
+}
 
-    // The Metal policy switch (overlay 0005) only exists in Metal builds of MLX.
-    if std::env::var_os("CARGO_FEATURE_METAL").is_some() {
-        for f in [
-            "src/metal_policy.rs",
-            "src/metal_policy.cc",
-            "src/metal_policy.h",
-        ] {
-            println!("cargo:rerun-if-changed={f}");
-        }
-        cxx_build::bridge("src/metal_policy.rs")
-            .file("src/metal_policy.cc")
-            .include(&include_dir)
-            .std(cxx_std)
-            .compile("mlx_sys_metal_policy");
+/// The Metal policy bridge (the `metal` feature).
+fn compile_metal_policy(include_dir: &Path, cxx_std: &str) {
+    for f in [
+        "src/metal_policy.rs",
+        "src/metal_policy.cc",
+        "src/metal_policy.h",
+    ] {
+        println!("cargo:rerun-if-changed={f}");
     }
+    cxx_build::bridge("src/metal_policy.rs")
+        .file("src/metal_policy.cc")
+        .include(include_dir)
+        .std(cxx_std)
+        .compile("mlx_sys_metal_policy");
+}
 
-    // After the bridge so the linker sees MLX after the objects that use it.
-    for dir in &link_search {
+/// MLX's libraries and their folders, then the C++ runtime MLX needs after them.
+fn link(info: &mlx_build_info::BuildInfo) {
+    for dir in &info.link_search {
         println!("cargo:rustc-link-search=native={}", dir.display());
     }
-    for lib in &libs {
+    for lib in &info.libs {
         println!("cargo:rustc-link-lib={lib}");
     }
     // MLX is C++: its C++ runtime must follow it on the link line.
@@ -113,8 +126,6 @@ fn main() {
         "windows" => {}
         _ => println!("cargo:rustc-link-lib=dylib=stdc++"),
     }
-    // Exposed to dependents' build scripts as DEP_MLX_INCLUDE (links = "mlx").
-    println!("cargo:include={}", include_dir.display());
 }
 
 /// The nearest ancestor whose Cargo.toml declares `[workspace]`, else two levels up

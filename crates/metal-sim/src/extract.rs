@@ -376,35 +376,7 @@ pub fn extract_in(
         if !seen.insert(name.clone()) {
             continue;
         }
-        let mut hit = None;
-        for (rank, f) in idx.iter().enumerate() {
-            let mut defs = if rank < n_search {
-                f.definitions(&name)
-            } else {
-                f.definitions_of(&name, &[SymbolKind::Enum])
-            };
-            if defs.is_empty() && rank < n_search {
-                defs = f.constants(&name);
-            }
-            match defs.len() {
-                0 => continue,
-                1 => {
-                    hit = Some((rank, defs.remove(0)));
-                    break;
-                }
-                n => {
-                    return Err(Error::Source(format!(
-                        "{}: `{name}` has {n} definitions (lines {}); the emulator will not guess which one MLX uses",
-                        f.path,
-                        defs.iter()
-                            .map(|d| d.line.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
-            }
-        }
-        let Some((rank, def)) = hit else {
+        let Some((rank, def)) = find_definition(&idx, n_search, &name)? else {
             if required {
                 return Err(Error::Source(format!(
                     "`{name}` is not defined in {} of the {} tree",
@@ -440,8 +412,48 @@ pub fn extract_in(
     // Later files are lower-level helpers (utils.h before quantized.cpp needs
     // them); within a file, source order keeps declarations before uses.
     pieces.sort_by(|a, b| b.file_rank.cmp(&a.file_rank).then(a.start.cmp(&b.start)));
+    Ok(Extracted {
+        code: render_pieces(&pieces),
+        names,
+        optional_found,
+    })
+}
+
+/// The one definition of `name`: the first file (by rank) that has any, its functions, macros
+/// and constants in the searched files (the first `n_search`), enums in the type files; an error
+/// when that file has several.
+fn find_definition(idx: &[FileIndex], n_search: usize, name: &str) -> Result<Option<(usize, Def)>> {
+    for (rank, f) in idx.iter().enumerate() {
+        let mut defs = if rank < n_search {
+            f.definitions(name)
+        } else {
+            f.definitions_of(name, &[SymbolKind::Enum])
+        };
+        if defs.is_empty() && rank < n_search {
+            defs = f.constants(name);
+        }
+        match defs.len() {
+            0 => continue,
+            1 => return Ok(Some((rank, defs.remove(0)))),
+            n => {
+                return Err(Error::Source(format!(
+                    "{}: `{name}` has {n} definitions (lines {}); the emulator will not guess which one MLX uses",
+                    f.path,
+                    defs.iter()
+                        .map(|d| d.line.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The pieces as one source, each under its `#line` and in its namespace.
+fn render_pieces(pieces: &[Piece]) -> String {
     let mut code = String::new();
-    for p in &pieces {
+    for p in pieces {
         let (open, close) = if p.namespace.is_empty() {
             (String::new(), String::new())
         } else {
@@ -455,11 +467,7 @@ pub fn extract_in(
             p.line, p.path, p.text
         ));
     }
-    Ok(Extracted {
-        code,
-        names,
-        optional_found,
-    })
+    code
 }
 
 /// The namespaces of `qualified` (a definition named `name`) below `base`:
