@@ -326,6 +326,41 @@ pub fn run(g: &Global, a: &FuzzArgs) -> Result<ExitCode> {
         bail!("cargo fuzz build failed ({status})");
     }
 
+    let dirs = Dirs {
+        fuzz: &fuzz_dir,
+        corpus: &corpus,
+        artifacts: &artifacts,
+        logs: &logs,
+    };
+    let results = fuzz_all(&tc, &dirs, &targets, a)?;
+    let crashed = results.iter().any(|r| r.crash.is_some());
+    if g.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::commands::versioned(serde_json::to_value(
+                &results
+            )?))?
+        );
+    } else {
+        print_report(&results);
+    }
+    Ok(if crashed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The folders a fuzz run uses: the fuzz crate, the corpus, crash artifacts and logs.
+struct Dirs<'a> {
+    fuzz: &'a Path,
+    corpus: &'a Path,
+    artifacts: &'a Path,
+    logs: &'a Path,
+}
+
+/// Every target fuzzed for `a.seconds`, `a.jobs` at a time; their outcomes in order.
+fn fuzz_all(tc: &Toolchain, dirs: &Dirs, targets: &[String], a: &FuzzArgs) -> Result<Vec<Outcome>> {
     let jobs = a.jobs.max(1);
     let mut results: Vec<Outcome> = Vec::new();
     for chunk in targets.chunks(jobs) {
@@ -334,8 +369,8 @@ pub fn run(g: &Global, a: &FuzzArgs) -> Result<ExitCode> {
                 .iter()
                 .map(|t| {
                     eprintln!("fuzzing {t} for {} s", a.seconds);
-                    let (tc, fuzz_dir, corpus, artifacts) = (&tc, &fuzz_dir, &corpus, &artifacts);
-                    let log = logs.join(format!("{t}.log"));
+                    let (fuzz_dir, corpus, artifacts) = (dirs.fuzz, dirs.corpus, dirs.artifacts);
+                    let log = dirs.logs.join(format!("{t}.log"));
                     s.spawn(move || run_target(tc, fuzz_dir, corpus, artifacts, t, a.seconds, &log))
                 })
                 .collect();
@@ -348,81 +383,75 @@ pub fn run(g: &Global, a: &FuzzArgs) -> Result<ExitCode> {
             results.push(r?);
         }
     }
+    Ok(results)
+}
 
-    let crashed = results.iter().any(|r| r.crash.is_some());
-    if g.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&crate::commands::versioned(serde_json::to_value(
-                &results
-            )?))?
-        );
+/// The human report: a padded table on a terminal, `key=value` records otherwise; then how to
+/// reproduce each crash.
+fn print_report(results: &[Outcome]) {
+    let header = [
+        "target",
+        "result",
+        "executions",
+        "exec/s",
+        "seconds",
+        "corpus",
+        "coverage",
+    ];
+    let rows: Vec<[String; 7]> = results
+        .iter()
+        .map(|r| {
+            [
+                r.target.clone(),
+                if r.crash.is_some() { "CRASH" } else { "ok" }.into(),
+                show(r.executions),
+                show(r.execs_per_sec),
+                show(r.seconds),
+                show(r.corpus),
+                show(r.coverage),
+            ]
+        })
+        .collect();
+    if std::io::stdout().is_terminal() {
+        print_table(&header, &rows);
     } else {
-        let tty = std::io::stdout().is_terminal();
-        let header = [
-            "target",
-            "result",
-            "executions",
-            "exec/s",
-            "seconds",
-            "corpus",
-            "coverage",
-        ];
-        let rows: Vec<[String; 7]> = results
-            .iter()
-            .map(|r| {
-                [
-                    r.target.clone(),
-                    if r.crash.is_some() { "CRASH" } else { "ok" }.into(),
-                    show(r.executions),
-                    show(r.execs_per_sec),
-                    show(r.seconds),
-                    show(r.corpus),
-                    show(r.coverage),
-                ]
-            })
-            .collect();
-        if tty {
-            let mut w = header.map(str::len);
-            for row in &rows {
-                for (i, c) in row.iter().enumerate() {
-                    w[i] = w[i].max(c.len());
-                }
-            }
-            let line = |cells: &[&str]| {
-                let padded: Vec<String> = cells
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| format!("{c:<width$}", width = w[i]))
-                    .collect();
-                println!("{}", padded.join("  ").trim_end());
-            };
-            line(&header);
-            for row in &rows {
-                line(&row.each_ref().map(String::as_str));
-            }
-        } else {
-            // Plain, one record per line, for logs and CI.
-            for row in &rows {
-                let fields: Vec<String> = header
-                    .iter()
-                    .zip(row)
-                    .map(|(h, c)| format!("{h}={c}"))
-                    .collect();
-                println!("{}", fields.join(" "));
-            }
-        }
-        for r in &results {
-            if let (Some(c), Some(rep)) = (&r.crash, &r.reproduce) {
-                println!("{}: crash input {c}\n  reproduce: {rep}", r.target);
-            }
+        // Plain, one record per line, for logs and CI.
+        for row in &rows {
+            let fields: Vec<String> = header
+                .iter()
+                .zip(row)
+                .map(|(h, c)| format!("{h}={c}"))
+                .collect();
+            println!("{}", fields.join(" "));
         }
     }
-    Ok(if crashed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    for r in results {
+        if let (Some(c), Some(rep)) = (&r.crash, &r.reproduce) {
+            println!("{}: crash input {c}\n  reproduce: {rep}", r.target);
+        }
+    }
+}
+
+/// The rows under the header, each column padded to its widest cell.
+fn print_table(header: &[&str; 7], rows: &[[String; 7]]) {
+    let mut w = header.map(str::len);
+    for row in rows {
+        for (i, c) in row.iter().enumerate() {
+            w[i] = w[i].max(c.len());
+        }
+    }
+    let line = |cells: &[&str]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = w[i]))
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(header);
+    for row in rows {
+        line(&row.each_ref().map(String::as_str));
+    }
 }
 
 #[cfg(test)]
