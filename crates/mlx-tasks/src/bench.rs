@@ -217,9 +217,56 @@ fn drift_scan(g: &Global, a: &DriftScanArgs) -> Result<ExitCode> {
     let report = report.expect("ran");
 
     // Baseline: what a script would do: per commit, extract the overlaid files, `git apply` the series.
-    let git_dir = repo.repo().path().to_path_buf();
-    let paths = overlay::drift::relevant_paths(&series);
-    let mut walk = repo.repo().revwalk()?;
+    let (commits, naive_ok, naive) = naive_loop(repo.repo(), &series, from, to)?;
+    let ratio = naive.as_secs_f64() / ours.as_secs_f64();
+    let mut h = String::new();
+    writeln!(
+        h,
+        "drift-scan: {} first-parent commits {}..{}, 3 overlays (quantized.h, metal/quantized.cpp, cpu/quantized.cpp)",
+        commits,
+        &from.to_string()[..9],
+        &to.to_string()[..9]
+    )?;
+    writeln!(
+        h,
+        "  drift --per-commit (median of {}): {:>9.1} ms  ({} commits evaluated, classifies + blames + watches symbols)",
+        a.repeat.max(1),
+        ours.as_secs_f64() * 1e3,
+        report.evaluated.unwrap_or(0)
+    )?;
+    writeln!(
+        h,
+        "  naive extract + git apply loop:  {:>9.1} ms  (textual only; series applied at {naive_ok} of {} commits)",
+        naive.as_secs_f64() * 1e3,
+        commits
+    )?;
+    writeln!(h, "  ratio: {ratio:.1}x")?;
+    overlay_lines(&mut h, &report)?;
+    let json = serde_json::json!({ "commits": commits, "evaluated": report.evaluated, "drift_ms": ours.as_secs_f64() * 1e3,
+        "naive_ms": naive.as_secs_f64() * 1e3, "ratio": ratio, "naive_applied": naive_ok });
+    if ctx.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::commands::versioned(json))?
+        );
+    } else {
+        print!("{h}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The naive baseline: for every first-parent commit after `from` up to `to`, the overlaid files
+/// extracted with `git show` and each overlay `git apply`d; the number of commits, at how many the
+/// whole series applied, and the time it took.
+fn naive_loop(
+    repo: &git2::Repository,
+    series: &Series,
+    from: git2::Oid,
+    to: git2::Oid,
+) -> Result<(usize, usize, Duration)> {
+    let git_dir = repo.path().to_path_buf();
+    let paths = overlay::drift::relevant_paths(series);
+    let mut walk = repo.revwalk()?;
     walk.push(to)?;
     walk.simplify_first_parent()?;
     let commits: Vec<git2::Oid> = walk
@@ -251,30 +298,12 @@ fn drift_scan(g: &Global, a: &DriftScanArgs) -> Result<ExitCode> {
         }
         naive_ok += usize::from(ok);
     }
-    let naive = t.elapsed();
-    let ratio = naive.as_secs_f64() / ours.as_secs_f64();
-    let mut h = String::new();
-    writeln!(
-        h,
-        "drift-scan: {} first-parent commits {}..{}, 3 overlays (quantized.h, metal/quantized.cpp, cpu/quantized.cpp)",
-        commits.len(),
-        &from.to_string()[..9],
-        &to.to_string()[..9]
-    )?;
-    writeln!(
-        h,
-        "  drift --per-commit (median of {}): {:>9.1} ms  ({} commits evaluated, classifies + blames + watches symbols)",
-        a.repeat.max(1),
-        ours.as_secs_f64() * 1e3,
-        report.evaluated.unwrap_or(0)
-    )?;
-    writeln!(
-        h,
-        "  naive extract + git apply loop:  {:>9.1} ms  (textual only; series applied at {naive_ok} of {} commits)",
-        naive.as_secs_f64() * 1e3,
-        commits.len()
-    )?;
-    writeln!(h, "  ratio: {ratio:.1}x")?;
+    Ok((commits.len(), naive_ok, t.elapsed()))
+}
+
+/// Each overlay's drift status and blame, its hunks' reasons and the watched symbols upstream
+/// changed.
+fn overlay_lines(h: &mut String, report: &overlay::drift::Report) -> Result<()> {
     for o in &report.overlays {
         writeln!(
             h,
@@ -303,17 +332,7 @@ fn drift_scan(g: &Global, a: &DriftScanArgs) -> Result<ExitCode> {
             )?;
         }
     }
-    let json = serde_json::json!({ "commits": commits.len(), "evaluated": report.evaluated, "drift_ms": ours.as_secs_f64() * 1e3,
-        "naive_ms": naive.as_secs_f64() * 1e3, "ratio": ratio, "naive_applied": naive_ok });
-    if ctx.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&crate::commands::versioned(json))?
-        );
-    } else {
-        print!("{h}");
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn time_build(root: &Path, extra: &[&str]) -> Result<Duration> {
@@ -338,31 +357,53 @@ fn build(g: &Global, a: &BuildBenchArgs) -> Result<ExitCode> {
     }
     let ctx = Ctx::load(g, overlay::lock::Mode::Shared, "bench")?;
     let root = ctx.project.root.clone();
-    let up = ctx.upstream().clone();
-    let series = ctx.series()?;
     let mut rows: Vec<(String, Duration)> = Vec::new();
     if a.cold {
-        let cache = tempfile::tempdir()?;
-        let exe = std::env::current_exe()?;
-        let t = Instant::now();
-        let st = Command::new(exe)
-            .env("OVERLAY_CACHE_DIR", cache.path())
-            .env("CCACHE_DISABLE", "1")
-            .arg("--root")
-            .arg(&root)
-            .arg("build-mlx")
-            .stdout(std::process::Stdio::null())
-            .status()?;
-        if !st.success() {
-            bail!("cold build failed");
-        }
-        rows.push(("cold (empty cache, no ccache)".into(), t.elapsed()));
+        rows.push(("cold (empty cache, no ccache)".into(), cold_build(&root)?));
     }
     time_build(&root, &[])?; // make sure the cache is warm and current
     rows.push(("no-op (nothing changed)".into(), time_build(&root, &[])?));
     // Touch one overlay: a copy of the project whose series gains one overlay on one file.
     let tmp = tempfile::tempdir()?;
     let copy = tmp.path();
+    touched_copy(&ctx, copy)?;
+    rows.push((
+        "one overlay touches quantized.cpp".into(),
+        time_build(copy, &[])?,
+    ));
+    // Put the workspace's own build back (the same translation unit recompiles, or ccache answers).
+    rows.push((
+        "back to the workspace series".into(),
+        time_build(&root, &[])?,
+    ));
+    print_build_rows(ctx.json, &rows)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A build of the project into an empty cache, ccache off.
+fn cold_build(root: &Path) -> Result<Duration> {
+    let cache = tempfile::tempdir()?;
+    let exe = std::env::current_exe()?;
+    let t = Instant::now();
+    let st = Command::new(exe)
+        .env("OVERLAY_CACHE_DIR", cache.path())
+        .env("CCACHE_DISABLE", "1")
+        .arg("--root")
+        .arg(root)
+        .arg("build-mlx")
+        .stdout(std::process::Stdio::null())
+        .status()?;
+    if !st.success() {
+        bail!("cold build failed");
+    }
+    Ok(t.elapsed())
+}
+
+/// A copy of the project in `copy` whose series gains one overlay that touches quantized.cpp with
+/// fresh code (ccache ignores comments), so that translation unit really recompiles.
+fn touched_copy(ctx: &Ctx, copy: &Path) -> Result<()> {
+    let up = ctx.upstream().clone();
+    let series = ctx.series()?;
     std::fs::copy(ctx.project.pins.path.clone(), copy.join("pins.toml"))?;
     let odir = copy.join(&up.overlays);
     std::fs::create_dir_all(&odir)?;
@@ -401,22 +442,18 @@ fn build(g: &Global, a: &BuildBenchArgs) -> Result<ExitCode> {
         odir.join("series"),
         format!("{}9999-bench-touch.patch\n", series.raw),
     )?;
-    rows.push((
-        "one overlay touches quantized.cpp".into(),
-        time_build(copy, &[])?,
-    ));
-    // Put the workspace's own build back (the same translation unit recompiles, or ccache answers).
-    rows.push((
-        "back to the workspace series".into(),
-        time_build(&root, &[])?,
-    ));
+    Ok(())
+}
+
+/// Each case's time and its ratio to the no-op build, or `--json`'s runs.
+fn print_build_rows(json: bool, rows: &[(String, Duration)]) -> Result<()> {
     let noop = rows
         .iter()
         .find(|r| r.0.starts_with("no-op"))
         .map(|r| r.1)
         .expect("measured");
     let mut h = String::from("build-mlx benchmark (times include starting the xtask binary)\n");
-    for (what, d) in &rows {
+    for (what, d) in rows {
         writeln!(
             h,
             "  {what:<38} {:>10.1} ms  ({:.0}x no-op)",
@@ -424,7 +461,7 @@ fn build(g: &Global, a: &BuildBenchArgs) -> Result<ExitCode> {
             d.as_secs_f64() / noop.as_secs_f64()
         )?;
     }
-    if ctx.json {
+    if json {
         let v: Vec<_> = rows
             .iter()
             .map(|(w, d)| serde_json::json!({ "case": w, "seconds": d.as_secs_f64() }))
@@ -438,5 +475,5 @@ fn build(g: &Global, a: &BuildBenchArgs) -> Result<ExitCode> {
     } else {
         print!("{h}");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
