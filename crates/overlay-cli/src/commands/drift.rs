@@ -91,96 +91,7 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
     }
     h.push('\n');
     for o in &r.overlays {
-        let d = &o.drift;
-        let mut status = d.status.as_str().to_string();
-        if d.partially_upstreamed {
-            status.push_str(" (partially)");
-        }
-        let _ = write!(
-            h,
-            "  {}  {}",
-            paint(&format!("{status:<13}"), d.status),
-            d.name
-        );
-        if let Some(b) = &o.blame {
-            let _ = write!(h, "  since {} {}", short(&b.sha), b.subject);
-        }
-        h.push('\n');
-        if let Some(by) = &d.blocked_by {
-            let _ = writeln!(
-                h,
-                "      blocked by {by}: it touches the same files; it is evaluated once that conflict is resolved"
-            );
-        }
-        if let Some(f) = &d.forecast {
-            let _ = write!(
-                h,
-                "      forecast on {}'s side (ours): {}",
-                d.blocked_by.as_deref().unwrap_or("?"),
-                f.status.as_str()
-            );
-            if let Some(b) = &f.blame {
-                let _ = write!(h, "  since {} {}", short(&b.sha), b.subject);
-            }
-            h.push('\n');
-            if !f.changed_symbols.is_empty() {
-                let _ = writeln!(
-                    h,
-                    "        changed upstream: {}",
-                    f.changed_symbols.join(", ")
-                );
-            }
-            for r in &f.review {
-                let _ = writeln!(h, "        review: {r}");
-            }
-        }
-        for c in &d.conflicts {
-            let _ = writeln!(h, "      the 3-way merge conflicts in {c}");
-        }
-        for r in &d.review {
-            let _ = writeln!(h, "      review: {r}");
-        }
-        for c in &d.symbol_changes {
-            let what = if c.removed { "removed" } else { "changed" };
-            let _ = writeln!(
-                h,
-                "      {what} upstream: {}::{} ({})",
-                c.path, c.symbol, c.watched_because
-            );
-            if let Some(outer) = &c.diff_under {
-                let _ = writeln!(h, "        (its diff is shown under {outer})");
-                continue;
-            }
-            for l in c.diff.lines() {
-                // No whitespace-only lines: they do not survive copy and paste (or rustfmt).
-                match l.trim_end() {
-                    "" => h.push('\n'),
-                    l => {
-                        let _ = writeln!(h, "        {l}");
-                    }
-                }
-            }
-        }
-        for hk in &d.hunks {
-            use overlay::drift::HunkStatus as H;
-            let line = match (hk.status, hk.actual) {
-                (H::Exact, _) if hk.blame.is_empty() => continue,
-                (H::Exact, _) => "exact".to_string(),
-                (H::Moved, Some(a)) => format!(
-                    "moved {} -> {a} ({:+})",
-                    hk.recorded,
-                    a as isize - hk.recorded as isize
-                ),
-                (H::Upstreamed, _) => "already upstream".to_string(),
-                (H::Merged, _) => format!("merged: {}", hk.reason.as_deref().unwrap_or("")),
-                (H::Conflict, _) => format!("conflict: {}", hk.reason.as_deref().unwrap_or("")),
-                (H::Moved, None) => "moved".to_string(),
-            };
-            let _ = writeln!(h, "      {} hunk #{}: {line}", hk.file, hk.hunk);
-            for b in &hk.blame {
-                let _ = writeln!(h, "        {}", hunk_blame_text(b));
-            }
-        }
+        render_overlay(&mut h, o);
     }
     let mut counts = std::collections::BTreeMap::new();
     for o in &r.overlays {
@@ -195,6 +106,116 @@ pub fn render_drift(r: &overlay::drift::Report) -> String {
         summary.join(", ")
     );
     h
+}
+
+/// One overlay of the report: its status and blame, what blocks it and its forecast, conflicts,
+/// review notes, watched symbols upstream changed, and its hunks.
+fn render_overlay(h: &mut String, o: &overlay::drift::ReportOverlay) {
+    let d = &o.drift;
+    let mut status = d.status.as_str().to_string();
+    if d.partially_upstreamed {
+        status.push_str(" (partially)");
+    }
+    let _ = write!(
+        h,
+        "  {}  {}",
+        paint(&format!("{status:<13}"), d.status),
+        d.name
+    );
+    if let Some(b) = &o.blame {
+        let _ = write!(h, "  since {} {}", short(&b.sha), b.subject);
+    }
+    h.push('\n');
+    if let Some(by) = &d.blocked_by {
+        let _ = writeln!(
+            h,
+            "      blocked by {by}: it touches the same files; it is evaluated once that conflict is resolved"
+        );
+    }
+    if let Some(f) = &d.forecast {
+        render_forecast(h, d.blocked_by.as_deref(), f);
+    }
+    for c in &d.conflicts {
+        let _ = writeln!(h, "      the 3-way merge conflicts in {c}");
+    }
+    for r in &d.review {
+        let _ = writeln!(h, "      review: {r}");
+    }
+    for c in &d.symbol_changes {
+        render_symbol_change(h, c);
+    }
+    for hk in &d.hunks {
+        render_hunk(h, hk);
+    }
+}
+
+/// A blocked overlay's forecast on the conflicting overlay's side.
+fn render_forecast(h: &mut String, blocked_by: Option<&str>, f: &overlay::drift::BlockedForecast) {
+    let _ = write!(
+        h,
+        "      forecast on {}'s side (ours): {}",
+        blocked_by.unwrap_or("?"),
+        f.status.as_str()
+    );
+    if let Some(b) = &f.blame {
+        let _ = write!(h, "  since {} {}", short(&b.sha), b.subject);
+    }
+    h.push('\n');
+    if !f.changed_symbols.is_empty() {
+        let _ = writeln!(
+            h,
+            "        changed upstream: {}",
+            f.changed_symbols.join(", ")
+        );
+    }
+    for r in &f.review {
+        let _ = writeln!(h, "        review: {r}");
+    }
+}
+
+/// A watched definition upstream changed or removed, with its diff (or where it is shown).
+fn render_symbol_change(h: &mut String, c: &overlay::drift::SymbolChange) {
+    let what = if c.removed { "removed" } else { "changed" };
+    let _ = writeln!(
+        h,
+        "      {what} upstream: {}::{} ({})",
+        c.path, c.symbol, c.watched_because
+    );
+    if let Some(outer) = &c.diff_under {
+        let _ = writeln!(h, "        (its diff is shown under {outer})");
+        return;
+    }
+    for l in c.diff.lines() {
+        // No whitespace-only lines: they do not survive copy and paste (or rustfmt).
+        match l.trim_end() {
+            "" => h.push('\n'),
+            l => {
+                let _ = writeln!(h, "        {l}");
+            }
+        }
+    }
+}
+
+/// One hunk's fate and its blame (an exact hunk without blame says nothing).
+fn render_hunk(h: &mut String, hk: &overlay::drift::HunkDrift) {
+    use overlay::drift::HunkStatus as H;
+    let line = match (hk.status, hk.actual) {
+        (H::Exact, _) if hk.blame.is_empty() => return,
+        (H::Exact, _) => "exact".to_string(),
+        (H::Moved, Some(a)) => format!(
+            "moved {} -> {a} ({:+})",
+            hk.recorded,
+            a as isize - hk.recorded as isize
+        ),
+        (H::Upstreamed, _) => "already upstream".to_string(),
+        (H::Merged, _) => format!("merged: {}", hk.reason.as_deref().unwrap_or("")),
+        (H::Conflict, _) => format!("conflict: {}", hk.reason.as_deref().unwrap_or("")),
+        (H::Moved, None) => "moved".to_string(),
+    };
+    let _ = writeln!(h, "      {} hunk #{}: {line}", hk.file, hk.hunk);
+    for b in &hk.blame {
+        let _ = writeln!(h, "        {}", hunk_blame_text(b));
+    }
 }
 
 /// One commit of a hunk's blame: what it did to the hunk, the hunk's status after it, and whether
