@@ -307,6 +307,92 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
+/// One `[upstream.<name>]` table, validated: its name, URL, pin, overlays folder (inside the
+/// project), branch, FetchContent pins and sources.
+fn parse_upstream(
+    path: &Path,
+    text: &str,
+    name: String,
+    table: Spanned<RawUpstream>,
+) -> Result<Upstream> {
+    let line = line_of(text, table.span().start);
+    let raw = table.into_inner();
+    let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
+        pins_error(
+            path,
+            Some(line_of(text, span.start)),
+            format!("upstream.{name}.{key}: {msg}"),
+        )
+    };
+    if !is_plain_name(&name) {
+        return Err(pins_error(
+            path,
+            Some(line),
+            format!("upstream name {name:?}: expected letters, digits, '-' or '_'"),
+        ));
+    }
+    let url = checked_url(&raw.url, &err)?;
+    let rev = checked_rev(
+        &raw.rev,
+        &err,
+        "branch names, tags and short ids are not pins",
+    )?;
+    let overlays = checked_overlays(&raw.overlays, &err)?;
+    let branch = match raw.branch {
+        Some(b) if b.get_ref().trim().is_empty() => {
+            return Err(err(
+                b.span(),
+                "branch",
+                "expected a branch name, found an empty string".into(),
+            ));
+        }
+        Some(b) => Some(b.into_inner()),
+        None => None,
+    };
+    let fetchcontent = raw
+        .fetchcontent
+        .into_iter()
+        .map(|(k, v)| (k, v.into_inner()))
+        .collect();
+    let sources = raw
+        .sources
+        .into_iter()
+        .map(|(dep, t)| parse_source(path, text, &name, dep, t))
+        .collect::<Result<Vec<_>>>()?;
+    check_submodules(path, &name, &sources)?;
+    Ok(Upstream {
+        name,
+        url,
+        rev,
+        overlays,
+        branch,
+        fetchcontent,
+        sources,
+        line,
+    })
+}
+
+/// The overlays folder: relative to pins.toml and inside the project.
+fn checked_overlays(overlays: &Spanned<String>, err: KeyError<'_>) -> Result<PathBuf> {
+    let dir = PathBuf::from(overlays.get_ref());
+    let escapes = dir.is_absolute()
+        || dir
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
+    if overlays.get_ref().is_empty() || escapes {
+        return Err(err(
+            overlays.span(),
+            "overlays",
+            format!(
+                "expected a folder relative to {}, inside it, found {:?}",
+                PINS_FILE,
+                overlays.get_ref()
+            ),
+        ));
+    }
+    Ok(dir)
+}
+
 impl Pins {
     /// Loads `<root>/pins.toml`.
     pub fn load(root: &Path) -> Result<Pins> {
@@ -324,79 +410,10 @@ impl Pins {
         let mut tables: Vec<(String, Spanned<RawUpstream>)> = raw.upstream.into_iter().collect();
         // BTreeMap loses file order; spans give it back.
         tables.sort_by_key(|(_, t)| t.span().start);
-        let mut upstreams = Vec::new();
-        for (name, table) in tables {
-            let line = line_of(text, table.span().start);
-            let raw = table.into_inner();
-            let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
-                pins_error(
-                    path,
-                    Some(line_of(text, span.start)),
-                    format!("upstream.{name}.{key}: {msg}"),
-                )
-            };
-            if !is_plain_name(&name) {
-                return Err(pins_error(
-                    path,
-                    Some(line),
-                    format!("upstream name {name:?}: expected letters, digits, '-' or '_'"),
-                ));
-            }
-            let url = checked_url(&raw.url, &err)?;
-            let rev = checked_rev(
-                &raw.rev,
-                &err,
-                "branch names, tags and short ids are not pins",
-            )?;
-            let overlays = PathBuf::from(raw.overlays.get_ref());
-            let escapes = overlays.is_absolute()
-                || overlays
-                    .components()
-                    .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
-            if raw.overlays.get_ref().is_empty() || escapes {
-                return Err(err(
-                    raw.overlays.span(),
-                    "overlays",
-                    format!(
-                        "expected a folder relative to {}, inside it, found {:?}",
-                        PINS_FILE,
-                        raw.overlays.get_ref()
-                    ),
-                ));
-            }
-            let branch = match raw.branch {
-                Some(b) if b.get_ref().trim().is_empty() => {
-                    return Err(err(
-                        b.span(),
-                        "branch",
-                        "expected a branch name, found an empty string".into(),
-                    ));
-                }
-                Some(b) => Some(b.into_inner()),
-                None => None,
-            };
-            let fetchcontent = raw
-                .fetchcontent
-                .into_iter()
-                .map(|(k, v)| (k, v.into_inner()))
-                .collect();
-            let sources = raw
-                .sources
-                .into_iter()
-                .map(|(dep, t)| parse_source(path, text, &name, dep, t))
-                .collect::<Result<Vec<_>>>()?;
-            check_submodules(path, &name, &sources)?;
-            upstreams.push(Upstream {
-                name,
-                url,
-                rev,
-                overlays,
-                branch,
-                fetchcontent,
-                sources,
-                line,
-            });
-        }
+        let upstreams = tables
+            .into_iter()
+            .map(|(name, table)| parse_upstream(path, text, name, table))
+            .collect::<Result<Vec<_>>>()?;
         if upstreams.is_empty() {
             return Err(pins_error(path, None, "no [upstream.<name>] table").with_help(
                 "add one: [upstream.mlx] url = \"https://github.com/ml-explore/mlx\" rev = \"<40-hex commit>\" overlays = \"overlays/mlx\"",
