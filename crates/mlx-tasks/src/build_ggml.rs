@@ -109,10 +109,14 @@ pub fn run(g: &Global, a: &BuildGgmlArgs) -> Result<ExitCode> {
     }
     let missing = missing_tools();
     if !missing.is_empty() {
-        return Err(bm::user_err(format!(
-            "missing: {}\n  help: cargo xtask build-ggml --install-deps (apt-get install {APT}; brew install {BREW})",
-            missing.join(", ")
-        )).into());
+        return Err(overlay_cli::error::HintedError::of_kind(
+            Some(overlay_cli::error::Kind::Build),
+            format!("missing: {}", missing.join(", ")),
+            format!(
+                "{} (apt-get install {APT}; brew install {BREW})",
+                overlay_cli::steps::Steps::program_only().line("build-ggml --install-deps")
+            ),
+        ));
     }
     let mut g = g.clone();
     g.upstream.get_or_insert_with(|| "ggml".to_string());
