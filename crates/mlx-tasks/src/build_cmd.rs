@@ -60,7 +60,7 @@ fn driver_error(e: anyhow::Error) -> crate::build_mlx::Error {
 
 fn build_mlx_bundle(ctx: &Ctx, a: &crate::build_mlx::BuildMlxArgs, out: &Path) -> Result<ExitCode> {
     if a.backend != Some(crate::build_mlx::Backend::Cuda) {
-        return Err(overlay_cli::error::HintedError::new(
+        return Err(overlay_cli::error::HintedError::error(
             "--bundle builds the CUDA backend only",
             "add --backend cuda",
         ));

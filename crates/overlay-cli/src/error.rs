@@ -79,11 +79,11 @@ pub struct HintedError {
 
 impl HintedError {
     /// `message` with `help`, as an error for `?` and `bail!`-like returns.
-    pub fn new(message: impl Into<String>, help: impl Into<Help>) -> anyhow::Error {
+    pub fn error(message: impl Into<String>, help: impl Into<Help>) -> anyhow::Error {
         Self::of_kind(None, message, help)
     }
 
-    /// [`HintedError::new`] of a kind (`Some(Kind::Build)`: missing build tools).
+    /// [`HintedError::error`] of a kind (`Some(Kind::Build)`: missing build tools).
     pub fn of_kind(
         kind: Option<Kind>,
         message: impl Into<String>,
@@ -423,7 +423,7 @@ mod tests {
                 &*format!("materializing: a: bad\n  help: run {step} next")
             )
         );
-        let c = CliError::from_anyhow(&g, &HintedError::new("no", help));
+        let c = CliError::from_anyhow(&g, &HintedError::error("no", help));
         assert_eq!(c.message, format!("no\n  help: run {step} next"));
         assert_eq!(
             (c.kind, c.hint),

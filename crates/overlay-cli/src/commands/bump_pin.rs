@@ -183,7 +183,7 @@ fn refuse_unsafe_bump(
                 &up.rev,
                 &series_hash,
             );
-            return Err(HintedError::new(
+            return Err(HintedError::error(
                 format!(
                     "{dir} holds {} edit(s) no overlay has ({}); a bump would strand them; nothing was written",
                     e.all().count(),
@@ -197,7 +197,7 @@ fn refuse_unsafe_bump(
                 .iter()
                 .flat_map(|u| ["--upstream".to_string(), u.clone()])
         };
-        return Err(HintedError::new(
+        return Err(HintedError::error(
             format!(
                 "{} holds {} edit(s) no overlay has ({}); a bump would strand them (refresh works only at the pin they were made on); nothing was written",
                 ctx.rel(&ctx.default_dir()),

@@ -96,7 +96,7 @@ pub fn bump_pr(g: &Global, a: &BumpPrArgs) -> Result<ExitCode> {
 fn clean_checkout(root: &Path) -> Result<Checkout> {
     let top = git_output(root, &["rev-parse", "--show-toplevel"])
         .map_err(|e| {
-            HintedError::new(
+            HintedError::error(
                 format!("{}: not in a git work tree ({e:#}); nothing was changed", root.display()),
                 "bump-pr commits the bump on a branch of the fork's git repository: run it in the fork's checkout",
             )
@@ -104,7 +104,7 @@ fn clean_checkout(root: &Path) -> Result<Checkout> {
     let top = PathBuf::from(top.trim());
     let dirty = git_output(&top, &["status", "--porcelain", "--untracked-files=all"])?;
     if let Some(first) = dirty.lines().next() {
-        return Err(HintedError::new(
+        return Err(HintedError::error(
             format!(
                 "{}: the working tree has uncommitted changes ({} path(s), first `{}`); nothing was changed",
                 top.display(),
@@ -129,7 +129,7 @@ fn refuse_bump_in_progress(ctx: &Ctx) -> Result<()> {
     let up = &ctx.upstream().name;
     let session = overlay::bump_session::Session::for_project(&ctx.project.root, up, None);
     if session.read_state()?.is_some() {
-        return Err(HintedError::new(
+        return Err(HintedError::error(
             format!("a bump of {up} is in progress; nothing was changed"),
             Help::new("finish it (")
                 .step(NextStep::new("bump-pin", ["--continue"]))
@@ -147,7 +147,7 @@ fn refuse_existing_branch(c: &Checkout, branch: &str) -> Result<()> {
     }
     let r = format!("refs/heads/{branch}");
     if git_output(&c.top, &["rev-parse", "--verify", "-q", &r]).is_ok() {
-        return Err(HintedError::new(
+        return Err(HintedError::error(
             format!("branch {branch} already exists; nothing was changed"),
             format!("delete it (`git branch -D {branch}`) or pass --branch NAME"),
         ));
@@ -217,7 +217,7 @@ fn first_parents(
         c = match c.parent(0) {
             Ok(p) => p,
             Err(_) => {
-                return Err(HintedError::new(
+                return Err(HintedError::error(
                     format!(
                         "{}: the pin {} is not on its first-parent history; nothing was changed",
                         short(&head.to_string()),

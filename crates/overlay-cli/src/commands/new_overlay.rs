@@ -44,7 +44,7 @@ pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
             .starts_with('.')
             .then_some("not a hidden file (starting with `.`)")
     }) {
-        return Err(crate::error::HintedError::new(
+        return Err(crate::error::HintedError::error(
             format!(
                 "{file_name:?}: not a valid overlay name: expected a plain file name, {why}; nothing was written"
             ),
