@@ -29,7 +29,7 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli: Cli = overlay_cli::parse();
     let result = match &cli.cmd {
-        Cmd::Overlay(c) => overlay_cli::run_with(&cli.global, c, &mlx_tasks::hooks()),
+        Cmd::Overlay(c) => overlay_cli::run_with(&cli.global, c, &mlx_tasks::hooks(&cli.global)),
         Cmd::Mlx(t) => mlx_tasks::run(&cli.global, t),
     };
     overlay_cli::exit(&cli.global, result)

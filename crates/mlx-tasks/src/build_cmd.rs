@@ -113,7 +113,10 @@ pub(crate) fn driver_error(e: anyhow::Error) -> crate::build_mlx::Error {
 
 fn build_mlx_bundle(ctx: &Ctx, a: &crate::build_mlx::BuildMlxArgs, out: &Path) -> Result<ExitCode> {
     if a.backend != Some(crate::build_mlx::Backend::Cuda) {
-        anyhow::bail!("--bundle builds the CUDA backend only\n  help: add --backend cuda");
+        return Err(overlay_cli::error::HintedError::error(
+            "--bundle builds the CUDA backend only",
+            "add --backend cuda",
+        ));
     }
     let report = crate::cuda_bundle::write(ctx, a, out)?;
     let mut human = format!(

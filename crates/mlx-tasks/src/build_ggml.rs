@@ -168,10 +168,14 @@ fn check_tools(a: &BuildGgmlArgs) -> Result<()> {
     }
     let missing = missing_tools();
     if !missing.is_empty() {
-        return Err(bm::user_err(format!(
-            "missing: {}\n  help: cargo xtask build-ggml --install-deps (apt-get install {APT}; brew install {BREW})",
-            missing.join(", ")
-        )).into());
+        return Err(overlay_cli::error::HintedError::of_kind(
+            Some(overlay_cli::error::Kind::Build),
+            format!("missing: {}", missing.join(", ")),
+            format!(
+                "{} (apt-get install {APT}; brew install {BREW})",
+                overlay_cli::steps::Steps::program_only().line("build-ggml --install-deps")
+            ),
+        ));
     }
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! [`mlx_build::Progress`] drawn by the CLI's progress bar, and the driver's errors classified
 //! into the CLI's error kinds ([`classify`]).
 
-use overlay_cli::error::{Classified, Kind, cause_kind, std_chain};
+use overlay_cli::error::{Classified, Kind, Link, std_chain};
+use overlay_cli::steps::Steps;
 
 /// The CLI's progress bar (`overlay_cli::progress::BuildProgress`) as the build driver's
 /// [`mlx_build::Progress`].
@@ -23,38 +24,55 @@ impl mlx_build::Progress for BuildProgress {
     }
 }
 
-/// A task's error with the build driver's error in its chain, as a [`Classified`] of the kind the
-/// driver's error means (its text unchanged); any other error as it is. The first error in the
-/// chain that has a kind decides, as the CLI decides.
-pub fn classify(e: anyhow::Error) -> anyhow::Error {
-    let kind = e.chain().find_map(|cause| {
-        if let Some(b) = cause.downcast_ref::<mlx_build::Error>() {
-            return Some(Some(build_kind(b)));
-        }
-        if cause.downcast_ref::<mlx_build::UserError>().is_some() {
-            return Some(Some(Kind::Build));
-        }
-        cause_kind(cause).map(|_| None)
-    });
-    match kind {
-        Some(Some(kind)) => Classified::wrap(kind, &e),
-        _ => e,
+/// A task's error with the build driver's error in its chain, as a [`Classified`]: the chain's
+/// text as `{:#}` joins it, with the next steps of an engine error inside the driver's written by
+/// `steps` (this run's program and flags), and the kind of the first link that has one (the
+/// driver's errors' kind is `build`; an engine error inside keeps its own). Any other error as it
+/// is: the CLI types it.
+pub fn classify(steps: &Steps, e: anyhow::Error) -> anyhow::Error {
+    let driver = |c: &(dyn std::error::Error + 'static)| {
+        c.is::<mlx_build::Error>() || c.is::<mlx_build::UserError>()
+    };
+    if !e.chain().any(driver) {
+        return e;
     }
+    Classified::wrap(Link::join(e.chain().map(|c| link(c, steps))))
 }
 
-/// The build driver's error, down to what it wraps: the engine's errors keep their kind (a
-/// refusal while `build-mlx` materializes is `refused`: the recipe's own error), and so do the
-/// caller's (the `materialize` callback's chain).
-fn build_kind(err: &mlx_build::Error) -> Kind {
+/// One link of a chain: the build driver's typed here, every other by the CLI.
+fn link(cause: &(dyn std::error::Error + 'static), steps: &Steps) -> Link {
+    if let Some(b) = cause.downcast_ref::<mlx_build::Error>() {
+        return build_link(b, steps);
+    }
+    if cause.is::<mlx_build::UserError>() {
+        return Link::text(cause.to_string(), Some(Kind::Build));
+    }
+    Link::of(cause, steps)
+}
+
+/// The build driver's error, down to what it wraps: the engine's errors keep their kind and their
+/// next steps (a refusal while `build-mlx` materializes is `refused`: the recipe's own error), and
+/// so do the caller's (the `materialize` callback's chain).
+fn build_link(err: &mlx_build::Error, steps: &Steps) -> Link {
     use mlx_build::Error as B;
     match err {
-        B::User(_) => Kind::Build,
-        B::Context { err, .. } => build_kind(err),
-        B::Io(_) => Kind::Io,
-        B::Recipe(inner) | B::Caller(inner) => std_chain(inner.as_ref())
-            .find_map(cause_kind)
-            .unwrap_or(Kind::Other),
-        B::Json(_) | B::Message(_) => Kind::Other,
+        B::User(_) => Link::text(err.to_string(), Some(Kind::Build)),
+        B::Context { context, err } => {
+            let inner = build_link(err, steps);
+            Link {
+                text: format!("{context}: {}", inner.text),
+                ..inner
+            }
+        }
+        B::Io(_) => Link::text(err.to_string(), Some(Kind::Io)),
+        B::Recipe(inner) | B::Caller(inner) => {
+            let l = Link::join(std_chain(inner.as_ref()).map(|c| link(c, steps)));
+            Link {
+                kind: Some(l.kind.unwrap_or(Kind::Other)),
+                ..l
+            }
+        }
+        B::Json(_) | B::Message(_) => Link::text(err.to_string(), Some(Kind::Other)),
     }
 }
 
@@ -71,7 +89,8 @@ mod tests {
     }
 
     fn kind(e: anyhow::Error) -> Kind {
-        overlay_cli::CliError::from_anyhow(&global(), &classify(e)).kind
+        let steps = Steps::new(&global());
+        overlay_cli::CliError::from_anyhow(&global(), &classify(&steps, e)).kind
     }
 
     #[test]
@@ -100,16 +119,47 @@ mod tests {
     }
 
     #[test]
+    fn next_steps_inside_the_build_driver_carry_this_runs_globals() {
+        let g = overlay_cli::Global {
+            root: Some("/p".into()),
+            upstream: None,
+            json: false,
+        };
+        let help = overlay::Help::new("run ").step(overlay::NextStep::new("apply", ["--force"]));
+        let refused =
+            overlay::Error::refused("tree", None, overlay::Refusal::NotRecovered).with_help(help);
+        let e = mlx_build::Error::Context {
+            context: "materializing".into(),
+            err: Box::new(mlx_build::Error::recipe(refused)),
+        };
+        let e = classify(&Steps::new(&g), anyhow::Error::new(e).context("build-mlx"));
+        let c = overlay_cli::CliError::from_anyhow(&g, &e);
+        let step = format!(
+            "`{} --root /p apply --force`",
+            overlay_cli::steps::program()
+        );
+        assert_eq!(c.kind, Kind::Refused);
+        assert_eq!(
+            c.message,
+            format!(
+                "build-mlx: materializing: tree: an interrupted write was not recovered\n  help: run {step}"
+            )
+        );
+        assert_eq!(c.hint, Some(format!("run {step}")));
+    }
+
+    #[test]
     fn build_failures_are_their_own_kind_and_keep_their_text() {
         let e =
             anyhow::Error::new(mlx_build::user_err("cmake configure failed")).context("building");
-        let c = overlay_cli::CliError::from_anyhow(&global(), &classify(e));
+        let steps = Steps::new(&global());
+        let c = overlay_cli::CliError::from_anyhow(&global(), &classify(&steps, e));
         assert_eq!((c.kind, c.hint.as_deref()), (Kind::Build, None));
         assert_eq!(c.message, "building: cmake configure failed");
         assert_eq!(c.json()["kind"], "build");
         // An error without the driver's is left as it is.
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
-        let e = classify(anyhow::Error::new(io).context("reading"));
+        let e = classify(&steps, anyhow::Error::new(io).context("reading"));
         assert!(e.downcast_ref::<std::io::Error>().is_some());
     }
 }

@@ -112,15 +112,17 @@ pub enum Task {
 /// Runs one task; an error of the build driver's comes classified for the CLI
 /// ([`cli_edge::classify`]).
 pub fn run(g: &Global, task: &Task) -> anyhow::Result<ExitCode> {
-    run_task(g, task).map_err(cli_edge::classify)
+    let steps = overlay_cli::steps::Steps::new(g);
+    run_task(g, task).map_err(|e| cli_edge::classify(&steps, e))
 }
 
 /// The hooks `overlay-cli`'s commands take from this repository: `export-upstream --build` builds
-/// the exported tree with the MLX build driver.
-pub fn hooks() -> overlay_cli::Hooks {
+/// the exported tree with the MLX build driver (its errors' next steps written for `g`'s run).
+pub fn hooks(g: &Global) -> overlay_cli::Hooks {
+    let steps = overlay_cli::steps::Steps::new(g);
     overlay_cli::Hooks {
-        export_build: Some(Box::new(|b| {
-            build_cmd::build_export(b).map_err(cli_edge::classify)
+        export_build: Some(Box::new(move |b| {
+            build_cmd::build_export(b).map_err(|e| cli_edge::classify(&steps, e))
         })),
     }
 }

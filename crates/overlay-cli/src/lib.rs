@@ -8,6 +8,7 @@
 pub mod commands;
 pub mod error;
 pub mod progress;
+pub mod steps;
 
 pub use anyhow::Result;
 pub use error::CliError;
@@ -182,6 +183,7 @@ pub fn parse_from<C: Parser>(args: impl IntoIterator<Item = impl Into<OsString>>
         let name = cmd.get_name().to_string();
         cmd = cmd.bin_name(name);
     }
+    steps::set_program(cmd.get_bin_name().unwrap_or(cmd.get_name()));
     let parsed = cmd
         .try_get_matches_from_mut(&args)
         .and_then(|mut m| C::from_arg_matches_mut(&mut m).map_err(|e| e.format(&mut cmd)));

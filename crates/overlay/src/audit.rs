@@ -1088,6 +1088,7 @@ fn finding(overlay: &str, path: &str, message: &str, l: &Loss) -> crate::check::
             format!(
                 "{line} {at}; restore them, or confirm with {confirm} in the overlay's trailers"
             )
+            .into()
         },
     }
 }

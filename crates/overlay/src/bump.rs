@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::apply::Text;
 use crate::diff;
 use crate::error::{Error, IoContext, Result};
+use crate::help::{Help, NextStep};
 use crate::patch::{FilePatch, Overlay, parse_overlay};
 use crate::render::render_patch_body;
 use crate::series::Series;
@@ -791,7 +792,9 @@ impl Walk<'_> {
         if !self.drop_upstreamed {
             return Err(
                 Error::refused(&ov.path, None, crate::Refusal::ResolutionEmpty).with_help(
-                    "if upstream now has all of it (you took the upstream side), `cargo xtask bump-pin --continue --drop-upstreamed` retires the overlay; else resolve the conflict in the tree so that it keeps the overlay's change",
+                    Help::new("if upstream now has all of it (you took the upstream side), ")
+                        .step(NextStep::new("bump-pin", ["--continue", "--drop-upstreamed"]))
+                        .text(" retires the overlay; else resolve the conflict in the tree so that it keeps the overlay's change"),
                 ),
             );
         }

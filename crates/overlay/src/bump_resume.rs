@@ -12,6 +12,7 @@ use crate::bump::{self, Action, Guidance};
 use crate::bump_session::{self, Carried, Session, SessionState};
 use crate::drift;
 use crate::forecast::{self, Forecast};
+use crate::help::{Help, NextStep};
 use crate::manifest::Upstream;
 use crate::series::Series;
 use crate::tree::Tree;
@@ -165,7 +166,9 @@ pub fn refuse_unlisted(series: &Series) -> Result<()> {
     let series_file = series.dir.join(crate::series::SERIES_FILE);
     Err(
         Error::refused(&series_file, None, Refusal::UnlistedOverlays { files }).with_help(
-            "add each to the series where it belongs (`cargo xtask check` lists them as UNLISTED), or delete the file if it is retired (`git rm`), then bump",
+            Help::new("add each to the series where it belongs (")
+                .step(NextStep::plain("check"))
+                .text(" lists them as UNLISTED), or delete the file if it is retired (`git rm`), then bump"),
         ),
     )
 }
@@ -450,7 +453,9 @@ impl Run<'_> {
                 markers,
             })
             .with_help(
-                "resolve them, then --continue again; if those lines are content (the overlay or the resolution means them), `cargo xtask bump-pin --continue --allow-markers` takes the tree as it is",
+                Help::new("resolve them, then --continue again; if those lines are content (the overlay or the resolution means them), ")
+                    .step(NextStep::new("bump-pin", ["--continue", "--allow-markers"]))
+                    .text(" takes the tree as it is"),
             ));
         }
         Ok(())

@@ -5,6 +5,7 @@
 use crate::apply::Text;
 use crate::diff;
 use crate::error::{Error, Result};
+use crate::help::{Help, NextStep};
 use std::collections::BTreeSet;
 
 use crate::patch::{FilePatch, Hunk, Overlay, parse_overlay};
@@ -49,8 +50,9 @@ pub struct Finding {
     pub hunk: Option<usize>,
     /// 1-based line in the overlay file.
     pub patch_line: Option<usize>,
-    /// The human-readable message.
-    pub message: String,
+    /// The human-readable message; the commands it names are typed (a CLI writes them with its
+    /// program name; serialized, they are bare subcommands).
+    pub message: Help,
 }
 
 /// The text of `path` in `tree` (empty when absent or `None`).
@@ -141,7 +143,8 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
                     file: Some(file),
                     hunk: (hunk > 0).then_some(hunk),
                     patch_line: Some(patch_line),
-                    message: format!("{reason}; later overlays are checked without this one"),
+                    message: format!("{reason}; later overlays are checked without this one")
+                        .into(),
                 });
                 continue;
             }
@@ -163,12 +166,14 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
                 file: Some(path.to_string()),
                 hunk: Some(p.hunk),
                 patch_line: Some(fp.hunks[p.hunk - 1].patch_line),
-                message: format!(
-                    "applies at line {}, recorded at {} (offset {:+}); `cargo xtask canonicalize` records it at its line",
+                message: Help::new(format!(
+                    "applies at line {}, recorded at {} (offset {:+}); ",
                     p.actual,
                     p.recorded,
                     p.offset()
-                ),
+                ))
+                .step(NextStep::plain("canonicalize"))
+                .text(" records it at its line"),
             });
         }
         if outcome.offsets().next().is_some() {
@@ -186,7 +191,9 @@ pub fn check(base: &Tree, series: &Series, src: &dyn BlobSource) -> Result<Vec<F
                             .get(hunk - 1)
                             .map_or(fp.patch_line, |h| h.patch_line),
                     ),
-                    message: format!("{why}; `cargo xtask canonicalize` rewrites it canonically"),
+                    message: Help::new(format!("{why}; "))
+                        .step(NextStep::plain("canonicalize"))
+                        .text(" rewrites it canonically"),
                 });
             }
         }
@@ -240,7 +247,8 @@ fn unknown_dependencies(
             message: format!(
                 "Depends-On: {}::{}: {why}; fix the trailer (the path is relative to the upstream root, the symbol a function, class or macro name)",
                 d.path, d.symbol
-            ),
+            )
+            .into(),
         });
     }
     Ok(out)
@@ -295,7 +303,8 @@ fn upstreamed_finding(ov: &Overlay) -> Finding {
         file: ov.files.first().map(|f| f.path().to_string()),
         hunk: None,
         patch_line: None,
-        message: "its change is already upstream at the pin; applied, it adds its lines a second time (the pin was moved past its merge without bump-pin). Retire it: delete it and its series line, or put the old rev back and `cargo xtask bump-pin <rev> --drop-upstreamed`".into(),
+        message: Help::new("its change is already upstream at the pin; applied, it adds its lines a second time (the pin was moved past its merge without bump-pin). Retire it: delete it and its series line, or put the old rev back and ")
+            .step(crate::help::drop_upstreamed()),
     }
 }
 
@@ -317,7 +326,11 @@ pub fn canonicalize(
                 None,
                 format!("{name}: no such overlay in the series"),
             )
-            .with_help("name overlays as the series lists them (`cargo xtask status`)"));
+            .with_help(
+                Help::new("name overlays as the series lists them (")
+                    .step(NextStep::plain("status"))
+                    .text(")"),
+            ));
         }
     }
     let mut out = Vec::new();
@@ -338,7 +351,11 @@ pub fn canonicalize(
         }
         if outcome.offsets().next().is_some() && already_upstream(ov, &before, src)? {
             return Err(Error::refused(&ov.path, None, crate::Refusal::UpstreamedAtPin)
-                .with_help("retire it instead: delete it and its series line, or put the old rev back and `cargo xtask bump-pin <rev> --drop-upstreamed`; nothing was rewritten"));
+                .with_help(
+                    Help::new("retire it instead: delete it and its series line, or put the old rev back and ")
+                        .step(crate::help::drop_upstreamed())
+                        .text("; nothing was rewritten"),
+                ));
         }
         let mut findings: Vec<String> = outcome
             .offsets()

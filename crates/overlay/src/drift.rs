@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::apply::{Text, anchor, locate, reverse, splice};
 use crate::diff;
 use crate::error::{Error, Result};
+use crate::help::{Help, NextStep};
 use crate::patch::{FilePatch, Hunk, Overlay, render_hunk};
 use crate::series::Series;
 use crate::symbols::{SymbolIndex, scan};
@@ -1121,7 +1122,9 @@ fn not_at_pin(ov: &Overlay, fp: &FilePatch) -> Error {
         format!("{} does not apply at the starting commit", fp.path()),
     )
     .with_help(
-        "the series must apply where the comparison starts (the pin; for drift, its --from) before drift or bump-pin can carry it; `cargo xtask check` shows what fails",
+        Help::new("the series must apply where the comparison starts (the pin; for drift, its --from) before drift or bump-pin can carry it; ")
+            .step(NextStep::plain("check"))
+            .text(" shows what fails"),
     )
 }
 

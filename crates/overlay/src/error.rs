@@ -8,6 +8,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::help::{Help, NextStep};
+
 /// Where in which file a problem is. `line` is 1-based.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
@@ -47,7 +49,7 @@ pub enum Error {
         /// What is wrong, in one sentence.
         message: String,
         /// What to do about it.
-        help: Option<String>,
+        help: Option<Help>,
         /// Which input was malformed ([`InputKind::Other`] unless a parser tagged it).
         kind: InputKind,
     },
@@ -60,7 +62,7 @@ pub enum Error {
         /// Which refusal; its `Display` is the message.
         refusal: Refusal,
         /// What to do about it.
-        help: Option<String>,
+        help: Option<Help>,
     },
     /// An overlay does not apply to the tree it is meant for.
     #[error("{overlay}: {file}: hunk #{hunk} (patch line {patch_line}): {reason}")]
@@ -332,9 +334,14 @@ pub struct BumpInProgress {
     pub abandon: String,
 }
 
-fn help_line(help: &Option<String>) -> String {
+fn help_line(help: &Option<Help>) -> String {
+    help_line_with(help, &|s| s.to_string())
+}
+
+/// `"\n  help: …"` with each step written by `step`, or nothing.
+fn help_line_with(help: &Option<Help>, step: &dyn Fn(&NextStep) -> String) -> String {
     help.as_ref()
-        .map(|h| format!("\n  help: {h}"))
+        .map(|h| format!("\n  help: {}", h.render(step)))
         .unwrap_or_default()
 }
 
@@ -379,12 +386,35 @@ impl Error {
         }
     }
 
-    /// Adds what to do (printed as `help:` under the message) to an input error or a refusal.
-    pub fn with_help(mut self, text: impl Into<String>) -> Self {
+    /// Adds what to do (printed as `help:` under the message) to an input error or a refusal:
+    /// text, or a [`Help`] naming the commands to run next.
+    pub fn with_help(mut self, text: impl Into<Help>) -> Self {
         if let Error::Input { help, .. } | Error::Refused { help, .. } = &mut self {
             *help = Some(text.into());
         }
         self
+    }
+
+    /// What to do about it, for input errors and refusals that say.
+    pub fn help(&self) -> Option<&Help> {
+        match self {
+            Error::Input { help, .. } | Error::Refused { help, .. } => help.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The message as `Display` writes it, each next step written by `step` (a CLI's program
+    /// name and global flags) instead of as its bare subcommand.
+    pub fn render(&self, step: &dyn Fn(&NextStep) -> String) -> String {
+        match self {
+            Error::Input {
+                at, message, help, ..
+            } => format!("{at}: {message}{}", help_line_with(help, step)),
+            Error::Refused { at, refusal, help } => {
+                format!("{}{refusal}{}", located(at), help_line_with(help, step))
+            }
+            _ => self.to_string(),
+        }
     }
 
     /// Tags an untagged input error as being about `kind` (a parser's entry point calls it, so the

@@ -45,16 +45,15 @@ pub struct Options {
     pub date: String,
     /// The signature after each overlay's `-- ` line.
     pub signature: String,
+    /// The tool's command (`cargo xtask`), named in each overlay's message as what made it.
+    pub tool: String,
 }
 
 /// Why `import` refused; nothing was written.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The given folder is not a folder.
-    #[error(
-        "{}: not a folder; nothing was written\n  help: pass the folder holding the copies, laid out like upstream (DIR/mlx/backend/cuda/matmul.cpp for upstream's mlx/backend/cuda/matmul.cpp)",
-        .0.display()
-    )]
+    #[error("{}: not a folder; nothing was written\n  help: {}", .0.display(), NO_DIR_HELP)]
     NoDir(PathBuf),
     /// The folder holds no files.
     #[error("{}: holds no files; nothing was written", .0.display())]
@@ -94,11 +93,37 @@ pub enum Error {
         help: String,
     },
     /// The series file changed on disk while import ran.
-    #[error("{}: changed on disk while import was running; nothing was written\n  help: run import again", .0.display())]
+    #[error("{}: changed on disk while import was running; nothing was written\n  help: {}", .0.display(), RACED_HELP)]
     Raced(PathBuf),
     /// An engine error (git, I/O, an overlay that does not parse or apply).
     #[error(transparent)]
     Engine(#[from] crate::Error),
+}
+
+const NO_DIR_HELP: &str = "pass the folder holding the copies, laid out like upstream (DIR/mlx/backend/cuda/matmul.cpp for upstream's mlx/backend/cuda/matmul.cpp)";
+const RACED_HELP: &str = "run import again";
+
+impl Error {
+    /// What to do about it: the message's `help:` line, typed (for a CLI's hint).
+    pub fn help(&self) -> Option<crate::Help> {
+        match self {
+            Error::NoDir(_) => Some(NO_DIR_HELP.into()),
+            Error::Empty(_) => None,
+            Error::BadCopy { help, .. } => Some((*help).into()),
+            Error::NotUpstreamPath { hint, .. } => Some(hint.as_str().into()),
+            Error::OverlayExists { help, .. } => Some(help.as_str().into()),
+            Error::Raced(_) => Some(RACED_HELP.into()),
+            Error::Engine(e) => e.help().cloned(),
+        }
+    }
+
+    /// The engine error it wraps, when it is one.
+    pub fn engine(&self) -> Option<&crate::Error> {
+        match self {
+            Error::Engine(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// `import`'s result, with its own [`enum@Error`].
@@ -862,12 +887,15 @@ fn build_overlays(
             });
         }
         let reports: Vec<&FileReport> = g.iter().map(|&i| &planned[i].report).collect();
-        let body = "Made by `cargo xtask import` from whole-file copies: the diff from the pin to each copy.\nBase names the upstream commit each copy is closest to.";
+        let body = format!(
+            "Made by `{} import` from whole-file copies: the diff from the pin to each copy.\nBase names the upstream commit each copy is closest to.",
+            opts.tool
+        );
         let prelude = new_prelude(
             &opts.author,
             &opts.date,
             &subject,
-            body,
+            &body,
             &trailers(&reports, opts.kind),
         );
         let mut files: Vec<FilePatch> = g

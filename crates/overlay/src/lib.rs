@@ -18,6 +18,7 @@ pub mod export;
 pub mod export_verify;
 pub mod forecast;
 pub mod fsx;
+pub mod help;
 pub mod import;
 pub mod interdiff;
 pub mod junk;
@@ -38,3 +39,4 @@ pub mod txn;
 pub mod upstream;
 
 pub use error::{Error, ErrorKind, InputKind, Refusal, Result};
+pub use help::{Help, NextStep};

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Refusal, Result};
 use crate::fsx;
+use crate::help::{Help, NextStep};
 use crate::junk::Ignores;
 use crate::tree::{BlobSource, MODE_EXEC, MODE_LINK, Tree, blob_id};
 
@@ -251,33 +252,35 @@ pub struct Origin<'a> {
 /// The way out of a tree's edits, one text for apply's refusal, refresh's and status's note, so
 /// that no command sends the user to another that refuses (issue 24, C): refresh takes edits only
 /// from a tree applied at the pin from the series as it is now.
-pub fn edits_way_out(dir: &Path, state: &State, rev: &str, series_hash: &str) -> String {
-    let d = dir.display();
-    let redo = format!(
-        "copy the edited files aside, `cargo xtask apply --dir {d} --force` (which discards them), \
-         redo the edits in the fresh tree and `cargo xtask refresh --dir {d}`"
-    );
-    if state.rev != rev {
+pub fn edits_way_out(dir: &Path, state: &State, rev: &str, series_hash: &str) -> Help {
+    let d = dir.display().to_string();
+    let apply = NextStep::new("apply", ["--dir", &d, "--force"]);
+    let refresh = NextStep::new("refresh", ["--dir", &d]);
+    let why = if state.rev != rev {
         let short = |r: &str| r.get(..12).unwrap_or(r).to_string();
         format!(
-            "refresh cannot take them: the tree was applied at {}, the pin is {}; {redo}",
+            "refresh cannot take them: the tree was applied at {}, the pin is {}; ",
             short(&state.rev),
             short(rev)
         )
     } else if state.series_hash != series_hash {
-        format!(
-            "refresh cannot take them: the tree was applied from another version of the series \
-             (the overlays changed since, by a pull or an edit); {redo}"
-        )
+        "refresh cannot take them: the tree was applied from another version of the series \
+         (the overlays changed since, by a pull or an edit); "
+            .to_string()
     } else {
-        format!(
-            "keep them: `cargo xtask refresh --dir {d}` (turns them into overlays); discard them: \
-             `cargo xtask apply --dir {d} --force`"
-        )
-    }
+        return Help::new("keep them: ")
+            .step(refresh)
+            .text(" (turns them into overlays); discard them: ")
+            .step(apply);
+    };
+    Help::new(why)
+        .text("copy the edited files aside, ")
+        .step(apply)
+        .text(" (which discards them), redo the edits in the fresh tree and ")
+        .step(refresh)
 }
 
-fn edits_error(dir: &Path, e: &Edits, way_out: String) -> Error {
+fn edits_error(dir: &Path, e: &Edits, way_out: Help) -> Error {
     let mut list: Vec<String> = Vec::new();
     list.extend(e.modified.iter().map(|p| format!("modified: {p}")));
     list.extend(e.added.iter().map(|p| format!("added:    {p}")));

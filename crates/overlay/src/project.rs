@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::help::{Help, NextStep};
 use crate::manifest::{Pins, Upstream};
 use crate::series::Series;
 use crate::tree::{OverlayOutcome, Tree};
@@ -134,8 +135,17 @@ pub fn apply_series(repo: &UpstreamRepo, rev: &str, series: &Series) -> Result<A
         // (the pin moved past its merge without bump-pin): refused, as canonicalize refuses it.
         if outcome.offsets().next().is_some() && crate::check::already_upstream(ov, &before, repo)?
         {
-            return Err(Error::refused(&ov.path, None, crate::Refusal::UpstreamedAtPin)
-                .with_help("retire it: delete it and its series line, or put the old rev back and `cargo xtask bump-pin <rev> --drop-upstreamed` (`cargo xtask check` lists it as UPSTREAMED); nothing was written"));
+            return Err(
+                Error::refused(&ov.path, None, crate::Refusal::UpstreamedAtPin).with_help(
+                    Help::new(
+                        "retire it: delete it and its series line, or put the old rev back and ",
+                    )
+                    .step(crate::help::drop_upstreamed())
+                    .text(" (")
+                    .step(NextStep::plain("check"))
+                    .text(" lists it as UPSTREAMED); nothing was written"),
+                ),
+            );
         }
         outcomes.push(outcome);
     }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::apply::{Text, apply_hunks};
 use crate::diff;
 use crate::error::{Error, Refusal, Result};
+use crate::help::{Arg, Help, NextStep};
 use crate::materialize::State;
 use crate::patch::{FilePatch, LineKind, Overlay, parse_overlay};
 use crate::render::render_patch_body;
@@ -240,7 +241,10 @@ pub fn plan(
     }
     if !unowned.is_empty() {
         return Err(Error::refused(dir, None, Refusal::Unowned { files: unowned })
-            .with_help("name the overlay that should carry them with `--into <overlay>`, or start a new one with `cargo xtask new-overlay <name> --dir <dir>`"));
+            .with_help(
+                Help::new("name the overlay that should carry them with `--into <overlay>`, or start a new one with ")
+                    .step(NextStep::new("new-overlay", [Arg::slot("name"), "--dir".into(), Arg::slot("dir")])),
+            ));
     }
     let (tree, new_overlays) = rebuild(&cx, &changed, &new_stages, &snap, &mut plan)?;
     let have = verify(dir, &snap, &tree)?;
@@ -282,10 +286,11 @@ fn check_tree_state(series: &Series, dir: &Path, state: &State) -> Result<()> {
             None,
             Refusal::ApplyInterrupted,
         )
-        .with_help(format!(
-            "finish it first: `cargo xtask apply --dir {}`; if it lists edits you made since, copy them aside, add --force, and redo them",
-            dir.display()
-        )));
+        .with_help(
+            Help::new("finish it first: ")
+                .step(NextStep::new("apply", ["--dir".to_string(), dir.display().to_string()]))
+                .text("; if it lists edits you made since, copy them aside, add --force, and redo them"),
+        ));
     }
     if state.series_hash != series.content_hash() {
         let way_out =
@@ -358,7 +363,9 @@ impl Snapshot {
                 },
             )
             .with_help(
-                "restore it (`cargo xtask apply --force` discards it), or change the link upstream",
+                Help::new("restore it (")
+                    .step(NextStep::new("apply", ["--force"]))
+                    .text(" discards it), or change the link upstream"),
             )),
             Some(DiskFile::NotText) => Err(Error::refused(dir.join(f), None, Refusal::NotText)),
         }
@@ -762,7 +769,7 @@ fn refuse_empty(
                 owners: owners.into_iter().map(String::from).collect(),
             },
         )
-        .with_help("`cargo xtask refresh` folds them into those overlays; to move a change into a new overlay, edit the overlay files by hand"));
+        .with_help(Help::default().step(NextStep::plain("refresh")).text(" folds them into those overlays; to move a change into a new overlay, edit the overlay files by hand")));
     }
     if files.is_empty() {
         return Err(

@@ -16,6 +16,7 @@ use std::path::Path;
 use crate::apply::Text;
 use crate::check::{Finding, FindingKind};
 use crate::error::{Error, Result};
+use crate::help::{Help, NextStep};
 use crate::patch::{LineKind, Overlay};
 use crate::series::Series;
 use crate::tree::{BlobSource, Tree};
@@ -118,8 +119,11 @@ pub fn recorded(ov: &Overlay) -> Result<Recorded> {
         };
         let line = i + 1;
         let bad = |what: &str| {
-            Error::input(&ov.path, Some(line), format!("{k}: {what}, found {v:?}"))
-                .with_help("write the full 40-hex upstream commit id, as `cargo xtask import` does")
+            Error::input(&ov.path, Some(line), format!("{k}: {what}, found {v:?}")).with_help(
+                Help::new("write the full 40-hex upstream commit id, as ")
+                    .step(NextStep::plain("import"))
+                    .text(" does"),
+            )
         };
         let v = v.trim();
         let (first, rest) = v.split_once(' ').map_or((v, ""), |(a, b)| (a, b.trim()));
@@ -530,7 +534,8 @@ pub fn findings(all: &[OverlayReverts]) -> Vec<Finding> {
                 message: format!(
                     "{}; restore them, or confirm the revert with {confirm} in the overlay's trailers",
                     describe(r)
-                ),
+                )
+                .into(),
             });
         }
     }

@@ -256,3 +256,43 @@ fn the_architecture_map_matches_cargo_metadata() {
         );
     }
 }
+
+/// The lines of `text` outside comments that write the tool's command line (`cargo xtask`).
+fn tool_name_literals(text: &str) -> Vec<(usize, &str)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .filter(|(_, l)| l.contains("cargo xtask"))
+        .map(|(i, l)| (i + 1, l.trim()))
+        .collect()
+}
+
+/// The engine names the commands to run next as typed steps (`overlay::help::NextStep`); the CLI
+/// writes them with its program's name and the run's flags. A literal `cargo xtask` in the
+/// engine's code would be a command line the CLI cannot complete (issue 28).
+#[test]
+fn the_engine_never_writes_the_tools_name() {
+    let root = workspace();
+    let mut files = Vec::new();
+    files_with_ext(&root.join("crates/overlay/src"), "rs", &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, code) in tool_name_literals(&text) {
+            let rel = f.strip_prefix(&root).unwrap().display();
+            found.push(format!("{rel}:{line}: {code}"));
+        }
+    }
+    // Not vacuous: there are files, and a literal in code is caught (in a comment not).
+    assert!(files.len() > 20, "only {} files", files.len());
+    let sample = "/// Run `cargo xtask check`.\nfn f() -> &'static str {\n    \"`cargo xtask check` shows it\" // cargo xtask\n}\n";
+    assert_eq!(
+        tool_name_literals(sample),
+        [(3, "\"`cargo xtask check` shows it\" // cargo xtask")]
+    );
+    assert!(
+        found.is_empty(),
+        "the engine names next steps with `NextStep`, never the tool's command line:\n{}",
+        found.join("\n")
+    );
+}

@@ -1,5 +1,7 @@
 //! `bump-pin`: move the pin, carrying every overlay with a 3-way merge (all or nothing).
 
+use crate::error::HintedError;
+use overlay::help::{Help, NextStep};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -175,25 +177,42 @@ fn refuse_unsafe_bump(
         if st.series_hash != series_hash {
             // Refresh would refuse these: the way out the other commands give (issue 24, C).
             let dir = ctx.rel(&ctx.default_dir()).into_owned();
-            bail!(
-                "{dir} holds {} edit(s) no overlay has ({}); a bump would strand them; nothing was written\n  help: {}, then bump",
+            let way_out = overlay::materialize::edits_way_out(
+                std::path::Path::new(&dir),
+                &st,
+                &up.rev,
+                &series_hash,
+            );
+            return Err(HintedError::error(
+                format!(
+                    "{dir} holds {} edit(s) no overlay has ({}); a bump would strand them; nothing was written",
+                    e.all().count(),
+                    list_edits(&e),
+                ),
+                way_out.text(", then bump"),
+            ));
+        }
+        let up_args = || {
+            ctx.upstream
+                .iter()
+                .flat_map(|u| ["--upstream".to_string(), u.clone()])
+        };
+        return Err(HintedError::error(
+            format!(
+                "{} holds {} edit(s) no overlay has ({}); a bump would strand them (refresh works only at the pin they were made on); nothing was written",
+                ctx.rel(&ctx.default_dir()),
                 e.all().count(),
                 list_edits(&e),
-                overlay::materialize::edits_way_out(
-                    std::path::Path::new(&dir),
-                    &st,
-                    &up.rev,
-                    &series_hash
-                )
-            );
-        }
-        bail!(
-            "{} holds {} edit(s) no overlay has ({}); a bump would strand them (refresh works only at the pin they were made on); nothing was written\n  help: keep them: `cargo xtask refresh{u}` (or `new-overlay`), then bump; discard them: `cargo xtask apply{u} --force`, then bump",
-            ctx.rel(&ctx.default_dir()),
-            e.all().count(),
-            list_edits(&e),
-            u = upstream_flag(ctx)
-        );
+            ),
+            Help::new("keep them: ")
+                .step(NextStep::new("refresh", up_args()))
+                .text(" (or `new-overlay`), then bump; discard them: ")
+                .step(NextStep::new(
+                    "apply",
+                    up_args().chain(["--force".to_string()]),
+                ))
+                .text(", then bump"),
+        ));
     }
     Ok(overlay::bump_resume::refuse_downgrade(
         repo.repo(),

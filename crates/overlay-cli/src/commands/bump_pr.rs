@@ -5,6 +5,8 @@
 //! `target/bump-pr/ISSUE.md` and the exit code is 1. The checkout is left as it was found: a dirty
 //! tree is refused before anything, and a failure puts the original branch back.
 
+use crate::error::HintedError;
+use overlay::help::{Help, NextStep};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -93,16 +95,24 @@ pub fn bump_pr(g: &Global, a: &BumpPrArgs) -> Result<ExitCode> {
 /// The checkout, refused when it holds uncommitted changes (bump-pr would carry them along).
 fn clean_checkout(root: &Path) -> Result<Checkout> {
     let top = git_output(root, &["rev-parse", "--show-toplevel"])
-        .map_err(|e| anyhow::anyhow!("{}: not in a git work tree ({e:#}); nothing was changed\n  help: bump-pr commits the bump on a branch of the fork's git repository: run it in the fork's checkout", root.display()))?;
+        .map_err(|e| {
+            HintedError::error(
+                format!("{}: not in a git work tree ({e:#}); nothing was changed", root.display()),
+                "bump-pr commits the bump on a branch of the fork's git repository: run it in the fork's checkout",
+            )
+        })?;
     let top = PathBuf::from(top.trim());
     let dirty = git_output(&top, &["status", "--porcelain", "--untracked-files=all"])?;
     if let Some(first) = dirty.lines().next() {
-        bail!(
-            "{}: the working tree has uncommitted changes ({} path(s), first `{}`); nothing was changed\n  help: bump-pr commits on a new branch and would carry them along: commit or stash them (`git stash -u`), then run it again",
-            top.display(),
-            dirty.lines().count(),
-            first.trim()
-        );
+        return Err(HintedError::error(
+            format!(
+                "{}: the working tree has uncommitted changes ({} path(s), first `{}`); nothing was changed",
+                top.display(),
+                dirty.lines().count(),
+                first.trim()
+            ),
+            "bump-pr commits on a new branch and would carry them along: commit or stash them (`git stash -u`), then run it again",
+        ));
     }
     let head = git_output(&top, &["rev-parse", "HEAD"])?.trim().to_string();
     let original = git_output(&top, &["symbolic-ref", "-q", "--short", "HEAD"])
@@ -119,9 +129,14 @@ fn refuse_bump_in_progress(ctx: &Ctx) -> Result<()> {
     let up = &ctx.upstream().name;
     let session = overlay::bump_session::Session::for_project(&ctx.project.root, up, None);
     if session.read_state()?.is_some() {
-        bail!(
-            "a bump of {up} is in progress; nothing was changed\n  help: finish it (`cargo xtask bump-pin --continue`) or abandon it (`cargo xtask bump-pin --abort`) first"
-        );
+        return Err(HintedError::error(
+            format!("a bump of {up} is in progress; nothing was changed"),
+            Help::new("finish it (")
+                .step(NextStep::new("bump-pin", ["--continue"]))
+                .text(") or abandon it (")
+                .step(NextStep::new("bump-pin", ["--abort"]))
+                .text(") first"),
+        ));
     }
     Ok(())
 }
@@ -132,9 +147,10 @@ fn refuse_existing_branch(c: &Checkout, branch: &str) -> Result<()> {
     }
     let r = format!("refs/heads/{branch}");
     if git_output(&c.top, &["rev-parse", "--verify", "-q", &r]).is_ok() {
-        bail!(
-            "branch {branch} already exists; nothing was changed\n  help: delete it (`git branch -D {branch}`) or pass --branch NAME"
-        );
+        return Err(HintedError::error(
+            format!("branch {branch} already exists; nothing was changed"),
+            format!("delete it (`git branch -D {branch}`) or pass --branch NAME"),
+        ));
     }
     Ok(())
 }
@@ -200,11 +216,16 @@ fn first_parents(
     while c.id() != pin {
         c = match c.parent(0) {
             Ok(p) => p,
-            Err(_) => bail!(
-                "{}: the pin {} is not on its first-parent history; nothing was changed\n  help: bump-pr only moves the pin forward: pass --to a descendant of the pin",
-                short(&head.to_string()),
-                short(&pin.to_string())
-            ),
+            Err(_) => {
+                return Err(HintedError::error(
+                    format!(
+                        "{}: the pin {} is not on its first-parent history; nothing was changed",
+                        short(&head.to_string()),
+                        short(&pin.to_string())
+                    ),
+                    "bump-pr only moves the pin forward: pass --to a descendant of the pin",
+                ));
+            }
         };
         line.push(c.id());
     }

@@ -8,6 +8,7 @@ use overlay::check::FindingKind;
 use overlay::lock::Mode as LockMode;
 
 use crate::Global;
+use crate::steps::Steps;
 
 use super::*;
 
@@ -29,6 +30,8 @@ pub fn check(g: &Global) -> Result<ExitCode> {
         pin,
         &series,
     )?);
+    // Findings are kept and shared: their commands carry the program, not this run's flags.
+    let steps = Steps::program_only();
     let mut h = String::new();
     let _ = writeln!(
         h,
@@ -64,11 +67,11 @@ pub fn check(g: &Global) -> Result<ExitCode> {
                 "33"
             };
             let kind = colour(&format!("{kind:<8}"), code);
-            let _ = writeln!(h, "  {kind} {}: {at}: {}", o.name, f.message);
+            let _ = writeln!(h, "  {kind} {}: {at}: {}", o.name, steps.help(&f.message));
         }
     }
     for f in findings.iter().filter(|f| f.kind == FindingKind::Unlisted) {
-        let _ = writeln!(h, "  UNLISTED {}: {}", f.overlay, f.message);
+        let _ = writeln!(h, "  UNLISTED {}: {}", f.overlay, steps.help(&f.message));
     }
     let _ = writeln!(h, "{} finding(s)", findings.len());
     if findings
@@ -77,13 +80,13 @@ pub fn check(g: &Global) -> Result<ExitCode> {
     {
         let _ = writeln!(
             h,
-            "OFFSET and NONCANON: `cargo xtask canonicalize{}` rewrites those overlays in place (same tree)",
-            upstream_flag(&ctx)
+            "OFFSET and NONCANON: `{}` rewrites those overlays in place (same tree)",
+            steps.line(&format!("canonicalize{}", upstream_flag(&ctx)))
         );
     }
     emit(
         ctx.json,
-        serde_json::json!({ "upstream": up.name, "rev": up.rev, "findings": findings }),
+        serde_json::json!({ "upstream": up.name, "rev": up.rev, "findings": findings_json(&findings, &steps)? }),
         h,
     );
     Ok(if findings.is_empty() {
@@ -91,4 +94,15 @@ pub fn check(g: &Global) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The findings as JSON, each message with its commands written by `steps`.
+fn findings_json(findings: &[overlay::check::Finding], steps: &Steps) -> Result<serde_json::Value> {
+    let mut out = Vec::with_capacity(findings.len());
+    for f in findings {
+        let mut v = serde_json::to_value(f)?;
+        v["message"] = steps.help(&f.message).into();
+        out.push(v);
+    }
+    Ok(out.into())
 }

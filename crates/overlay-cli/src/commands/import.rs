@@ -87,6 +87,7 @@ pub fn import(g: &Global, a: &ImportArgs) -> Result<ExitCode> {
         author: crate::commands::identity()?,
         date: crate::commands::author_date()?,
         signature,
+        tool: crate::steps::program().to_string(),
     };
     let outcome = overlay::import::import(&repo, pin, &series, &a.dir, &ctx.project.root, &opts)?;
     let human = render(&outcome, &up.name, a);

@@ -70,6 +70,8 @@ pub struct Ctx {
     pub project: Project,
     pub json: bool,
     upstream: Option<String>,
+    /// Writes the next steps this run suggests (with its `--root`/`--upstream`).
+    pub steps: crate::steps::Steps,
     /// The project lock, held until the command ends (or [`Ctx::unlock`]).
     lock: std::cell::RefCell<Option<ProjectLock>>,
 }
@@ -114,6 +116,7 @@ impl Ctx {
             project,
             json: g.json,
             upstream: g.upstream.clone(),
+            steps: crate::steps::Steps::new(g),
             lock: std::cell::RefCell::new(lock),
         })
     }
@@ -355,37 +358,10 @@ fn sgr_style(code: &str) -> anstyle::Style {
         })
 }
 
-/// A command line to print as a next step, with the `--root` and `--upstream` this run was given.
+/// A command line to print as a next step, with the `--root` and `--upstream` this run was given
+/// (written by [`crate::steps::Steps`], as the engine's typed next steps are).
 pub fn xtask_command(g: &Global, rest: &str) -> String {
-    let mut c = String::from("cargo xtask");
-    if let Some(r) = &g.root {
-        let _ = write!(c, " --root {}", r.display());
-    }
-    if let Some(u) = &g.upstream {
-        let _ = write!(c, " --upstream {u}");
-    }
-    let _ = write!(c, " {rest}");
-    c
-}
-
-/// `text` with this run's `--root`/`--upstream` added to every `` `cargo xtask …` `` it suggests
-/// (the engine's messages do not know them).
-pub fn with_globals(g: &Global, text: &str) -> String {
-    const CMD: &str = "`cargo xtask ";
-    let prefix = xtask_command(g, "");
-    let mut parts = text.split(CMD);
-    let mut out = parts.next().unwrap_or_default().to_string();
-    for p in parts {
-        out.push('`');
-        if p.starts_with("--root ") || p.starts_with("--upstream ") {
-            out.push_str("cargo xtask ");
-        } else {
-            out.push_str(prefix.trim_end());
-            out.push(' ');
-        }
-        out.push_str(p);
-    }
-    out
+    crate::steps::Steps::new(g).line(rest)
 }
 
 /// `git ARGS` in `dir`: its stdout as it is, or its stderr in the error

@@ -44,9 +44,12 @@ pub fn new_overlay(g: &Global, a: &NewOverlayArgs) -> Result<ExitCode> {
             .starts_with('.')
             .then_some("not a hidden file (starting with `.`)")
     }) {
-        bail!(
-            "{file_name:?}: not a valid overlay name: expected a plain file name, {why}; nothing was written\n  help: use letters, digits, `-`, `_` and `.`, like 0003-fix-foo.patch"
-        );
+        return Err(crate::error::HintedError::error(
+            format!(
+                "{file_name:?}: not a valid overlay name: expected a plain file name, {why}; nothing was written"
+            ),
+            "use letters, digits, `-`, `_` and `.`, like 0003-fix-foo.patch",
+        ));
     }
     let series = ctx.series()?;
     if series.dir.join(&file_name).exists() {

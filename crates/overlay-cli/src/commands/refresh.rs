@@ -37,8 +37,9 @@ pub(super) fn run_refresh(
     let series = ctx.series()?;
     let state = State::load(dir)?.with_context(|| {
         format!(
-            "{}: not a tree written by `cargo xtask apply` (no state file)",
-            dir.display()
+            "{}: not a tree written by `{}` (no state file)",
+            dir.display(),
+            ctx.steps.line("apply")
         )
     })?;
     if state.upstream != up.name || state.rev != up.rev {

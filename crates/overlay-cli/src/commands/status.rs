@@ -80,12 +80,13 @@ pub fn status(g: &Global) -> Result<ExitCode> {
                 "{} holds {n} edit(s) no overlay has ({}): {}",
                 ctx.rel(&apply_dir),
                 list_edits(&e),
-                overlay::materialize::edits_way_out(
+                // As status always wrote it: the program without this run's flags.
+                crate::steps::Steps::program_only().help(&overlay::materialize::edits_way_out(
                     std::path::Path::new(ctx.rel(&apply_dir).as_ref()),
                     &st,
                     &up.rev,
                     &series_hash
-                )
+                ))
             )
         });
     }

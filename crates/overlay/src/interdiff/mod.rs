@@ -137,8 +137,9 @@ impl Outcome {
 pub enum Error {
     /// The project is not in a git work tree.
     #[error(
-        "{}: not in a git work tree; interdiff reads the series at commits of the fork's history\n  help: run it in the fork's git checkout (or pass --root to a project inside one)",
-        root.display()
+        "{}: not in a git work tree; interdiff reads the series at commits of the fork's history\n  help: {}",
+        root.display(),
+        NOT_A_REPOSITORY_HELP
     )]
     NotARepository {
         /// The project folder.
@@ -146,7 +147,8 @@ pub enum Error {
     },
     /// A revision that names no commit of the fork, or one without the project.
     #[error(
-        "{rev}: not a fork commit to read the series from: {why}; nothing was written\n  help: name a commit of this fork's history whose pins.toml and overlays to compare, e.g. HEAD~1, a branch or a commit id (`git log --oneline -- pins.toml` lists the commits that moved a pin)"
+        "{rev}: not a fork commit to read the series from: {why}; nothing was written\n  help: {}",
+        BAD_REV_HELP
     )]
     BadRev {
         /// The revision as given.
@@ -157,6 +159,29 @@ pub enum Error {
     /// A file of a side could not be read or parsed (it names its `REV:path` and line).
     #[error(transparent)]
     Engine(#[from] crate::Error),
+}
+
+const NOT_A_REPOSITORY_HELP: &str =
+    "run it in the fork's git checkout (or pass --root to a project inside one)";
+const BAD_REV_HELP: &str = "name a commit of this fork's history whose pins.toml and overlays to compare, e.g. HEAD~1, a branch or a commit id (`git log --oneline -- pins.toml` lists the commits that moved a pin)";
+
+impl Error {
+    /// What to do about it: the message's `help:` line, typed (for a CLI's hint).
+    pub fn help(&self) -> Option<crate::Help> {
+        match self {
+            Error::NotARepository { .. } => Some(NOT_A_REPOSITORY_HELP.into()),
+            Error::BadRev { .. } => Some(BAD_REV_HELP.into()),
+            Error::Engine(e) => e.help().cloned(),
+        }
+    }
+
+    /// The engine error it wraps, when it is one.
+    pub fn engine(&self) -> Option<&crate::Error> {
+        match self {
+            Error::Engine(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// Compares the series of the two sides `opts` names.

@@ -5,6 +5,7 @@ use std::path::Path;
 use super::render::quote_path;
 use super::*;
 use crate::error::{Error, Result};
+use crate::help::{Help, NextStep};
 
 struct Cursor<'a> {
     path: &'a Path,
@@ -103,7 +104,10 @@ pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
                     1,
                     "not a git format-patch file: expected a first line \"From <sha> <date>\"",
                 )
-                .with_help("write overlays with `git format-patch` or `cargo xtask refresh`"));
+                .with_help(
+                    Help::new("write overlays with `git format-patch` or ")
+                        .step(NextStep::plain("refresh")),
+                ));
         }
     }
     // Mail headers, with RFC 2822 continuation lines.
@@ -698,8 +702,22 @@ fn parse_hunks(c: &mut Cursor, fp: &mut FilePatch) -> Result<()> {
         && (l.starts_with('+') || l.starts_with(' ') || (l.starts_with('-') && l != "-- "))
     {
         return Err(c
-            .err(h.patch_line, format!("hunk header says -{},{} +{},{} but line {} continues the hunk", h.old_start, h.old_len, h.new_start, h.new_len, c.line_no()))
-            .with_help("the patch was edited by hand; regenerate it with `cargo xtask refresh` or `git format-patch`"));
+            .err(
+                h.patch_line,
+                format!(
+                    "hunk header says -{},{} +{},{} but line {} continues the hunk",
+                    h.old_start,
+                    h.old_len,
+                    h.new_start,
+                    h.new_len,
+                    c.line_no()
+                ),
+            )
+            .with_help(
+                Help::new("the patch was edited by hand; regenerate it with ")
+                    .step(NextStep::plain("refresh"))
+                    .text(" or `git format-patch`"),
+            ));
     }
     Ok(())
 }
@@ -755,7 +773,11 @@ fn parse_hunk(c: &mut Cursor) -> Result<Hunk> {
         c.err(patch_line, format!(
             "hunk header says -{old_start},{old_len} +{new_start},{new_len} but the body has {o} old and {n} new lines ({why})"
         ))
-        .with_help("the patch was edited by hand or truncated; regenerate it with `cargo xtask refresh` or `git format-patch`")
+        .with_help(
+            Help::new("the patch was edited by hand or truncated; regenerate it with ")
+                .step(NextStep::plain("refresh"))
+                .text(" or `git format-patch`"),
+        )
     };
     while old_seen < old_len || new_seen < new_len {
         let n = c.line_no();
