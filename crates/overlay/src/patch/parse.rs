@@ -94,23 +94,59 @@ fn refuse_converted(c: &Cursor<'_>, raw: &str) -> Result<()> {
 pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
     let mut c = Cursor::new(path, raw);
     refuse_converted(&c, raw)?;
+    expect_from_line(&mut c)?;
+    let headers = read_headers(&mut c)?;
+    let header = |k: &str| headers.iter().find(|h| h.0 == k);
+    let author = header("from")
+        .map(|h| h.1.clone())
+        .ok_or_else(|| c.err(2, "missing \"From:\" header"))?;
+    let date = header("date").map(|h| h.1.clone()).unwrap_or_default();
+    let subject = header("subject")
+        .map(|h| strip_patch_prefix(&h.1))
+        .ok_or_else(|| c.err(2, "missing \"Subject:\" header"))?;
+    let (body_start, body_lines) = read_message(&mut c)?;
+    let prelude_end: usize = c.lines[..c.pos].iter().map(|l| l.len() + 1).sum();
+    let prelude = raw[..prelude_end.min(raw.len())].to_string();
+    let trailers = parse_trailers(&c, body_start, &body_lines)?;
+    let body = body_lines.join("\n");
+    let (files, signature) = read_files(&mut c)?;
+    Ok(Overlay {
+        name: name.to_string(),
+        path: path.to_path_buf(),
+        raw: raw.to_string(),
+        prelude,
+        author,
+        date,
+        subject,
+        body,
+        trailers,
+        files,
+        signature,
+    })
+}
+
+/// The mbox `From <sha> <date>` line git format-patch starts with.
+fn expect_from_line(c: &mut Cursor) -> Result<()> {
     match c.peek() {
         Some(l) if l.starts_with("From ") => {
             c.next();
+            Ok(())
         }
-        _ => {
-            return Err(c
-                .err(
-                    1,
-                    "not a git format-patch file: expected a first line \"From <sha> <date>\"",
-                )
-                .with_help(
-                    Help::new("write overlays with `git format-patch` or ")
-                        .step(NextStep::plain("refresh")),
-                ));
-        }
+        _ => Err(c
+            .err(
+                1,
+                "not a git format-patch file: expected a first line \"From <sha> <date>\"",
+            )
+            .with_help(
+                Help::new("write overlays with `git format-patch` or ")
+                    .step(NextStep::plain("refresh")),
+            )),
     }
-    // Mail headers, with RFC 2822 continuation lines.
+}
+
+/// The mail headers up to the empty line, with RFC 2822 continuation lines: (lower-case key,
+/// value, line); an encoding other than 8bit/7bit is refused.
+fn read_headers(c: &mut Cursor) -> Result<Vec<(String, String, usize)>> {
     let mut headers: Vec<(String, String, usize)> = Vec::new();
     loop {
         let n = c.line_no();
@@ -135,7 +171,6 @@ pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
         };
         headers.push((k.to_ascii_lowercase(), v.trim().to_string(), n));
     }
-    let header = |k: &str| headers.iter().find(|h| h.0 == k);
     for (k, v, n) in &headers {
         if k == "content-transfer-encoding"
             && !matches!(v.to_ascii_lowercase().as_str(), "8bit" | "7bit")
@@ -146,14 +181,11 @@ pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
             ));
         }
     }
-    let author = header("from")
-        .map(|h| h.1.clone())
-        .ok_or_else(|| c.err(2, "missing \"From:\" header"))?;
-    let date = header("date").map(|h| h.1.clone()).unwrap_or_default();
-    let subject = header("subject")
-        .map(|h| strip_patch_prefix(&h.1))
-        .ok_or_else(|| c.err(2, "missing \"Subject:\" header"))?;
-    // Message up to the first "---" line.
+    Ok(headers)
+}
+
+/// The message up to the first `---` line: where it starts, and its lines.
+fn read_message<'a>(c: &mut Cursor<'a>) -> Result<(usize, Vec<&'a str>)> {
     let body_start = c.line_no();
     let mut body_lines = Vec::new();
     loop {
@@ -168,11 +200,12 @@ pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
         }
         body_lines.push(line);
     }
-    let prelude_end: usize = c.lines[..c.pos].iter().map(|l| l.len() + 1).sum();
-    let prelude = raw[..prelude_end.min(raw.len())].to_string();
-    let trailers = parse_trailers(&c, body_start, &body_lines)?;
-    let body = body_lines.join("\n");
+    Ok((body_start, body_lines))
+}
 
+/// After the diffstat: every file's diff and the signature; an error when there is none, when a
+/// file is patched twice, or on stray text.
+fn read_files(c: &mut Cursor) -> Result<(Vec<FilePatch>, Option<String>)> {
     // Diffstat: skip to the first "diff --git".
     while let Some(l) = c.peek() {
         if l.starts_with("diff --git ") {
@@ -184,7 +217,7 @@ pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
     let mut signature = None;
     while let Some(l) = c.peek() {
         if l.starts_with("diff --git ") {
-            files.push(parse_file(&mut c)?);
+            files.push(parse_file(c)?);
         } else if l == "-- " {
             c.next();
             signature = c.next().map(str::to_string);
@@ -219,19 +252,7 @@ pub fn parse_overlay(name: &str, path: &Path, raw: &str) -> Result<Overlay> {
             ));
         }
     }
-    Ok(Overlay {
-        name: name.to_string(),
-        path: path.to_path_buf(),
-        raw: raw.to_string(),
-        prelude,
-        author,
-        date,
-        subject,
-        body,
-        trailers,
-        files,
-        signature,
-    })
+    Ok((files, signature))
 }
 
 /// "[PATCH 2/3] Fix x" -> "Fix x", as `git am` does.
@@ -749,40 +770,17 @@ fn parse_range(s: &str) -> Option<(usize, usize)> {
 }
 
 fn parse_hunk(c: &mut Cursor) -> Result<Hunk> {
-    let patch_line = c.line_no();
-    let header = c.next().expect("peeked");
-    let bad = || c.err(patch_line, format!("malformed hunk header {header:?}"));
-    let rest = header.strip_prefix("@@ -").ok_or_else(bad)?;
-    let (ranges, heading) = rest.split_once(" @@").ok_or_else(bad)?;
-    let (old, new) = ranges.split_once(" +").ok_or_else(bad)?;
-    let (old_start, old_len) = parse_range(old).ok_or_else(bad)?;
-    let (new_start, new_len) = parse_range(new).ok_or_else(bad)?;
-    let mut h = Hunk {
-        old_start,
-        old_len,
-        new_start,
-        new_len,
-        heading: heading.strip_prefix(' ').unwrap_or(heading).to_string(),
-        lines: Vec::new(),
-        old_missing_newline: false,
-        new_missing_newline: false,
-        patch_line,
-    };
+    let mut h = parse_hunk_header(c)?;
     let (mut old_seen, mut new_seen) = (0, 0);
-    let lie = |c: &Cursor, o: usize, n: usize, why: &str| {
-        c.err(patch_line, format!(
-            "hunk header says -{old_start},{old_len} +{new_start},{new_len} but the body has {o} old and {n} new lines ({why})"
-        ))
-        .with_help(
-            Help::new("the patch was edited by hand or truncated; regenerate it with ")
-                .step(NextStep::plain("refresh"))
-                .text(" or `git format-patch`"),
-        )
-    };
-    while old_seen < old_len || new_seen < new_len {
+    while old_seen < h.old_len || new_seen < h.new_len {
         let n = c.line_no();
         let Some(l) = c.peek() else {
-            return Err(lie(c, old_seen, new_seen, "truncated at end of file"));
+            return Err(counts_lie(
+                c,
+                &h,
+                (old_seen, new_seen),
+                "truncated at end of file",
+            ));
         };
         if !c.terminated[c.pos] {
             return Err(c.err(n, "truncated patch: the last line has no newline"));
@@ -795,12 +793,8 @@ fn parse_hunk(c: &mut Cursor) -> Result<Hunk> {
                 .count()
                 <= 1
         {
-            return Err(lie(
-                c,
-                old_seen,
-                new_seen,
-                &format!("line {n} is the signature separator"),
-            ));
+            let why = format!("line {n} is the signature separator");
+            return Err(counts_lie(c, &h, (old_seen, new_seen), &why));
         }
         let (kind, text) = match l.as_bytes().first() {
             Some(b' ') => (LineKind::Context, &l[1..]),
@@ -814,12 +808,8 @@ fn parse_hunk(c: &mut Cursor) -> Result<Hunk> {
                 continue;
             }
             _ => {
-                return Err(lie(
-                    c,
-                    old_seen,
-                    new_seen,
-                    &format!("line {n} is not part of a hunk"),
-                ));
+                let why = format!("line {n} is not part of a hunk");
+                return Err(counts_lie(c, &h, (old_seen, new_seen), &why));
             }
         };
         match kind {
@@ -830,13 +820,9 @@ fn parse_hunk(c: &mut Cursor) -> Result<Hunk> {
             LineKind::Remove => old_seen += 1,
             LineKind::Add => new_seen += 1,
         }
-        if old_seen > old_len || new_seen > new_len {
-            return Err(lie(
-                c,
-                old_seen,
-                new_seen,
-                &format!("line {n} overflows the counts"),
-            ));
+        if old_seen > h.old_len || new_seen > h.new_len {
+            let why = format!("line {n} overflows the counts");
+            return Err(counts_lie(c, &h, (old_seen, new_seen), &why));
         }
         if h.old_missing_newline && kind != LineKind::Add
             || h.new_missing_newline && kind != LineKind::Remove
@@ -861,6 +847,42 @@ fn parse_hunk(c: &mut Cursor) -> Result<Hunk> {
     }
     // A context line marked missing-newline is missing it on both sides.
     Ok(h)
+}
+
+/// A hunk's `@@ -a,b +c,d @@ heading` line, as a hunk with no lines yet.
+fn parse_hunk_header(c: &mut Cursor) -> Result<Hunk> {
+    let patch_line = c.line_no();
+    let header = c.next().expect("peeked");
+    let bad = || c.err(patch_line, format!("malformed hunk header {header:?}"));
+    let rest = header.strip_prefix("@@ -").ok_or_else(bad)?;
+    let (ranges, heading) = rest.split_once(" @@").ok_or_else(bad)?;
+    let (old, new) = ranges.split_once(" +").ok_or_else(bad)?;
+    let (old_start, old_len) = parse_range(old).ok_or_else(bad)?;
+    let (new_start, new_len) = parse_range(new).ok_or_else(bad)?;
+    Ok(Hunk {
+        old_start,
+        old_len,
+        new_start,
+        new_len,
+        heading: heading.strip_prefix(' ').unwrap_or(heading).to_string(),
+        lines: Vec::new(),
+        old_missing_newline: false,
+        new_missing_newline: false,
+        patch_line,
+    })
+}
+
+/// A hunk whose body does not have the lines its header counts: `seen` old and new lines, and why.
+fn counts_lie(c: &Cursor, h: &Hunk, (o, n): (usize, usize), why: &str) -> Error {
+    let (old_start, old_len, new_start, new_len) = (h.old_start, h.old_len, h.new_start, h.new_len);
+    c.err(h.patch_line, format!(
+        "hunk header says -{old_start},{old_len} +{new_start},{new_len} but the body has {o} old and {n} new lines ({why})"
+    ))
+    .with_help(
+        Help::new("the patch was edited by hand or truncated; regenerate it with ")
+            .step(NextStep::plain("refresh"))
+            .text(" or `git format-patch`"),
+    )
 }
 
 fn mark_no_newline(h: &mut Hunk, c: &Cursor, n: usize) -> Result<()> {
