@@ -168,6 +168,17 @@ fn cuda_without_a_file_says_where_runs_come_from() {
     let f = fixture();
     let out = f.xtask(&["exactness", "--backend", "cuda"]).code(2);
     assert!(out.stderr.contains("--from FILE"), "{}", out.stderr);
+    // Under --json, the one error shape: bad input, with the way out as the hint.
+    let out = f
+        .xtask(&["--json", "exactness", "--backend", "cuda"])
+        .code(2);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "input", "{}", out.stdout);
+    assert!(
+        v["hint"].as_str().unwrap_or("").contains("--from FILE"),
+        "{}",
+        out.stdout
+    );
 }
 
 /// The CUDA bundle's `exactness.sh` builds the probe with CMake against an installed MLX and

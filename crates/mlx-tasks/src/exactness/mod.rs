@@ -155,9 +155,13 @@ pub fn run(g: &Global, args: &ExactnessArgs) -> Result<ExitCode> {
     };
     let (runs, control) = match &args.from {
         Some(file) => split_control(read_runs(file)?)?,
-        None if backend == Backend::Cuda => bail!(
-            "exactness --backend cuda renders a run from the GPU machine\nhelp: run the CUDA bundle's exactness.sh there and pass its output with --from FILE (docs/kernels/exactness.md)"
-        ),
+        None if backend == Backend::Cuda => {
+            return Err(overlay_cli::error::HintedError::of_kind(
+                Some(overlay_cli::error::Kind::Input),
+                "exactness --backend cuda renders a run from the GPU machine",
+                "run the CUDA bundle's exactness.sh there and pass its output with --from FILE (docs/kernels/exactness.md)",
+            ));
+        }
         None => probe_here(args)?,
     };
     let report = render::Report::new(backend, runs, control, header(g)?);

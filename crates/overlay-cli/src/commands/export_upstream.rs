@@ -221,8 +221,10 @@ fn build_export(
 
 /// `--build` with no build to run: this crate builds nothing, the fork's xtask supplies it.
 fn no_build() -> anyhow::Error {
-    anyhow::anyhow!(
-        "export-upstream --build: this xtask supplies no build for the exported tree\n  help: a fork's xtask passes one in `overlay_cli::Hooks::export_build` (`overlay_cli::run_with`); drop --build to export without building"
+    crate::error::HintedError::of_kind(
+        Some(crate::error::Kind::Input),
+        "export-upstream --build: this xtask supplies no build for the exported tree",
+        "a fork's xtask passes one in `overlay_cli::Hooks::export_build` (`overlay_cli::run_with`); drop --build to export without building",
     )
 }
 
