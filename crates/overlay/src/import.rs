@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::apply::Text;
 use crate::diff;
-use crate::patch::{FilePatch, OverlayKind, parse_overlay};
+use crate::patch::{FilePatch, Overlay, OverlayKind, parse_overlay};
 use crate::render::{ABBREV, new_prelude, render_patch_body};
 use crate::reverts::{ACCEPT_TRAILER, BASE_TRAILER, FileQuestion, Revert, line_diff, reverted};
 use crate::series::{SERIES_FILE, Series};
@@ -595,6 +595,43 @@ struct Trees<'a> {
 }
 
 /// One copy: its base, sizes, reverts and file patch (none when it already is pin + series).
+/// The base chosen for a copy: the commit and its distance from the pin (when searched), the
+/// size of the copy's diff there, and whether it lies at the search's bound.
+struct Closest {
+    base: Option<(git2::Oid, Option<i64>)>,
+    diff_at_base: Option<usize>,
+    edge: bool,
+}
+
+/// The copy's base: `--base` when given, else the closest commit of the search.
+fn choose_base(search: &mut Search<'_>, opts: &Options, i: usize, c: &Copy) -> Result<Closest> {
+    if let Some(b) = opts.base {
+        let t = crate::reverts::text_at(search.repo, b, &c.rel)?;
+        let size = match &t {
+            Some(t) => Some(line_diff(t, &c.text)?.size()),
+            None => None,
+        };
+        let distance = search.trees.iter().find(|t| t.2 == b).map(|t| t.1);
+        return Ok(Closest {
+            base: Some((b, distance)),
+            diff_at_base: size,
+            edge: false,
+        });
+    }
+    Ok(match search.closest(i, &c.rel, &c.text)? {
+        Some((k, size)) => Closest {
+            base: Some((search.trees[k].2, Some(search.trees[k].1))),
+            diff_at_base: Some(size),
+            edge: size > 0 && search.at_bound(k, opts.bound),
+        },
+        None => Closest {
+            base: None,
+            diff_at_base: None,
+            edge: false,
+        },
+    })
+}
+
 fn plan_file(
     at: &Trees<'_>,
     search: &mut Search<'_>,
@@ -617,28 +654,11 @@ fn plan_file(
     refuse_line_ending_change(c, pin_tree.bytes(&c.rel, src)?.as_deref())?;
     let pin_text = text_in(pin_tree)?;
     let pre = text_in(result)?;
-    let mut edge = false;
-    let (base, diff_at_base) = match opts.base {
-        Some(b) => {
-            let t = crate::reverts::text_at(repo, b, &c.rel)?;
-            let size = match &t {
-                Some(t) => Some(line_diff(t, &c.text)?.size()),
-                None => None,
-            };
-            let distance = search.trees.iter().find(|t| t.2 == b).map(|t| t.1);
-            (Some((b, distance)), size)
-        }
-        None => match search.closest(i, &c.rel, &c.text)? {
-            Some((k, size)) => {
-                edge = size > 0 && search.at_bound(k, opts.bound);
-                (
-                    Some((search.trees[k].2, Some(search.trees[k].1))),
-                    Some(size),
-                )
-            }
-            None => (None, None),
-        },
-    };
+    let Closest {
+        base,
+        diff_at_base,
+        edge,
+    } = choose_base(search, opts, i, c)?;
     if pin_text.is_none() && base.is_none() && !folder_exists(pin_tree, parent_of(&c.rel)) {
         return Err(not_upstream(c, pin_tree));
     }
@@ -666,10 +686,8 @@ fn plan_file(
     if let (Some(pre), false) = (&pre, same) {
         reverts.extend(audit_copy(at, repo, base.map(|b| b.0), c, pre)?);
     }
-    {
-        for r in &mut reverts {
-            r.accepted = opts.accept_reverts;
-        }
+    for r in &mut reverts {
+        r.accepted = opts.accept_reverts;
     }
     let patch = if same {
         None
@@ -839,6 +857,67 @@ type Write = (NewOverlay, PathBuf, String);
 
 /// Renders the overlays (one for the set, or one per file), verified: applied to the pin plus the
 /// series they give every copy byte for byte.
+/// The overlay file's stem and subject for a group of copies: the file's name for one, the
+/// folder's for several.
+fn group_names(planned: &[Planned], g: &[usize], dir_name: &str) -> (String, String) {
+    if let [one] = g {
+        let p = &planned[*one].report.path;
+        let file = p.rsplit('/').next().unwrap_or(p);
+        (format!("import-{}", slug(file)), format!("import {p}"))
+    } else {
+        (
+            format!("import-{}", slug(dir_name)),
+            format!("import {} whole-file copies from {dir_name}", g.len()),
+        )
+    }
+}
+
+/// `tree` with the copies the `files` patch written in (their mode kept unless the patch sets one).
+fn with_copies(tree: &Tree, files: &[FilePatch], copies: &[Copy]) -> Tree {
+    let mut after = tree.clone();
+    for f in files {
+        let c = copies.iter().find(|c| c.rel == f.path()).expect("a copy");
+        let mode = f
+            .new_mode
+            .or(tree.entries.get(&c.rel).map(|e| e.mode))
+            .unwrap_or(MODE_FILE);
+        after.entries.insert(
+            c.rel.clone(),
+            Entry {
+                mode,
+                content: Content::Bytes(c.bytes.clone().into()),
+            },
+        );
+    }
+    after
+}
+
+/// `ov` applied to `tree`, which must give `after` (the copies) back exactly; an error otherwise.
+fn reproduced(
+    tree: &Tree,
+    ov: &Overlay,
+    after: &Tree,
+    files: &[FilePatch],
+    src: &dyn BlobSource,
+) -> Result<Tree> {
+    let mut check = tree.clone();
+    check.apply_overlay(ov, src)?;
+    if check.entries.keys().ne(after.entries.keys())
+        || files
+            .iter()
+            .any(|f| check.blob_id(f.path()) != after.blob_id(f.path()))
+    {
+        return Err(crate::Error::input(
+            &ov.path,
+            None,
+            "import could not reproduce the copies from the overlay it made; nothing was written",
+        )
+        .with_help("this is a bug in import; please report it with the copies")
+        .into());
+    }
+    Ok(check)
+}
+
 fn build_overlays(
     planned: &mut [Planned],
     copies: &[Copy],
@@ -868,16 +947,7 @@ fn build_overlays(
         .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default();
     for (number, g) in (first..).zip(groups) {
-        let (stem, subject) = if let [one] = g.as_slice() {
-            let p = &planned[*one].report.path;
-            let file = p.rsplit('/').next().unwrap_or(p);
-            (format!("import-{}", slug(file)), format!("import {p}"))
-        } else {
-            (
-                format!("import-{}", slug(&dir_name)),
-                format!("import {} whole-file copies from {dir_name}", g.len()),
-            )
-        };
+        let (stem, subject) = group_names(planned, &g, &dir_name);
         let name = format!("{number:04}-{stem}.patch");
         let path = series.dir.join(&name);
         if path.exists() || series.overlays.iter().any(|o| o.name == name) {
@@ -903,42 +973,13 @@ fn build_overlays(
             .map(|&i| planned[i].patch.clone().expect("todo"))
             .collect();
         files.sort_by(|a, b| a.path().cmp(b.path()));
-        let mut after = tree.clone();
-        for f in &files {
-            let c = copies.iter().find(|c| c.rel == f.path()).expect("a copy");
-            let mode = f
-                .new_mode
-                .or(tree.entries.get(&c.rel).map(|e| e.mode))
-                .unwrap_or(MODE_FILE);
-            after.entries.insert(
-                c.rel.clone(),
-                Entry {
-                    mode,
-                    content: Content::Bytes(c.bytes.clone().into()),
-                },
-            );
-        }
+        let after = with_copies(&tree, &files, copies);
         let raw = format!(
             "{prelude}{}",
             render_patch_body(&files, &tree, &after, &opts.signature, ABBREV, src)?
         );
         let ov = parse_overlay(&name, &path, &raw)?;
-        let mut check = tree.clone();
-        check.apply_overlay(&ov, src)?;
-        if check.entries.keys().ne(after.entries.keys())
-            || files
-                .iter()
-                .any(|f| check.blob_id(f.path()) != after.blob_id(f.path()))
-        {
-            return Err(crate::Error::input(
-                &path,
-                None,
-                "import could not reproduce the copies from the overlay it made; nothing was written",
-            )
-            .with_help("this is a bug in import; please report it with the copies")
-            .into());
-        }
-        tree = check;
+        tree = reproduced(&tree, &ov, &after, &files, src)?;
         let names: Vec<String> = files.iter().map(|f| f.path().to_string()).collect();
         for &i in &g {
             planned[i].report.overlay = Some(name.clone());

@@ -53,7 +53,22 @@ pub fn status(g: &Global) -> Result<ExitCode> {
         );
         let _ = writeln!(h, "      {}", o.subject);
     }
-    // Work left unfinished in the default trees, and how to finish it.
+    let pending = pending_notes(g, &ctx, &series)?;
+    for p in &pending {
+        let _ = writeln!(h, "note: {p}");
+    }
+    emit(
+        ctx.json,
+        serde_json::json!({ "upstream": up, "overlays": overlays, "pending": pending }),
+        h,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Work left unfinished in the default trees (an interrupted apply, edits no overlay has, a bump
+/// in progress), each with how to finish it.
+fn pending_notes(g: &Global, ctx: &Ctx, series: &overlay::series::Series) -> Result<Vec<String>> {
+    let up = ctx.upstream();
     let mut pending = Vec::new();
     let apply_dir = ctx.default_dir();
     if let Ok(Some(st)) = State::load(&apply_dir)
@@ -65,7 +80,7 @@ pub fn status(g: &Global) -> Result<ExitCode> {
             xtask_command(g, "apply")
         ));
     }
-    if let Some((st, e)) = applied_edits(&ctx)? {
+    if let Some((st, e)) = applied_edits(ctx)? {
         let n = e.all().count();
         let series_hash = series.content_hash();
         pending.push(if st.rev == up.rev && st.series_hash == series_hash {
@@ -73,7 +88,7 @@ pub fn status(g: &Global) -> Result<ExitCode> {
                 "{} holds {n} edit(s) no overlay has ({}): `cargo xtask refresh{u}` keeps them, `cargo xtask apply{u} --force` discards them",
                 ctx.rel(&apply_dir),
                 list_edits(&e),
-                u = upstream_flag(&ctx)
+                u = upstream_flag(ctx)
             )
         } else {
             format!(
@@ -102,13 +117,5 @@ pub fn status(g: &Global) -> Result<ExitCode> {
             xtask_command(g, "bump-pin --abort")
         ));
     }
-    for p in &pending {
-        let _ = writeln!(h, "note: {p}");
-    }
-    emit(
-        ctx.json,
-        serde_json::json!({ "upstream": up, "overlays": overlays, "pending": pending }),
-        h,
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(pending)
 }
