@@ -296,3 +296,76 @@ fn the_engine_never_writes_the_tools_name() {
         found.join("\n")
     );
 }
+
+/// The functions of `text` before its tests that span more than `max` lines: (line, name, length).
+/// A function starts at a line whose first word (after `pub`, `pub(crate)`, `const`, `async`,
+/// `unsafe`) is `fn`, and ends at the first line that is its indentation followed by `}`.
+fn long_functions(text: &str, max: usize) -> Vec<(usize, String, usize)> {
+    let product = text.split("\n#[cfg(test)]").next().unwrap_or("");
+    let lines: Vec<&str> = product.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let indent = &l[..l.len() - l.trim_start().len()];
+        let mut words = l.split_whitespace().peekable();
+        while words.peek().is_some_and(|w| {
+            ["pub", "const", "async", "unsafe"].contains(w) || w.starts_with("pub(")
+        }) {
+            words.next();
+        }
+        if words.next() != Some("fn") || l.trim_end().ends_with(';') {
+            continue;
+        }
+        let name = words
+            .next()
+            .unwrap_or("")
+            .split(['(', '<'])
+            .next()
+            .unwrap_or("");
+        let close = format!("{indent}}}");
+        if let Some(end) = lines[i..].iter().position(|x| x.trim_end() == close)
+            && end + 1 > max
+        {
+            out.push((i + 1, name.to_string(), end + 1));
+        }
+    }
+    out
+}
+
+/// No product function is longer than a screen or two (issue 28: "no non-test function over 100
+/// lines"): the crates' sources, build scripts and xtask, tests left out.
+#[test]
+fn no_product_function_is_over_100_lines() {
+    let root = workspace();
+    let mut files = Vec::new();
+    for dir in ["crates", "xtask/src", "examples"] {
+        files_with_ext(&root.join(dir), "rs", &mut files);
+    }
+    files.retain(|f| {
+        let rel = f
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        !rel.contains("/tests/") && !rel.contains("/fuzz/") && !rel.contains("/target/")
+    });
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, name, len) in long_functions(&text, 100) {
+            let rel = f.strip_prefix(&root).unwrap().display();
+            found.push(format!("{rel}:{line}: fn {name} is {len} lines"));
+        }
+    }
+    // Not vacuous: there are files, and a long function is caught (a test's is not).
+    assert!(files.len() > 50, "only {} files", files.len());
+    let body = "    x();\n".repeat(100);
+    let sample = format!(
+        "pub(crate) fn long() {{\n{body}}}\nfn short() {{\n}}\n#[cfg(test)]\nfn t() {{\n{body}}}\n"
+    );
+    assert_eq!(long_functions(&sample, 100), [(1, "long".to_string(), 102)]);
+    assert!(
+        found.is_empty(),
+        "functions over 100 lines:\n{}",
+        found.join("\n")
+    );
+}
