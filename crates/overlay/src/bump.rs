@@ -727,10 +727,7 @@ struct Walk<'a> {
 impl Walk<'_> {
     /// The paths `ov` touches, with where upstream renamed them.
     fn paths(&self, ov: &Overlay) -> BTreeSet<String> {
-        ov.files
-            .iter()
-            .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
-            .flatten()
+        ov.touched_paths()
             .flat_map(|p| [self.guidance.renames.get(&p).cloned(), Some(p)])
             .flatten()
             .collect()

@@ -386,12 +386,7 @@ pub fn canonicalize(
 /// `ov` re-diffed canonically between `before` and `after`, verified: it parses, applies to
 /// `before` at its exact lines, gives `after` on every path, and `check` finds nothing in it.
 fn rerender(ov: &Overlay, before: &Tree, after: &Tree, src: &dyn BlobSource) -> Result<String> {
-    let paths: BTreeSet<String> = ov
-        .files
-        .iter()
-        .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
-        .flatten()
-        .collect();
+    let paths: BTreeSet<String> = ov.touched_paths().collect();
     let files = crate::bump::canonical_files(before, after, &paths, src)?;
     let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
     let raw = format!(

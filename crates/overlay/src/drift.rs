@@ -424,11 +424,7 @@ fn ours_side(
 
 /// The paths an overlay reads or writes.
 pub(crate) fn overlay_paths(ov: &Overlay) -> Vec<String> {
-    ov.files
-        .iter()
-        .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
-        .flatten()
-        .collect()
+    ov.touched_paths().collect()
 }
 
 /// Upstream at both commits, and the series applied so far on each side.
@@ -1134,10 +1130,7 @@ pub fn relevant_paths(series: &Series) -> Vec<String> {
         .overlays
         .iter()
         .flat_map(|o| {
-            o.files
-                .iter()
-                .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
-                .flatten()
+            o.touched_paths()
                 .chain(o.trailers.depends_on.iter().map(|d| d.path.clone()))
         })
         .collect();

@@ -250,12 +250,7 @@ fn render_exported(
     src: &dyn BlobSource,
     signoff: Option<&str>,
 ) -> Result<Exported> {
-    let paths: BTreeSet<String> = ov
-        .files
-        .iter()
-        .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
-        .flatten()
-        .collect();
+    let paths: BTreeSet<String> = ov.touched_paths().collect();
     let files = canonical_files(new_chain, merged, &paths, src)?;
     if files.is_empty() {
         return Err(

@@ -144,6 +144,22 @@ fn is_plain_name(s: &str) -> bool {
 /// Builds the error for `key` at `span` of one table.
 type KeyError<'a> = &'a dyn Fn(std::ops::Range<usize>, &str, String) -> Error;
 
+/// The error of a key of the table `table` (`upstream.mlx`): at the line of its span, named in
+/// full (`upstream.mlx.rev: ...`).
+fn key_error<'a>(
+    path: &'a Path,
+    text: &'a str,
+    table: String,
+) -> impl Fn(std::ops::Range<usize>, &str, String) -> Error + 'a {
+    move |span, key, msg| {
+        pins_error(
+            path,
+            Some(line_of(text, span.start)),
+            format!("{table}.{key}: {msg}"),
+        )
+    }
+}
+
 /// A `url` key: a git URL or a local path, never a remote-helper transport.
 fn checked_url(url: &Spanned<String>, err: KeyError<'_>) -> Result<String> {
     let value = url.get_ref().trim().to_string();
@@ -188,13 +204,7 @@ fn parse_source(
 ) -> Result<Source> {
     let line = line_of(text, table.span().start);
     let raw = table.into_inner();
-    let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
-        pins_error(
-            path,
-            Some(line_of(text, span.start)),
-            format!("upstream.{up}.sources.{dep}.{key}: {msg}"),
-        )
-    };
+    let err = key_error(path, text, format!("upstream.{up}.sources.{dep}"));
     if !is_plain_name(&dep) {
         return Err(pins_error(
             path,
@@ -317,13 +327,7 @@ fn parse_upstream(
 ) -> Result<Upstream> {
     let line = line_of(text, table.span().start);
     let raw = table.into_inner();
-    let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
-        pins_error(
-            path,
-            Some(line_of(text, span.start)),
-            format!("upstream.{name}.{key}: {msg}"),
-        )
-    };
+    let err = key_error(path, text, format!("upstream.{name}"));
     if !is_plain_name(&name) {
         return Err(pins_error(
             path,

@@ -243,6 +243,17 @@ pub struct Overlay {
     pub signature: Option<String>,
 }
 
+impl Overlay {
+    /// The paths this overlay touches: each file's old and new path, in file order (a path on
+    /// both sides comes twice; collect into a set for each once).
+    pub fn touched_paths(&self) -> impl Iterator<Item = String> + '_ {
+        self.files
+            .iter()
+            .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
+            .flatten()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
