@@ -23,7 +23,10 @@
 #                                  keep-ptx
 #   env: DEADLINE (seconds the run may take from its start, default 1300), FORK_ONLY=1 (no
 #   upstream, control or pin runs: streamed:gpu, the SDPA cases and keep-ptx alone), EXACTNESS=1
-#   (after the build: the exactness probe's runs and the SDPA cases, no suites)
+#   (after the build: the exactness probe's runs and the SDPA cases, no suites), QMV=1 (issue 27's
+#   library call: the build with MLX's tests off, then gpu-session.sh's `build bench` from a copy of
+#   the checkout's cuda/ with its results in res/qmv, then the 7b decoder's probe under the
+#   invariant policy beside streamed, timed)
 set -uo pipefail
 W=/tmp/run
 B=$W/mlx-cuda-bundle
@@ -105,7 +108,9 @@ fi
 
 if ! step build; then
   say "build"
-  PYTHON_BINDINGS=$([ "${EXACTNESS:-0}" = 1 ] && echo 0 || echo 1) JOBS=$(nproc) bash $B/cuda/bundle/build.sh > $R/build.log 2>&1 \
+  py=1; [ "${EXACTNESS:-0}" = 1 ] || [ "${QMV:-0}" = 1 ] && py=0
+  [ "${QMV:-0}" = 1 ] && export BUNDLE_CMAKE_ARGS="${BUNDLE_CMAKE_ARGS:-} -DMLX_BUILD_TESTS=OFF"
+  PYTHON_BINDINGS=$py JOBS=$(nproc) bash $B/cuda/bundle/build.sh > $R/build.log 2>&1 \
     || { tail -40 $R/build.log; say "build failed"; exit 1; }
   grep -E "Lapack|Blas" $R/build.log | head -4
   done_step build
@@ -116,7 +121,7 @@ fi
 export PYTHONPATH=$B/mlx/python
 
 # Which way MLX's tests can import the image's torch: as they are, torch first, or not at all.
-if [ "${EXACTNESS:-0}" != 1 ] && ! step probe; then
+if [ "${EXACTNESS:-0}" != 1 ] && [ "${QMV:-0}" != 1 ] && ! step probe; then
   n=0
   for order in "import mlx.core as mx; import torch" "import torch; import mlx.core as mx"; do
     n=$((n + 1))
@@ -337,6 +342,27 @@ exactness() {  # NAME SPEC [VAR=VALUE...]
   echo "exactness $1: rc=$? $(tail -1 $R/exactness-$1.log | cut -c1-120)" | tee -a $R/exactness.txt
   done_step exactness-$1
 }
+if [ "${QMV:-0}" = 1 ]; then
+  # gpu-session.sh runs from a checkout with .devcarry/bundle.tar.gz: a copy of this one's cuda/
+  # (a later call may send the checkout again) and the bundle this run unpacked (the same file as
+  # $W/bundle.tar.gz, so its unpack keeps the built tree); its build step finds MLX built and
+  # installed, and builds cuda/lib and the kernel harness. What is left after it is the probe's.
+  if ! step qmv; then
+    say "qmv: gpu-session.sh build bench"
+    rm -rf $W/ck && mkdir -p $W/ck/.devcarry $R/qmv && cp -r $M/.. $W/ck/cuda \
+      && cp "$carry/bundle.tar.gz" $W/ck/.devcarry/ && cp "$carry/bundle.tar.gz" $W/bundle.tar.gz \
+      || { say "qmv: copy failed"; exit 1; }
+    (cd $W/ck && OUT=$R/qmv DEADLINE=$(( $(left) - 420 )) bash $M/gpu-session.sh build bench) \
+      > $R/qmv.txt 2>&1
+    echo "qmv: rc=$?"; tail -30 $R/qmv.txt
+    done_step qmv
+  fi
+  exactness inv-7b-40 'preset=7b;ops=0;prompt=40;cache=step;timing=5' POLICIES="invariant streamed"
+  [ "$(left)" -gt 240 ] && exactness inv-7b-1024 'preset=7b;ops=0;prompt=1024;cache=step;timing=5' \
+    POLICIES=invariant CONTROL=0
+  say "qmv steps done"
+  exit 0
+fi
 if [ "${EXACTNESS:-0}" = 1 ]; then
   # MLX's defaults (cuDNN SDPA on): the 7b decoder with mlx-lm's KV cache at the issue's prompt
   # lengths (one pass, two passes, cuDNN decode at 256 keys and more), timed; the negative
