@@ -1031,6 +1031,76 @@ fn exactness_bench_rows_come_from_the_committed_runs() {
     );
 }
 
+/// The committed H200 runs of issue 27's library call hold what the docs say of them: the qmv
+/// results have every arm on all nine shapes with the invariant policy's library parity clean
+/// (and the control's not), and the 7b probe's three prompts render with every promised row
+/// identical under `invariant` beside `streamed` and `upstream`.
+#[test]
+fn the_committed_invariant_runs_hold_their_claims() {
+    let path = workspace().join("docs/benchmarks/qmv-cuda-h200.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut parity = doc["parity"].as_array().unwrap().iter();
+    let lib = parity.find(|p| p["kind"] == "lib_parity").unwrap();
+    assert_eq!(
+        (
+            lib["invariant_differ"].as_u64(),
+            lib["streamed_differ"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+    assert!(lib["upstream_differ"].as_u64().unwrap() > 0, "{lib}");
+    let rows = doc["rows"].as_array().unwrap();
+    let shapes: std::collections::BTreeSet<_> = rows
+        .iter()
+        .map(|r| (r["n"].as_u64(), r["k"].as_u64()))
+        .collect();
+    assert_eq!(shapes.len(), 9);
+    for r in rows.iter().filter(|r| r["bits"] == 4 || r["bits"] == 8) {
+        let arms = &r["arms"];
+        for arm in [
+            "lib_upstream",
+            "lib_streamed",
+            "lib_invariant",
+            "invariant",
+            "upstream_qmv",
+        ] {
+            assert!(arms[arm].as_f64().is_some(), "{arm} missing: {r}");
+        }
+        if r["bits"] == 4 {
+            assert!(
+                arms["marlin"].as_f64().is_some() && arms["tinygemm"].as_f64().is_some(),
+                "{r}"
+            );
+        }
+    }
+    let runs = workspace().join("docs/benchmarks/exactness-cuda-h200-invariant.jsonl");
+    let (code, stdout, stderr) = crate::fixture::run_xtask(
+        None,
+        None,
+        &[
+            "exactness",
+            "--backend",
+            "cuda",
+            "--from",
+            runs.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("every promised row is identical"),
+        "{stdout}"
+    );
+    for prompt in [40, 1024, 8192] {
+        assert!(
+            stdout.contains(&format!(
+                "invariant (7b decoder at prompt {prompt}): 0 rows differ"
+            )),
+            "{stdout}"
+        );
+    }
+}
+
 /// The integers in `text` from `marker` up to the first `end` after it.
 fn numbers_after(text: &str, marker: &str, end: char) -> Vec<u64> {
     let from = text.find(marker).unwrap_or_else(|| panic!("no {marker:?}"));
