@@ -188,8 +188,8 @@ pub fn audit_file(q: &FileAudit<'_>) -> Result<Vec<RawLoss>> {
         }
     }
     if let Some(b) = q.base {
-        let gone = &upstream.as_ref().expect("built with the base").gone;
-        out.extend(resurrected(b, q.pre, q.post, gone)?);
+        let u = upstream.as_ref().expect("built with the base");
+        out.extend(resurrected(b, q.pre, q.post, u)?);
     }
     Ok(out)
 }
@@ -208,6 +208,8 @@ struct Upstream {
     /// Lines of the base the diff removes that are no old version of any line of `pre`
     /// ([`pair_lines`]), or only of one they share no word with: deleted, not changed.
     gone: BTreeSet<usize>,
+    /// The other removed lines of the base: each with the line of `pre` that is its new version.
+    replaced: BTreeMap<usize, usize>,
 }
 
 impl Upstream {
@@ -225,6 +227,7 @@ impl Upstream {
         let mut pure_added = BTreeSet::new();
         let mut changes = BTreeMap::new();
         let mut gone = removed.clone();
+        let mut replaced = BTreeMap::new();
         for ((lo, hi), news) in hunks {
             let olds: Vec<usize> = (lo..hi).filter(|o| removed.contains(o)).collect();
             if olds.is_empty() {
@@ -237,6 +240,7 @@ impl Upstream {
                 // the new one, it is brought back.
                 if common > 0 {
                     gone.remove(&o);
+                    replaced.insert(o, n);
                 }
             }
         }
@@ -251,6 +255,7 @@ impl Upstream {
             changes,
             base_lines,
             gone,
+            replaced,
         })
     }
 }
@@ -428,25 +433,24 @@ fn take(m: &mut BTreeMap<Vec<Tok>, usize>, t: &[Tok]) -> bool {
 
 /// Lines upstream deleted after the base (`gone`: removed, and no old version of a line it added
 /// in their place; a changed line is a dropped one) that `post` keeps where the base had them, and
-/// `pre` has nowhere.
-fn resurrected(
-    base: &Text,
-    pre: &Text,
-    post: &Text,
-    gone: &BTreeSet<usize>,
-) -> Result<Vec<RawLoss>> {
-    if gone.is_empty() {
+/// `pre` has nowhere; and the old version of a line upstream changed (`replaced`) kept where the
+/// base had it beside its new version (a `both` resolution: the old line runs too, or twice).
+fn resurrected(base: &Text, pre: &Text, post: &Text, u: &Upstream) -> Result<Vec<RawLoss>> {
+    if u.gone.is_empty() && u.replaced.is_empty() {
         return Ok(Vec::new());
     }
     let in_pre: BTreeSet<Vec<Tok>> = pre.lines.iter().map(|l| tokens(l)).collect();
+    let in_post: BTreeSet<Vec<Tok>> = post.lines.iter().map(|l| tokens(l)).collect();
     let d = line_diff(base, post)?;
     let mut out = Vec::new();
     for (n, o) in d.new_to_old.iter().enumerate() {
-        let Some(o) = o.filter(|o| gone.contains(o)) else {
-            continue;
-        };
+        let Some(o) = *o else { continue };
+        let back = u.gone.contains(&o)
+            || u.replaced
+                .get(&o)
+                .is_some_and(|&new| in_post.contains(&tokens(&pre.lines[new])));
         let t = tokens(&post.lines[n]);
-        if t.is_empty() || in_pre.contains(&t) {
+        if !back || t.is_empty() || in_pre.contains(&t) {
             continue;
         }
         out.push(RawLoss {
@@ -1401,6 +1405,29 @@ mod tests {
             ["Resurrected old_guard();"]
         );
         assert!(upstream_losses(base, pre, "a(); // fork\nb();\n", &[]).is_empty());
+    }
+
+    /// A `both` resolution keeps the old version of a line upstream changed beside its new one
+    /// (2542e08b97: `return mx::int32;` after upstream's ternary): the old line is brought back.
+    /// Kept alone in place of the new one, it is the new line that is dropped (one loss, not
+    /// two); the overlay's own version of the line beside upstream's is no old version.
+    #[test]
+    fn the_old_version_of_a_changed_line_kept_beside_the_new_is_brought_back() {
+        let base = "f() {\n  return mx::int32;\n}\n";
+        let pre = "f() {\n  return wide ? mx::int64 : mx::int32;\n}\n";
+        let both = "f() {\n  return wide ? mx::int64 : mx::int32;\n  return mx::int32;\n}\n";
+        assert_eq!(
+            upstream_losses(base, pre, both, &[]),
+            ["Resurrected return mx::int32;"]
+        );
+        let ours = "f() {\n  return mx::int32;\n}\n";
+        assert_eq!(
+            upstream_losses(base, pre, ours, &[]),
+            ["Dropped return wide ? mx::int64 : mx::int32;"]
+        );
+        let mine =
+            "f() {\n  return wide ? mx::int64 : mx::int32;\n  return mx::uint32; // fork\n}\n";
+        assert!(upstream_losses(base, pre, mine, &[]).is_empty());
     }
 
     #[test]

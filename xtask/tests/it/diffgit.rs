@@ -124,7 +124,9 @@ fn the_cases_that_disagreed_with_git_now_agree() {
 /// parameter line), the words both removed in one place excused upstream's words missing in
 /// another (7ab9dd9745), the overlay's "version" of the line was another line of the base kept
 /// as it was (520cea2bec), an extension put back what upstream removed (933a4a77aa), and a line
-/// upstream deleted beside one it changed counted as changed, not deleted (046217bcae). Taking
+/// upstream deleted beside one it changed counted as changed, not deleted (046217bcae), and a
+/// `both` resolution kept the old version of a line upstream changed beside its new one
+/// (2542e08b97's `return mx::int32;`, 61a4867be6, 3a6219917e) unflagged. Taking
 /// the overlay's side loses upstream's lines in all of these, taking upstream's side or
 /// upstream's plus the redo loses none; keeping both sides is judged alike by both.
 #[test]
@@ -141,6 +143,9 @@ fn scripted_resolutions_of_real_conflicts_agree_with_line_accounting() {
         "520cea2bec:846d176227",
         "933a4a77aa:846d176227",
         "046217bcae:846d176227",
+        "2542e08b97:846d176227",
+        "61a4867be6:846d176227",
+        "3a6219917e:846d176227",
     ];
     let mut args = vec!["diffgit", "--resolutions"];
     for p in &pairs {
@@ -149,18 +154,18 @@ fn scripted_resolutions_of_real_conflicts_agree_with_line_accounting() {
     let (code, out, err) = xtask(None, &args);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        out.contains("resolutions: 11 conflicting pair(s), 22 file(s) resolved four ways")
+        out.contains("resolutions: 14 conflicting pair(s), 28 file(s) resolved four ways")
             && out.contains(
-                "take-upstream  audit refuses 0/22, line accounting loses 0/22, agree 22/22"
+                "take-upstream  audit refuses 0/28, line accounting loses 0/28, agree 28/28"
             )
             && out.contains(
-                "take-overlay   audit refuses 22/22, line accounting loses 22/22, agree 22/22"
+                "take-overlay   audit refuses 28/28, line accounting loses 28/28, agree 28/28"
             )
             && out.contains(
-                "both           audit refuses 7/22, line accounting loses 7/22, agree 22/22"
+                "both           audit refuses 10/28, line accounting loses 10/28, agree 28/28"
             )
             && out.contains(
-                "upstream+redo  audit refuses 0/22, line accounting loses 0/22, agree 22/22"
+                "upstream+redo  audit refuses 0/28, line accounting loses 0/28, agree 28/28"
             ),
         "{out}"
     );
