@@ -185,6 +185,21 @@ pub struct FileReport {
     /// with a difference there: the copy may be older still (a wider bound or `--base` decides).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub base_at_search_edge: bool,
+    /// The base was searched for, and the copy has lines that neither it nor the pin has but an
+    /// older upstream version had: upstream deleted them, and the copy may predate that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleted_before_base: Option<DeletedBefore>,
+}
+
+/// Lines of a copy that upstream deleted before the base import chose (`--base` decides).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeletedBefore {
+    /// The first-parent commit after which upstream's file no longer has them.
+    pub commit: String,
+    /// Its subject line.
+    pub subject: String,
+    /// How many of the copy's lines the version before it has.
+    pub lines: usize,
 }
 
 /// An overlay import makes (in a dry run: would make).
@@ -420,6 +435,82 @@ impl<'r> Search<'r> {
     }
 
     /// The candidate with the smallest diff (the closest to the pin among equals).
+    /// Lines of the copy that neither the chosen base nor the pin has, found in the nearest older
+    /// version that has at least two of them (fewer is likely coincidence): the commit after that
+    /// version deleted them ([`DeletedBefore`]).
+    fn deleted_before(
+        &self,
+        base: git2::Oid,
+        c: &Copy,
+        pin: &Text,
+    ) -> Result<Option<DeletedBefore>> {
+        let Some(d_base) = self.trees.iter().find(|t| t.2 == base).map(|t| t.1) else {
+            return Ok(None);
+        };
+        let text_of = |k: usize| -> Result<Option<Text>> {
+            Ok(crate::reverts::text_at(self.repo, self.trees[k].2, &c.rel)?)
+        };
+        let Some(base_text) = self
+            .trees
+            .iter()
+            .position(|t| t.2 == base)
+            .map(text_of)
+            .transpose()?
+            .flatten()
+        else {
+            return Ok(None);
+        };
+        let known: BTreeSet<&str> = base_text
+            .lines
+            .iter()
+            .chain(&pin.lines)
+            .map(|l| l.trim())
+            .collect();
+        let only: BTreeSet<&str> = c
+            .text
+            .lines
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty() && !known.contains(l))
+            .collect();
+        if only.len() < 2 {
+            return Ok(None);
+        }
+        let mut older: Vec<usize> = (0..self.trees.len())
+            .filter(|&k| self.trees[k].1 < d_base)
+            .collect();
+        older.sort_by_key(|&k| std::cmp::Reverse(self.trees[k].1));
+        let (mut newer, mut seen) = (base, None);
+        for k in older {
+            // Versions repeat from commit to commit: read each blob once.
+            let Ok(entry) = self.trees[k].0.get_path(Path::new(&c.rel)) else {
+                break;
+            };
+            if seen == Some(entry.id()) {
+                newer = self.trees[k].2;
+                continue;
+            }
+            seen = Some(entry.id());
+            let Some(t) = text_of(k)? else { break };
+            let lines = t
+                .lines
+                .iter()
+                .map(|l| l.trim())
+                .filter(|l| only.contains(l))
+                .collect::<BTreeSet<_>>()
+                .len();
+            if lines >= 2 {
+                return Ok(Some(DeletedBefore {
+                    commit: newer.to_string(),
+                    subject: subject_of(self.repo, newer),
+                    lines,
+                }));
+            }
+            newer = self.trees[k].2;
+        }
+        Ok(None)
+    }
+
     fn closest(&mut self, file: usize, path: &str, copy: &Text) -> Result<Option<(usize, usize)>> {
         let mut best: Option<(usize, usize)> = None;
         for i in 0..self.trees.len() {
@@ -689,6 +780,10 @@ fn plan_file(
     for r in &mut reverts {
         r.accepted = opts.accept_reverts;
     }
+    let deleted = match (opts.base, base, &pin_text, same) {
+        (None, Some((b, _)), Some(pin_text), false) => search.deleted_before(b, c, pin_text)?,
+        _ => None,
+    };
     let patch = if same {
         None
     } else {
@@ -711,6 +806,7 @@ fn plan_file(
             overlay: None,
             reverts,
             base_at_search_edge: edge,
+            deleted_before_base: deleted,
         },
         patch,
     })

@@ -829,6 +829,60 @@ fn crlf_and_bom_copies_are_named_with_the_fix() {
     }
 }
 
+/// A copy taken before upstream deleted lines, and kept up to date with upstream's later edits,
+/// is closest to the pin, where the deleted lines look like the fork's own (repro F, issue 24):
+/// the report names the commit that deleted them and the way out (`--base` before it, where the
+/// lines it brings back are REVERTS). Upstream here: c2 drops `b 5` and `b 6`; c6 and c7 (the new
+/// pin) edit other lines of b.c, which the copy has too. A copy of the pin's own b.c plus a fork
+/// line has no such lines and no warning.
+#[test]
+fn lines_upstream_deleted_before_the_chosen_base_are_named() {
+    let mut h = history();
+    let c6 = b_c2().replace("b 10\n", "b 10 (c6)\n");
+    let c7 = c6.replace("b 15\n", "b 15 (c7)\n");
+    h.f.commit_upstream(&[("src/b.c", &c6)], "b: edit line 10");
+    let pin = h.f.commit_upstream(&[("src/b.c", &c7)], "b: edit line 15");
+    h.f.pin = pin.clone();
+    h.f.write_pins(&pin);
+    let copy = b_c0()
+        .replace("b 10\n", "b 10 (c6)\n")
+        .replace("b 15\n", "b 15 (c7)\n")
+        .replace("b 1\n", "b 1 (fork)\n");
+    let dir = h.copies(&[("src/b.c", &copy)]);
+    let (_, v) = h.json(&dir, &["--dry-run"]);
+    let b = file(&v, "src/b.c");
+    assert_eq!(b["base"]["distance"], 0, "the pin: {v:#}");
+    assert_eq!(b["deleted_before_base"]["commit"], h.c[2], "{v:#}");
+    assert_eq!(b["deleted_before_base"]["lines"], 2, "{v:#}");
+    let out = h.import(&dir, &["--dry-run"]).code(0);
+    let short = &h.c[2][..12];
+    assert!(
+        out.stdout.contains(&format!(
+            "2 line(s) of the copy are upstream's before {short} \"b: drop two lines\""
+        )) && out.stdout.contains(&format!("import with --base {short}^")),
+        "{}",
+        out.snapshot()
+    );
+    // The way out: at the base before the deletion, the two lines are REVERTS (exit 1).
+    let out = h
+        .import(&dir, &["--dry-run", "--base", &format!("{}^", h.c[2])])
+        .code(1);
+    assert!(
+        out.stdout.contains("brings back 2 line(s)"),
+        "{}",
+        out.snapshot()
+    );
+    let dir = h.copies(&[
+        ("src/b.c", &c7.replace("b 1\n", "b 1 (fork)\n")),
+        ("src/c.c", "c\n"),
+    ]);
+    let (_, v) = h.json(&dir, &["--dry-run"]);
+    assert!(
+        file(&v, "src/b.c").get("deleted_before_base").is_none(),
+        "{v:#}"
+    );
+}
+
 /// A base found at the edge of the search says so (issue 24): with `--bound 1` the copy of a.c as
 /// c0 had it (plus a fork line) is closest to c2, the oldest commit searched, which still differs
 /// from it: the copy may be older than the search went, and the report warns with the way out.

@@ -160,6 +160,17 @@ fn render(o: &Outcome, upstream: &str, a: &ImportArgs) -> String {
                 a.bound
             );
         }
+        if let Some(d) = &f.deleted_before_base {
+            let _ = writeln!(
+                h,
+                "      {}: {} line(s) of the copy are upstream's before {} \"{}\", which deleted them, and not at the base: if the copy was taken before it, import with --base {}^ (the lines it brings back are then REVERTS)",
+                colour("warning", "33"),
+                d.lines,
+                &d.commit[..12.min(d.commit.len())],
+                d.subject,
+                &d.commit[..12.min(d.commit.len())]
+            );
+        }
         if f.status != FileStatus::Unchanged {
             let _ = writeln!(
                 h,
