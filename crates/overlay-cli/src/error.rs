@@ -65,6 +65,22 @@ impl From<&overlay::interdiff::Error> for Kind {
     }
 }
 
+/// import's errors: the engine's keep their kind; a folder or copy it cannot take is bad input;
+/// an overlay that exists already and a series changed while it ran are refusals (nothing was
+/// written, as the engine's "changed on disk").
+impl From<&overlay::import::Error> for Kind {
+    fn from(err: &overlay::import::Error) -> Kind {
+        use overlay::import::Error as E;
+        match err {
+            E::Engine(e) => Kind::from(e),
+            E::OverlayExists { .. } | E::Raced(_) => Kind::Refused,
+            E::NoDir(_) | E::Empty(_) | E::BadCopy { .. } | E::NotUpstreamPath { .. } => {
+                Kind::Input
+            }
+        }
+    }
+}
+
 /// A failure the user can act on, with what to do: the CLI's (and a fork's tasks') own errors
 /// that have a `help:` line. Its steps are written like the engine's (program name and this
 /// run's flags, by [`Steps`]).
@@ -201,7 +217,7 @@ impl Link {
             return Link::typed(err, Some(Kind::from(err)), help.as_ref(), steps);
         }
         if let Some(err) = cause.downcast_ref::<overlay::import::Error>() {
-            return Link::typed(err, None, err.help().as_ref(), steps);
+            return Link::typed(err, Some(Kind::from(err)), err.help().as_ref(), steps);
         }
         if let Some(err) = cause.downcast_ref::<HintedError>() {
             let text = format!("{}\n  help: {}", err.message, steps.help(&err.help));

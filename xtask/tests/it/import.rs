@@ -394,6 +394,10 @@ fn bad_input_names_the_file_and_writes_nothing() {
         "{}",
         out.stderr
     );
+    // Its kind is bad input, in the one error shape (it was `other` before issue 28).
+    let out = h.import(&missing, &["--json"]).code(2);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "input", "{v:#}");
 
     let dir = h.f.t().join("stray");
     write_copies(&dir, &[("src/a.c", &a_c3()), ("lib/zzz/x.c", "x\n")]);
