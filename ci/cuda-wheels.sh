@@ -1,5 +1,6 @@
-# Sourced by ci/cuda-*-check: NVIDIA's CUDA 13.0 wheels from PyPI (the GPU machine's release),
-# installed once into the tool's cache in a folder keyed by their versions.
+# Sourced by `cargo xtask cuda-check` (crates/mlx-tasks/src/cuda_check/mod.rs): NVIDIA's CUDA 13.0
+# wheels from PyPI (the GPU machine's release), installed once into the tool's cache in a folder
+# keyed by their versions.
 #   cuda_wheels VERSION...   prints the folder (pip's --target), installing it when missing
 NVCC_WHEELS="nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-nvvm==13.0.88"
 NVRTC_WHEELS="nvidia-cuda-nvrtc==13.0.88"

@@ -1,6 +1,6 @@
 # The nvcc flags of this project's CUDA compiles outside CMake, in one place (sourced by
-# ci/cuda-compile-check, cuda/harness/build.sh and cuda/machine/gpu-session.sh). Each function sets
-# the array NVCC_FLAGS for an architecture such as sm_90a:
+# `cargo xtask cuda-check compile`, cuda/harness/build.sh and cuda/machine/gpu-session.sh). Each
+# function sets the array NVCC_FLAGS for an architecture such as sm_90a:
 #   mlx_nvcc_flags ARCH     MLX's flags for its CUDA units (mlx/backend/cuda/CMakeLists.txt): C++20,
 #                           device lambdas, relaxed constexpr, no strict aliasing, the warnings
 #                           MLX's own build silences

@@ -1,7 +1,8 @@
 //! This repository's MLX tasks for `cargo xtask`, next to the overlay commands of `overlay-cli`:
 //! `build-mlx` (the project's pinned tree handed to `mlx-build`, or the CUDA bundle; [`hooks`] gives
 //! `export-upstream --build` the same build),
-//! `test-upstream`, `exactness`, `metal-sim`, `bench`, `fuzz` and `diffgit`. [`Task`] is flattened into
+//! `test-upstream`, `exactness`, `metal-sim`, `bench`, `fuzz`, `diffgit`, `build-ggml`, `ggml-check`
+//! and `cuda-check`. [`Task`] is flattened into
 //! xtask's CLI; [`run`] runs one.
 
 pub mod bench;
@@ -12,6 +13,7 @@ pub mod build_cmd;
 pub mod build_ggml;
 pub mod cli_edge;
 pub mod cuda_bundle;
+pub mod cuda_check;
 pub mod diffgit;
 pub mod exactness;
 pub mod fuzz;
@@ -107,6 +109,9 @@ pub enum Task {
     BuildGgml(build_ggml::BuildGgmlArgs),
     /// ggml: every kernel the Metal host can request for a type supports_op admits is instantiated
     GgmlCheck(ggml_check::GgmlCheckArgs),
+    /// CUDA checks without a GPU (nvcc 13.0 from PyPI): the overlays compile; the JIT kernel's Params agree
+    #[command(subcommand)]
+    CudaCheck(cuda_check::CudaCheck),
 }
 
 /// Runs one task; an error of the build driver's comes classified for the CLI
@@ -138,5 +143,6 @@ fn run_task(g: &Global, task: &Task) -> anyhow::Result<ExitCode> {
         Task::Diffgit(a) => diffgit::run(g, a),
         Task::BuildGgml(a) => build_ggml::run(g, a),
         Task::GgmlCheck(a) => ggml_check::run(g, a),
+        Task::CudaCheck(c) => cuda_check::run(g, c),
     }
 }

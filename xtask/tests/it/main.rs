@@ -9,6 +9,7 @@ mod bump;
 mod bump_pr;
 mod bundle;
 mod concurrency;
+mod cuda_check;
 mod cuda_scripts;
 mod diffgit;
 mod drift;

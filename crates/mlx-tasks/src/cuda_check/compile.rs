@@ -1,0 +1,137 @@
+//! `cargo xtask cuda-check compile`: the patched CUDA translation units compile, without a GPU.
+//! nvcc 13.0 (the GPU machine's release), the bundle's pinned CUTLASS/CCCL/NVTX/fmt, sm_90a as on
+//! the H200. qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu are compiled to objects
+//! (device code included); quantized.cpp is checked by the host compiler, as MLX builds it;
+//! cuda/harness/profile.cu (which includes every harness header) is compiled against the tree;
+//! cuda/bench/marlin_bench.cu against the bundle's pinned Marlin. The first unit that does not
+//! compile stops the check (exit 1, the unit named).
+
+use std::ffi::OsString;
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+use xshell::cmd;
+
+use super::{Failed, Setup, Toolkit, words};
+use crate::Global;
+
+/// The summary line's name for the check.
+const NAME: &str = "cuda-compile-check";
+
+pub fn run(g: &Global, t: &Toolkit) -> Result<()> {
+    let s = Setup::new(g, t, NAME)?;
+    s.ctx.unlock();
+    let inc = s.includes();
+    let flags = s.nvcc_flags("mlx_nvcc_flags", "sm_90a")?;
+    let start = Instant::now();
+    let cu = s.bundle.join("mlx/mlx/backend/cuda");
+    let qmv = cu.join("quantized/qmm/qmv.cu");
+    let out = words!["-c", qmv, "-o", s.w("qmv.o")];
+    s.nvcc("qmv.cu", &[&flags[..], &inc, &out].concat())?;
+    host_check(&s, &inc)?;
+    // Attention (overlay 0013): the sdpa_vector kernels and their routing under the streamed policy.
+    let sdpa = cu.join("scaled_dot_product_attention.cu");
+    let out = words!["-c", sdpa, "-o", s.w("sdpa.o")];
+    s.nvcc(
+        "scaled_dot_product_attention.cu",
+        &[&flags[..], &inc, &out].concat(),
+    )?;
+    // qmm_sm90.cu (overlay 0008) includes the JIT sources MLX's build embeds: generate them as it does.
+    bin2h(&s)?;
+    let gen_dir = words!["-I", s.w("gen")];
+    let out = words![
+        "-c",
+        cu.join("quantized/qmm/qmm_sm90.cu"),
+        "-o",
+        s.w("qmm_sm90.o")
+    ];
+    s.nvcc("qmm_sm90.cu", &[&flags[..], &gen_dir, &inc, &out].concat())?;
+    // The kernel harness's headers against this tree (the split experiment restates the overlay's
+    // helpers): the Nsight Compute target includes them all and instantiates both kernels.
+    harness_header(&s, &qmv)?;
+    let dirs = words!["-I", s.w("h"), "-I", "cuda/harness"];
+    let out = words!["-c", "cuda/harness/profile.cu", "-o", s.w("profile.o")];
+    s.nvcc("profile.cu", &[&flags[..], &dirs, &inc, &out].concat())?;
+    // The qmv benchmark's Marlin arm (cuda/bench/marlin_bench.cu) with the pinned kernel file, built
+    // as cuda/machine/gpu-session.sh builds it (the wheels have no CCCL: <nv/target> from the
+    // bundle's).
+    let marlin = s.nvcc_flags("marlin_nvcc_flags", "sm_90a")?;
+    let b = &s.bundle;
+    let rest = words![
+        "-isystem",
+        b.join("deps/cccl/include"),
+        "-I",
+        b.join("deps/marlin/marlin"),
+        "-c",
+        "cuda/bench/marlin_bench.cu",
+        "-o",
+        s.w("marlin_bench.o"),
+    ];
+    s.nvcc("marlin_bench.cu", &[&marlin[..], &rest].concat())?;
+    println!(
+        "{NAME}: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu and marlin_bench.cu compile ({} s)",
+        start.elapsed().as_secs()
+    );
+    Ok(())
+}
+
+/// quantized.cpp through the host compiler (`c++ -fsyntax-only`), as MLX builds it.
+fn host_check(s: &Setup, inc: &[OsString]) -> Result<()> {
+    let unit = "quantized.cpp";
+    eprintln!("c++: {unit}");
+    let cuda_inc = s.cuda.join("include");
+    let cpp = s
+        .bundle
+        .join("mlx/mlx/backend/cuda/quantized/quantized.cpp");
+    cmd!(
+        s.sh,
+        "c++ -std=c++20 -fsyntax-only -isystem {cuda_inc} {inc...} {cpp}"
+    )
+    .quiet()
+    .run()
+    .map_err(|e| Failed::compile(unit, e))
+}
+
+/// MLX's `bin2h.cmake` run as its build runs it: the JIT sources (`device/*.h`, `device/*.cuh`)
+/// as headers under `<work>/gen`.
+fn bin2h(s: &Setup) -> Result<()> {
+    let cu = s.bundle.join("mlx/mlx/backend/cuda");
+    let mut sources = Vec::new();
+    for e in std::fs::read_dir(cu.join("device")).context("reading the JIT sources")? {
+        let name = e?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".h") || name.ends_with(".cuh") {
+            sources.push(format!("device/{name}"));
+        }
+    }
+    sources.sort();
+    let root = format!("-DMLX_SOURCE_ROOT={}", cu.display());
+    let jit = format!("-DMLX_JIT_SOURCES={}", sources.join(":"));
+    let script = cu.join("bin2h.cmake");
+    let _dir = s.sh.push_dir(s.work.path());
+    cmd!(s.sh, "cmake {root} {jit} -P {script}")
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .context("generating the JIT headers (bin2h.cmake)")?;
+    Ok(())
+}
+
+/// `<work>/h/qmv_kernels.cuh`: qmv.cu up to the end of its `cu` namespace (the kernels), closed.
+fn harness_header(s: &Setup, qmv: &std::path::Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(qmv).with_context(|| format!("reading {}", qmv.display()))?;
+    let mut head = String::new();
+    for line in text.split_inclusive('\n') {
+        head.push_str(line);
+        if line.trim_end_matches('\n') == "} // namespace cu" {
+            break;
+        }
+    }
+    if !head.ends_with('\n') {
+        head.push('\n');
+    }
+    head.push_str("} // namespace mlx::core\n");
+    std::fs::create_dir_all(s.w("h"))?;
+    std::fs::write(s.w("h/qmv_kernels.cuh"), head)?;
+    Ok(())
+}
