@@ -8,8 +8,6 @@ pub mod apply;
 pub mod audit;
 pub mod blame;
 pub mod bump;
-pub mod bump_resume;
-pub mod bump_session;
 pub mod check;
 pub mod diff;
 pub mod drift;

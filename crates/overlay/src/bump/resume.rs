@@ -4,12 +4,12 @@
 //! whole, no conflict markers left), drift's guidance, then the merge (`bump::bump_guided`) or,
 //! for a dry run, the forecast. Refusals are typed ([`crate::Refusal`]); the command renders.
 //!
-//! What lives on disk between two runs (state, bump tree, ordered writes) is `bump_session`'s.
+//! What lives on disk between two runs (state, bump tree, ordered writes) is `session`'s.
 
 use std::collections::BTreeMap;
 
+use crate::bump::session::{self, Carried, Session, SessionState};
 use crate::bump::{self, Action, Guidance};
-use crate::bump_session::{self, Carried, Session, SessionState};
 use crate::drift;
 use crate::forecast::{self, Forecast};
 use crate::help::{Help, NextStep};
@@ -199,9 +199,9 @@ impl Run<'_> {
     /// as saved when continuing, else now.
     pub fn start_guards(&self) -> BTreeMap<String, String> {
         self.state.map(|s| s.guards.clone()).unwrap_or_else(|| {
-            bump_session::guards(
+            session::guards(
                 &self.session.root,
-                &bump_session::guard_paths(self.pins_path, self.series),
+                &session::guard_paths(self.pins_path, self.series),
             )
         })
     }
@@ -285,9 +285,9 @@ impl Run<'_> {
         let Some(s) = self.state else {
             return Ok((None, false));
         };
-        let now = bump_session::guards(
+        let now = session::guards(
             &self.session.root,
-            &bump_session::guard_paths(self.pins_path, self.series),
+            &session::guard_paths(self.pins_path, self.series),
         );
         if now != s.guards {
             return Err(Refusal::ChangedSinceBumpStarted.into());

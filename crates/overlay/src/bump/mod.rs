@@ -5,6 +5,12 @@
 //! after i, theirs = new chain before i). Every merged overlay is re-diffed canonically against the
 //! new chain. A conflict is an outcome, not an error: the merge with conflict markers is written
 //! into a tree for the user to resolve, and `--continue` picks it up from there.
+//!
+//! The folder (gix-merge's shape): this file the merge, [`resume`] one `bump-pin` run (its
+//! `Options`/`Run`/`Outcome`), [`session`] what a bump in progress keeps on disk between runs.
+
+pub mod resume;
+pub mod session;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -80,7 +86,7 @@ pub struct BumpState {
 }
 
 /// The bump state's file name in the bump tree, where builds before `.overlay/` kept it
-/// (`bump_session::Session::read_state` still reads it there).
+/// (`session::Session::read_state` still reads it there).
 pub const BUMP_STATE: &str = ".overlay-bump.json";
 
 /// What a bump did: each overlay's result, and where it stopped.
