@@ -320,7 +320,7 @@ impl Bump<'_> {
         &self,
         outcome: &overlay::bump::Outcome,
         report: &overlay::drift::Report,
-        forecast: &Option<overlay::forecast::Forecast>,
+        forecast: &Option<overlay::bump::forecast::Forecast>,
     ) -> String {
         let mut h = String::new();
         let _ = writeln!(

@@ -8,12 +8,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::bump::forecast::{self, Forecast};
 use crate::bump::session::{self, Carried, Session, SessionState};
 use crate::bump::{self, Action, Guidance};
 use crate::drift;
-use crate::forecast::{self, Forecast};
 use crate::help::{Help, NextStep};
 use crate::manifest::Upstream;
+use crate::merge::Labels;
 use crate::series::Series;
 use crate::tree::Tree;
 use crate::upstream::UpstreamRepo;
@@ -21,7 +22,11 @@ use crate::{Error, Refusal, Result};
 
 /// The merge's bare conflict-marker labels (drift's classification and the forecast use them; a
 /// bump's markers say what each side is, `bump::side_labels`).
-pub const LABELS: (&str, &str, &str) = ("old pin", "overlay", "new upstream");
+pub const LABELS: Labels<'static> = Labels {
+    base: "old pin",
+    ours: "overlay",
+    theirs: "new upstream",
+};
 
 /// How to carry the series.
 #[derive(Debug, Clone, Copy, Default)]
@@ -259,15 +264,18 @@ impl Run<'_> {
                 forecast: Some(f),
             });
         }
+        let carry = bump::Options {
+            drop_upstreamed: opts.drop_upstreamed,
+            done: &done,
+            resolved,
+            labels: LABELS,
+        };
         let bump = bump::bump_guided(
             &old_base,
             &new_base,
             self.series,
             self.repo,
-            opts.drop_upstreamed,
-            &done,
-            resolved,
-            LABELS,
+            &carry,
             &guidance,
         )?;
         Ok(Outcome {
