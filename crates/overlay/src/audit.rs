@@ -43,8 +43,9 @@ use crate::patch::Overlay;
 use crate::reverts::line_diff;
 use crate::tree::{BlobSource, Tree};
 
-/// The trailer confirming that an overlay drops lines an earlier overlay adds, on purpose.
-pub const ACCEPT_OVERLAY_TRAILER: &str = "Reverts-Overlay";
+/// The trailer confirming that an overlay drops lines an earlier overlay adds, on purpose, and
+/// what an overlay's trailers confirm: read with the other trailers by `reverts::recorded`.
+pub use crate::reverts::{ACCEPT_OVERLAY_TRAILER, Confirmed};
 
 /// Who a protected line belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -773,15 +774,6 @@ pub struct History<'a> {
     pub pin: git2::Oid,
 }
 
-/// What the overlay's trailers confirm.
-#[derive(Debug, Default, Clone)]
-pub struct Confirmed {
-    /// `Reverts-Upstream: <commit>`.
-    pub commits: BTreeSet<git2::Oid>,
-    /// `Reverts-Overlay: <name>`.
-    pub overlays: BTreeSet<String>,
-}
-
 /// Names each raw loss of `path`'s origin: an earlier overlay, or the upstream commit that added
 /// (blame, first parents, `base..pin`) or deleted the line; `history` is `None` when the texts are
 /// not at upstream commits (then upstream lines have no commit).
@@ -1031,7 +1023,7 @@ pub fn series_losses(
             break;
         }
         let rec = crate::reverts::recorded(ov)?;
-        let paths: BTreeSet<String> = crate::drift::overlay_paths(ov).into_iter().collect();
+        let paths: BTreeSet<String> = ov.touched_paths().collect();
         let base_text = |p: &str| -> Result<Option<Text>> {
             let b = rec.base_for(p).filter(|b| repo.find_commit(*b).is_ok());
             match b.and_then(|b| older_base(repo, b, pin)) {

@@ -243,7 +243,7 @@ fn unknown_dependencies(
             kind: FindingKind::UnknownDependency,
             file: Some(d.path.clone()),
             hunk: None,
-            patch_line: crate::drift::depends_on_line(ov, &d.path, &d.symbol),
+            patch_line: depends_on_line(ov, &d.path, &d.symbol),
             message: format!(
                 "Depends-On: {}::{}: {why}; fix the trailer (the path is relative to the upstream root, the symbol a function, class or macro name)",
                 d.path, d.symbol
@@ -387,7 +387,7 @@ pub fn canonicalize(
 /// `before` at its exact lines, gives `after` on every path, and `check` finds nothing in it.
 fn rerender(ov: &Overlay, before: &Tree, after: &Tree, src: &dyn BlobSource) -> Result<String> {
     let paths: BTreeSet<String> = ov.touched_paths().collect();
-    let files = crate::bump::canonical_files(before, after, &paths, src)?;
+    let files = crate::merge::canonical_files(before, after, &paths, src)?;
     let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
     let raw = format!(
         "{}{}",
@@ -421,4 +421,16 @@ fn rerender(ov: &Overlay, before: &Tree, after: &Tree, src: &dyn BlobSource) -> 
         .with_help("please report it with the overlay file"));
     }
     Ok(raw)
+}
+
+/// The 1-based line of the overlay file holding `Depends-On: path::sym`, if found.
+pub fn depends_on_line(ov: &Overlay, path: &str, sym: &str) -> Option<usize> {
+    let want = format!("{path}::{sym}");
+    ov.raw
+        .lines()
+        .position(|l| {
+            l.strip_prefix("Depends-On:")
+                .is_some_and(|v| v.trim() == want)
+        })
+        .map(|i| i + 1)
 }

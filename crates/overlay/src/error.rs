@@ -205,10 +205,8 @@ pub enum Refusal {
         path: String,
     },
     /// The target folder holds files apply did not write.
-    #[error(
-        "not empty and not written by apply (no {})",
-        crate::materialize::STATE_FILE
-    )]
+    /// (The state file is named here as text: `error` sits below every other module.)
+    #[error("not empty and not written by apply (no .overlay-state.json)")]
     NotOurs,
     /// A local-only overlay was named for export.
     #[error("{overlay} is local-only: it never leaves the fork")]
@@ -492,5 +490,16 @@ pub(crate) trait IoContext<T> {
 impl<T> IoContext<T> for std::io::Result<T> {
     fn at(self, path: impl AsRef<Path>) -> Result<T> {
         self.map_err(|e| Error::io(path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Refusal;
+
+    #[test]
+    fn not_ours_names_the_state_file() {
+        let msg = Refusal::NotOurs.to_string();
+        assert!(msg.contains(&format!("(no {})", crate::materialize::STATE_FILE)));
     }
 }

@@ -4,12 +4,19 @@
 
 use std::collections::BTreeSet;
 
-use crate::bump::{canonical_files, merge3};
 use crate::error::{Error, Refusal, Result};
+use crate::merge::{Labels, canonical_files, merge3};
 use crate::patch::{Overlay, OverlayKind};
 use crate::render::render_patch_body;
 use crate::series::Series;
 use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
+
+/// The conflict markers' labels of an export's merge.
+const EXPORT_LABELS: Labels<'static> = Labels {
+    base: "fork",
+    ours: "overlay",
+    theirs: "upstream",
+};
 
 #[derive(Debug, Clone, serde::Serialize)]
 /// One overlay rewritten for upstream.
@@ -200,7 +207,7 @@ fn merge_file(
             merged.entries.remove(p);
             return Ok(true);
         }
-        (Some(b), Some(o), Some(t)) => match merge3(b, o, t, p, ("fork", "overlay", "upstream"))? {
+        (Some(b), Some(o), Some(t)) => match merge3(b, o, t, p, EXPORT_LABELS)? {
             Ok(bytes) => bytes,
             Err(_) => return Ok(false),
         },

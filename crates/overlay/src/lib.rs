@@ -6,17 +6,13 @@
 
 pub mod apply;
 pub mod audit;
-pub mod blame;
 pub mod bump;
-pub mod bump_resume;
-pub mod bump_session;
 pub mod check;
 pub mod diff;
 pub mod drift;
 pub mod error;
 pub mod export;
 pub mod export_verify;
-pub mod forecast;
 pub mod fsx;
 pub mod help;
 pub mod import;
@@ -25,6 +21,7 @@ pub mod junk;
 pub mod lock;
 pub mod manifest;
 pub mod materialize;
+pub mod merge;
 pub mod patch;
 pub mod project;
 pub mod refresh;

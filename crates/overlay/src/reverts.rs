@@ -25,6 +25,17 @@ use crate::tree::{BlobSource, Tree};
 pub const BASE_TRAILER: &str = "Base";
 /// The trailer confirming that an overlay reverts one upstream commit's lines on purpose.
 pub const ACCEPT_TRAILER: &str = "Reverts-Upstream";
+/// The trailer confirming that an overlay drops lines an earlier overlay adds, on purpose.
+pub const ACCEPT_OVERLAY_TRAILER: &str = "Reverts-Overlay";
+
+/// What the overlay's trailers confirm.
+#[derive(Debug, Default, Clone)]
+pub struct Confirmed {
+    /// `Reverts-Upstream: <commit>`.
+    pub commits: BTreeSet<git2::Oid>,
+    /// `Reverts-Overlay: <name>`.
+    pub overlays: BTreeSet<String>,
+}
 
 /// A run of consecutive lines an overlay deletes that one upstream commit added after the base.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -94,8 +105,8 @@ impl Recorded {
         self.base.is_none() && self.per_file.is_empty()
     }
     /// What the trailers confirm, for the audit.
-    pub fn confirmed(&self) -> crate::audit::Confirmed {
-        crate::audit::Confirmed {
+    pub fn confirmed(&self) -> Confirmed {
+        Confirmed {
             commits: self.accepted.clone(),
             overlays: self.accepted_overlays.clone(),
         }
@@ -141,8 +152,7 @@ pub fn recorded(ov: &Overlay) -> Result<Recorded> {
             let id = full_id(first)
                 .ok_or_else(|| bad("expected \"<40-hex commit>\" (and an optional note)"))?;
             rec.accepted.insert(id);
-        } else if k.eq_ignore_ascii_case(crate::audit::ACCEPT_OVERLAY_TRAILER) && !first.is_empty()
-        {
+        } else if k.eq_ignore_ascii_case(ACCEPT_OVERLAY_TRAILER) && !first.is_empty() {
             rec.accepted_overlays.insert(first.to_string());
         }
     }

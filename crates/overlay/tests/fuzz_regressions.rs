@@ -195,10 +195,14 @@ fn merge3_with_a_nul_byte() {
 #[test]
 #[ignore = "run by merge3_with_a_nul_byte in a fresh process"]
 fn merge3_with_a_nul_byte_in_this_process() {
-    let labels = ("base", "ours", "theirs");
+    let labels = overlay::merge::Labels {
+        base: "base",
+        ours: "ours",
+        theirs: "theirs",
+    };
     // Found as: theirs unchanged (empty), ours a text with a NUL line; the merge must take ours.
     let ours = b"\n\0\na\n\na";
-    let r = overlay::bump::merge3(b"", ours, b"", "f", labels).unwrap();
+    let r = overlay::merge::merge3(b"", ours, b"", "f", labels).unwrap();
     assert_eq!(r, Ok(ours.to_vec()));
 }
 
@@ -206,8 +210,12 @@ fn merge3_with_a_nul_byte_in_this_process() {
 /// conflict keeping ours, as git does, not an abort.
 #[test]
 fn merge3_of_binary_changed_on_both_sides_conflicts_keeping_ours() {
-    let labels = ("base", "ours", "theirs");
-    let r = overlay::bump::merge3(b"a\0\n", b"b\0\n", b"c\0\n", "f", labels).unwrap();
+    let labels = overlay::merge::Labels {
+        base: "base",
+        ours: "ours",
+        theirs: "theirs",
+    };
+    let r = overlay::merge::merge3(b"a\0\n", b"b\0\n", b"c\0\n", "f", labels).unwrap();
     assert_eq!(r, Err(b"b\0\n".to_vec()));
 }
 

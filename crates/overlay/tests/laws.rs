@@ -14,8 +14,9 @@ use std::time::{Duration, SystemTime};
 
 use overlay::Refusal;
 use overlay::apply::{Text, apply_hunks};
-use overlay::bump::{Action, bump, canonical_files};
+use overlay::bump::{Action, Options, bump};
 use overlay::materialize::{Origin, STATE_FILE, State, edits, write_tree};
+use overlay::merge::{Labels, canonical_files};
 use overlay::patch::{FilePatch, Hunk, LineKind, parse_overlay};
 use overlay::refresh::{Target, commit, plan};
 use overlay::render::{new_prelude, render_patch_body, rfc2822};
@@ -33,6 +34,12 @@ type Files = BTreeMap<String, String>;
 /// No name is a directory of another, so adding any of them never collides with a directory.
 const NAMES: [&str; 6] = ["a.txt", "b.txt", "d/c.txt", "d/e.txt", "n.txt", "d/f/g.txt"];
 const SIG: &str = "2.43.0";
+/// The merge's bare labels, as `bump-pin` gives them.
+const BARE: Labels<'static> = Labels {
+    base: "old pin",
+    ours: "overlay",
+    theirs: "new upstream",
+};
 const REV: &str = "1111111111111111111111111111111111111111";
 
 fn config(cases: u32) -> ProptestConfig {
@@ -788,9 +795,13 @@ fn bump_to_the_same_tree_keeps_every_byte() {
             let ovdir = tmp.path().join("overlays");
             let (_, series) = build_series(&ovdir, &base_f, &scripts, rename.as_ref(), abbrev)?;
             let base = tree_of(&base_f);
-            let labels = ("old pin", "overlay", "new upstream");
-            let out =
-                bump(&base, &base, &series, &NoBlobs, drop, &[], None, labels).map_err(fail)?;
+            let opts = Options {
+                drop_upstreamed: drop,
+                done: &[],
+                resolved: None,
+                labels: BARE,
+            };
+            let out = bump(&base, &base, &series, &NoBlobs, &opts).map_err(fail)?;
             prop_assert!(out.conflict_tree.is_none());
             prop_assert_eq!(&out.series_raw, &series.raw);
             prop_assert_eq!(out.overlays.len(), series.overlays.len());
@@ -973,18 +984,13 @@ fn bump_far_from_every_hunk_carries_every_overlay() {
             }
 
             let (old_base, new_base) = (tree_of(&base_f), tree_of(&new_base_f));
-            let labels = ("old pin", "overlay", "new upstream");
-            let out = bump(
-                &old_base,
-                &new_base,
-                &series,
-                &NoBlobs,
-                false,
-                &[],
-                None,
-                labels,
-            )
-            .map_err(fail)?;
+            let opts = Options {
+                drop_upstreamed: false,
+                done: &[],
+                resolved: None,
+                labels: BARE,
+            };
+            let out = bump(&old_base, &new_base, &series, &NoBlobs, &opts).map_err(fail)?;
             prop_assert!(out.conflict_tree.is_none(), "conflict: {:?}", out.overlays);
             prop_assert_eq!(&out.series_raw, &series.raw);
             let mut bumped = Vec::new();
@@ -1111,17 +1117,17 @@ fn bump_to_the_same_base_keeps_a_rename_byte_for_byte() {
             content: overlay::tree::Content::Bytes(std::sync::Arc::from(&b"a\n"[..])),
         },
     );
-    let out = bump(
-        &base,
-        &base,
-        &series,
-        &NoBlobs,
-        false,
-        &[],
-        None,
-        ("o", "v", "n"),
-    )
-    .unwrap();
+    let opts = Options {
+        drop_upstreamed: false,
+        done: &[],
+        resolved: None,
+        labels: Labels {
+            base: "o",
+            ours: "v",
+            theirs: "n",
+        },
+    };
+    let out = bump(&base, &base, &series, &NoBlobs, &opts).unwrap();
     assert_eq!(out.overlays[0].action, overlay::bump::Action::Kept);
     assert_eq!(out.overlays[0].raw.as_deref(), Some(raw));
 }

@@ -169,11 +169,11 @@ proptest! {
         // Final newlines everywhere.
         let nl = |s: &str| if s.is_empty() || s.ends_with('\n') { s.to_string() } else { format!("{s}\n") };
         let (base, ours, theirs) = (nl(&base), nl(&ours), nl(&theirs));
-        let labels = ("base", "ours", "theirs");
-        let m = overlay::bump::merge3(base.as_bytes(), ours.as_bytes(), base.as_bytes(), "f", labels)
+        let labels = overlay::merge::Labels { base: "base", ours: "ours", theirs: "theirs" };
+        let m = overlay::merge::merge3(base.as_bytes(), ours.as_bytes(), base.as_bytes(), "f", labels)
             .unwrap();
         prop_assert_eq!(m, Ok(ours.clone().into_bytes()));
-        let m = overlay::bump::merge3(base.as_bytes(), base.as_bytes(), theirs.as_bytes(), "f", labels)
+        let m = overlay::merge::merge3(base.as_bytes(), base.as_bytes(), theirs.as_bytes(), "f", labels)
             .unwrap();
         prop_assert_eq!(m, Ok(theirs.into_bytes()));
     }
@@ -235,8 +235,12 @@ fn merge3_as_the_first_libgit2_call() {
 #[test]
 #[ignore = "run by merge3_as_the_first_libgit2_call in a fresh process"]
 fn merge3_first_call_in_a_fresh_process() {
-    let labels = ("base", "ours", "theirs");
-    let m = overlay::bump::merge3(b"a\nb\n", b"a\nB\n", b"a\nb\n", "f", labels).unwrap();
+    let labels = overlay::merge::Labels {
+        base: "base",
+        ours: "ours",
+        theirs: "theirs",
+    };
+    let m = overlay::merge::merge3(b"a\nb\n", b"a\nB\n", b"a\nb\n", "f", labels).unwrap();
     assert_eq!(m, Ok(b"a\nB\n".to_vec()));
 }
 
@@ -246,10 +250,14 @@ fn merge3_first_call_in_a_fresh_process() {
 /// precondition; undefined behaviour in release builds).
 #[test]
 fn merge3_to_an_empty_file() {
-    let labels = ("base", "ours", "theirs");
-    let m = overlay::bump::merge3(b"a\n", b"", b"a\n", "f", labels).unwrap();
+    let labels = overlay::merge::Labels {
+        base: "base",
+        ours: "ours",
+        theirs: "theirs",
+    };
+    let m = overlay::merge::merge3(b"a\n", b"", b"a\n", "f", labels).unwrap();
     assert_eq!(m, Ok(Vec::new()));
     // Both sides change and together they empty the file (or conflict): never an abort.
-    let m = overlay::bump::merge3(b"a\nb\n", b"b\n", b"a\n", "f", labels).unwrap();
+    let m = overlay::merge::merge3(b"a\nb\n", b"b\n", b"a\n", "f", labels).unwrap();
     assert!(matches!(&m, Ok(v) if v.is_empty()) || m.is_err(), "{m:?}");
 }

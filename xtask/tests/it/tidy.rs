@@ -3,7 +3,10 @@
 //! A moved or deleted file leaves the map stale otherwise (ARCHITECTURE.md named
 //! `xtask/src/fuzz.rs` long after the file moved to `crates/mlx-tasks/src/fuzz.rs`).
 //! And the libraries that promise to print nothing (the engine, the build driver) do not.
+//! And no product function takes more than 7 parameters, and the engine's top-level modules use
+//! each other in no cycle.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::fixture::workspace;
@@ -298,29 +301,15 @@ fn the_engine_never_writes_the_tools_name() {
 }
 
 /// The functions of `text` before its tests that span more than `max` lines: (line, name, length).
-/// A function starts at a line whose first word (after `pub`, `pub(crate)`, `const`, `async`,
-/// `unsafe`) is `fn`, and ends at the first line that is its indentation followed by `}`.
+/// A function starts at a line [`fn_start`] reads as one, and ends at the first line that is its
+/// indentation followed by `}`.
 fn long_functions(text: &str, max: usize) -> Vec<(usize, String, usize)> {
     let product = text.split("\n#[cfg(test)]").next().unwrap_or("");
     let lines: Vec<&str> = product.lines().collect();
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         let indent = &l[..l.len() - l.trim_start().len()];
-        let mut words = l.split_whitespace().peekable();
-        while words.peek().is_some_and(|w| {
-            ["pub", "const", "async", "unsafe"].contains(w) || w.starts_with("pub(")
-        }) {
-            words.next();
-        }
-        if words.next() != Some("fn") || l.trim_end().ends_with(';') {
-            continue;
-        }
-        let name = words
-            .next()
-            .unwrap_or("")
-            .split(['(', '<'])
-            .next()
-            .unwrap_or("");
+        let Some(name) = fn_start(l) else { continue };
         let close = format!("{indent}}}");
         if let Some(end) = lines[i..].iter().position(|x| x.trim_end() == close)
             && end + 1 > max
@@ -331,23 +320,26 @@ fn long_functions(text: &str, max: usize) -> Vec<(usize, String, usize)> {
     out
 }
 
-/// No product function is longer than a screen or two (issue 28: "no non-test function over 100
-/// lines"): the crates' sources, build scripts and xtask, tests left out.
-#[test]
-fn no_product_function_is_over_100_lines() {
-    let root = workspace();
+/// The product sources: the crates' sources and build scripts, xtask's and the examples'; tests,
+/// fuzz targets and build output left out.
+fn product_sources(root: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for dir in ["crates", "xtask/src", "examples"] {
         files_with_ext(&root.join(dir), "rs", &mut files);
     }
     files.retain(|f| {
-        let rel = f
-            .strip_prefix(&root)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
+        let rel = f.strip_prefix(root).unwrap().to_string_lossy().into_owned();
         !rel.contains("/tests/") && !rel.contains("/fuzz/") && !rel.contains("/target/")
     });
+    files
+}
+
+/// No product function is longer than a screen or two (issue 28: "no non-test function over 100
+/// lines"): the crates' sources, build scripts and xtask, tests left out.
+#[test]
+fn no_product_function_is_over_100_lines() {
+    let root = workspace();
+    let files = product_sources(&root);
     let mut found = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
@@ -368,4 +360,246 @@ fn no_product_function_is_over_100_lines() {
         "functions over 100 lines:\n{}",
         found.join("\n")
     );
+}
+
+/// The name of the function `line` starts, when its first word (after `pub`, `pub(crate)`,
+/// `const`, `async`, `unsafe`) is `fn` and it is not a declaration without a body.
+fn fn_start(line: &str) -> Option<&str> {
+    let mut words = line.split_whitespace().peekable();
+    while words
+        .peek()
+        .is_some_and(|w| ["pub", "const", "async", "unsafe"].contains(w) || w.starts_with("pub("))
+    {
+        words.next();
+    }
+    if words.next() != Some("fn") || line.trim_end().ends_with(';') {
+        return None;
+    }
+    words.next()?.split(['(', '<']).next()
+}
+
+/// The number of parameters of the function whose signature starts `sig` (`self` counted, as
+/// clippy counts it): the top-level commas of the first parenthesised list after `fn` and its
+/// generics, `->` read as no bracket, `//` comments left out. `None` when the list does not close.
+fn param_count(sig: &str) -> Option<usize> {
+    let sig: String = sig
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("->", "  ");
+    let after = &sig[sig.find("fn ")? + 3..];
+    let (mut depth, mut started, mut params, mut nonempty) = (0usize, false, 0, false);
+    for c in after.chars() {
+        match c {
+            '(' if !started && depth == 0 => {
+                started = true;
+                depth = 1;
+                continue;
+            }
+            '(' | '[' | '{' | '<' => depth += 1,
+            ')' | ']' | '}' | '>' => {
+                depth = depth.checked_sub(1)?;
+                if started && depth == 0 {
+                    return Some(params + usize::from(nonempty));
+                }
+            }
+            ',' if started && depth == 1 => {
+                params += usize::from(nonempty);
+                nonempty = false;
+                continue;
+            }
+            _ => {}
+        }
+        nonempty |= started && !c.is_whitespace();
+    }
+    None
+}
+
+/// The functions of `text` before its tests: how many there are, and those with more than `max`
+/// parameters: (line, name, count).
+fn wide_functions(text: &str, max: usize) -> (usize, Vec<(usize, String, usize)>) {
+    let product = text.split("\n#[cfg(test)]").next().unwrap_or("");
+    let lines: Vec<&str> = product.lines().collect();
+    let (mut seen, mut out) = (0, Vec::new());
+    for (i, l) in lines.iter().enumerate() {
+        let Some(name) = fn_start(l) else { continue };
+        seen += 1;
+        let sig = lines[i..].join("\n");
+        let n = param_count(&sig).unwrap_or_else(|| panic!("fn {name} at line {}", i + 1));
+        if n > max {
+            out.push((i + 1, name.to_string(), n));
+        }
+    }
+    (seen, out)
+}
+
+/// No product function takes more than 7 parameters (issue 28): past that, they are grouped into
+/// a struct (an `Options`, a context) with named fields. Tests left out, as for the length.
+#[test]
+fn no_product_function_has_over_7_parameters() {
+    let root = workspace();
+    let files = product_sources(&root);
+    let (mut seen, mut found) = (0, Vec::new());
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let (n, wide) = wide_functions(&text, 7);
+        seen += n;
+        for (line, name, count) in wide {
+            let rel = f.strip_prefix(&root).unwrap().display();
+            found.push(format!("{rel}:{line}: fn {name} has {count} parameters"));
+        }
+    }
+    // Not vacuous: many functions were read, and a wide one is caught (generics, closures' types,
+    // `->` and nested brackets are not parameters; a test's is left out).
+    assert!(seen > 1000, "only {seen} functions");
+    let sample = "pub fn wide<'a, T: Fn(u8, u8) -> u8>(\n    &self,\n    a: T, // one, two\n    b: &BTreeMap<u8, (u8, u8)>,\n    c: [u8; 2], d: u8, e: u8, f: u8, g: u8,\n) -> Vec<(u8, u8)> {\n}\nfn narrow(a: Vec<(u8, u8)>, f: impl FnMut(&str) -> bool) {}\nfn none() {}\n#[cfg(test)]\nfn t(a: u8, b: u8, c: u8, d: u8, e: u8, f: u8, g: u8, h: u8) {}\n";
+    assert_eq!(
+        wide_functions(sample, 7),
+        (3, vec![(1, "wide".to_string(), 8)])
+    );
+    assert_eq!(wide_functions(sample, 8), (3, vec![]));
+    assert!(
+        found.is_empty(),
+        "functions over 7 parameters:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The top-level modules `text`'s product code (tests and `//` comments left out) names through
+/// `crate::`: `crate::x::…` and each first name of a `use crate::{x, y::{…}}` group.
+fn crate_refs(text: &str) -> BTreeSet<String> {
+    let product = text.split("\n#[cfg(test)]").next().unwrap_or("");
+    let code: Vec<&str> = product
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect();
+    let code = code.join("\n");
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut out = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        if code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[at + "crate::".len()..];
+        let Some(group) = rest.strip_prefix('{') else {
+            out.insert(ident(rest));
+            continue;
+        };
+        let (mut depth, mut start) = (1, true);
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 1 => break,
+                '}' => depth -= 1,
+                ',' if depth == 1 => start = true,
+                c if c.is_whitespace() => {}
+                _ if start => {
+                    out.insert(ident(&group[i..]));
+                    start = false;
+                }
+                _ => {}
+            }
+        }
+    }
+    out.retain(|m| m.starts_with(|c: char| c.is_ascii_lowercase()));
+    out
+}
+
+/// The engine's top-level modules (each file or folder of `src` but `lib.rs`, a folder with
+/// every file in it), each with the others it names.
+fn engine_module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph = BTreeMap::new();
+    for e in std::fs::read_dir(src).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+        let mut files = Vec::new();
+        if p.is_dir() {
+            files_with_ext(&p, "rs", &mut files);
+        } else if p.extension().is_some_and(|x| x == "rs") && name != "lib" {
+            files.push(p.clone());
+        }
+        let mut refs = BTreeSet::new();
+        for f in &files {
+            refs.extend(crate_refs(&std::fs::read_to_string(f).unwrap()));
+        }
+        refs.remove(&name);
+        if !files.is_empty() {
+            graph.insert(name, refs);
+        }
+    }
+    let names: BTreeSet<String> = graph.keys().cloned().collect();
+    for refs in graph.values_mut() {
+        refs.retain(|r| names.contains(r));
+    }
+    graph
+}
+
+/// A cycle of `graph` (its modules in order, the first one again at the end), if there is one.
+fn module_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        m: &str,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == m) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(m.to_string());
+            return Some(cycle);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_string());
+        for next in graph.get(m).into_iter().flatten() {
+            if let Some(c) = visit(graph, next, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|m| visit(graph, m, &mut Vec::new(), &mut done))
+}
+
+/// The engine's top-level modules form no cycle (issue 28): one that uses another is never used
+/// by it, directly or through others, so each can be read (and moved) knowing only those below.
+#[test]
+fn the_engines_top_level_modules_form_no_cycle() {
+    let graph = engine_module_graph(&workspace().join("crates/overlay/src"));
+    // Not vacuous: the modules and their uses were read, and a cycle is found.
+    let edges: usize = graph.values().map(BTreeSet::len).sum();
+    assert!(
+        graph.len() > 15 && edges > 25,
+        "{} modules, {edges} uses",
+        graph.len()
+    );
+    assert!(graph["bump"].contains("tree") && graph["tree"].contains("patch"));
+    let sample = "use crate::{a::{self, X}, b};\nfn f() {\n    crate::c::g(); // crate::d\n    my_crate::e();\n}\n#[cfg(test)]\nuse crate::f;\n";
+    let refs: Vec<String> = crate_refs(sample).into_iter().collect();
+    assert_eq!(refs, ["a", "b", "c"]);
+    let set = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<BTreeSet<_>>();
+    let mut bad = BTreeMap::from([
+        ("a".to_string(), set(&["b"])),
+        ("b".to_string(), set(&["c"])),
+        ("c".to_string(), set(&[])),
+    ]);
+    assert_eq!(module_cycle(&bad), None);
+    bad.insert("c".to_string(), set(&["a"]));
+    assert_eq!(module_cycle(&bad).unwrap(), ["a", "b", "c", "a"]);
+    if let Some(cycle) = module_cycle(&graph) {
+        panic!(
+            "the engine's top-level modules use each other in a cycle: {}",
+            cycle.join(" -> ")
+        );
+    }
 }

@@ -350,23 +350,18 @@ fn compare_pair(
         .filter(|o| o.status == Status::Review)
         .map(|o| (o.name.clone(), o.review.clone()))
         .collect();
-    let labels = ("old pin", "overlay", "new upstream");
     let guidance = overlay::bump::Guidance {
         review,
         renames,
         ..Default::default()
     };
-    let out = overlay::bump::bump_guided(
-        &from,
-        &to,
-        series,
-        repo,
-        false,
-        &[],
-        None,
-        labels,
-        &guidance,
-    )?;
+    let opts = overlay::bump::Options {
+        drop_upstreamed: false,
+        done: &[],
+        resolved: None,
+        labels: overlay::bump::resume::LABELS,
+    };
+    let out = overlay::bump::bump_guided(&from, &to, series, repo, &opts, &guidance)?;
     let action = out.overlays[0].action.clone();
     let ours = match (&action, &out.conflict_tree) {
         (Action::Conflict, _) => Verdict::Conflict,

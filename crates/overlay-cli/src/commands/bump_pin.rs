@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use overlay::bump::Action;
-use overlay::bump_session::{Session, SessionState as BumpState};
+use overlay::bump::session::{Session, SessionState as BumpState};
 use overlay::lock::Mode as LockMode;
 use overlay::manifest::Upstream;
 use overlay::materialize::Origin;
@@ -73,7 +73,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         // A bump finished or abandoned, killed before its tree was removed: debris, not work.
         session.remove_tree()?;
     }
-    overlay::bump_resume::admit(&session, state.as_ref(), a.cont, a.abort, || {
+    overlay::bump::resume::admit(&session, state.as_ref(), a.cont, a.abort, || {
         (
             bump_command(g, a, "--continue"),
             bump_command(g, a, "--abort"),
@@ -83,7 +83,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
         return bump_abort(g, a, &ctx, &session, s);
     }
     let series = ctx.series()?;
-    overlay::bump_resume::refuse_unlisted(&series)?;
+    overlay::bump::resume::refuse_unlisted(&series)?;
     let repo = ctx.open_upstream()?;
     let to = match (&a.rev, &state) {
         (Some(rev), _) => resolve_rev(&ctx, &repo, rev)?,
@@ -93,7 +93,7 @@ pub fn bump_pin(g: &Global, a: &BumpArgs) -> Result<ExitCode> {
     let repo = ctx.open_upstream()?;
     let from = git2::Oid::from_str(&up.rev)?;
     if let Some(s) = &state {
-        overlay::bump_resume::check_target(s, to)?;
+        overlay::bump::resume::check_target(s, to)?;
     }
     if to == from && state.is_none() {
         emit(
@@ -214,7 +214,7 @@ fn refuse_unsafe_bump(
                 .text(", then bump"),
         ));
     }
-    Ok(overlay::bump_resume::refuse_downgrade(
+    Ok(overlay::bump::resume::refuse_downgrade(
         repo.repo(),
         from,
         to,
@@ -261,7 +261,7 @@ impl Bump<'_> {
             "overlays": overlays, "drift": report.overlays, "reverts": self.downgrade_note });
 
         if let Some(tree) = &outcome.conflict_tree {
-            let resolving = overlay::bump_resume::resolving(&outcome);
+            let resolving = overlay::bump::resume::resolving(&outcome);
             if !self.a.dry_run {
                 self.write_conflict(&outcome, tree)?;
                 self.conflict_next_steps(&outcome, resolving, rewritten_note, &mut h);
@@ -290,9 +290,9 @@ impl Bump<'_> {
         Ok(ExitCode::SUCCESS)
     }
 
-    /// The engine's view of this run (`overlay::bump_resume`).
-    fn engine(&self) -> overlay::bump_resume::Run<'_> {
-        overlay::bump_resume::Run {
+    /// The engine's view of this run (`overlay::bump::resume`).
+    fn engine(&self) -> overlay::bump::resume::Run<'_> {
+        overlay::bump::resume::Run {
             upstream: self.up,
             repo: &self.repo,
             from: self.from,
@@ -304,8 +304,8 @@ impl Bump<'_> {
         }
     }
 
-    fn options(&self) -> overlay::bump_resume::Options {
-        overlay::bump_resume::Options {
+    fn options(&self) -> overlay::bump::resume::Options {
+        overlay::bump::resume::Options {
             // Given at the start, it holds for the whole bump.
             drop_upstreamed: self.a.drop_upstreamed
                 || self.state.as_ref().is_some_and(|s| s.drop_upstreamed),
@@ -320,7 +320,7 @@ impl Bump<'_> {
         &self,
         outcome: &overlay::bump::Outcome,
         report: &overlay::drift::Report,
-        forecast: &Option<overlay::forecast::Forecast>,
+        forecast: &Option<overlay::bump::forecast::Forecast>,
     ) -> String {
         let mut h = String::new();
         let _ = writeln!(
@@ -400,7 +400,7 @@ impl Bump<'_> {
         tree: &overlay::tree::Tree,
     ) -> Result<()> {
         let new_state = self.engine().stop_state(&self.options(), outcome);
-        let tree_tag = overlay::bump_session::tree_tag(&new_state.resolving);
+        let tree_tag = overlay::bump::session::tree_tag(&new_state.resolving);
         let mut write_tree = || {
             overlay::materialize::write_tree(
                 &self.session.dir,
@@ -477,7 +477,7 @@ impl Bump<'_> {
     fn write_bump(&self, outcome: &overlay::bump::Outcome) -> Result<usize> {
         let start_guards = self.engine().start_guards();
         let to = self.to.to_string();
-        let finish = overlay::bump_session::Finish {
+        let finish = overlay::bump::session::Finish {
             root: &self.ctx.project.root,
             pins_path: &self.ctx.project.pins.path,
             upstream: &self.up.name,

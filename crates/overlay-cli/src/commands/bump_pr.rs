@@ -127,7 +127,7 @@ fn clean_checkout(root: &Path) -> Result<Checkout> {
 
 fn refuse_bump_in_progress(ctx: &Ctx) -> Result<()> {
     let up = &ctx.upstream().name;
-    let session = overlay::bump_session::Session::for_project(&ctx.project.root, up, None);
+    let session = overlay::bump::session::Session::for_project(&ctx.project.root, up, None);
     if session.read_state()?.is_some() {
         return Err(HintedError::error(
             format!("a bump of {up} is in progress; nothing was changed"),

@@ -220,7 +220,7 @@ fn render_hunk(h: &mut String, hk: &overlay::drift::HunkDrift) {
 
 /// One commit of a hunk's blame: what it did to the hunk, the hunk's status after it, and whether
 /// it gave the hunk its final status (for a conflict: it broke the hunk).
-fn hunk_blame_text(b: &overlay::blame::HunkBlame) -> String {
+fn hunk_blame_text(b: &overlay::drift::blame::HunkBlame) -> String {
     let what: Vec<String> = b.changes.iter().map(|c| change_text(c)).collect();
     let what = if what.is_empty() {
         "changed the hunk's status".to_string()

@@ -167,7 +167,7 @@ impl Ctx {
 /// on would be `--abort`, which loses the resolutions ([`overlay::Refusal::BumpInProgress`]).
 pub(crate) fn refuse_during_bump(ctx: &Ctx, g: &Global, command: &str) -> Result<()> {
     let up = &ctx.upstream().name;
-    let session = overlay::bump_session::Session::for_project(&ctx.project.root, up, None);
+    let session = overlay::bump::session::Session::for_project(&ctx.project.root, up, None);
     let Some(state) = session.read_state()? else {
         return Ok(());
     };

@@ -105,7 +105,7 @@ fn pending_notes(g: &Global, ctx: &Ctx, series: &overlay::series::Series) -> Res
             )
         });
     }
-    let session = overlay::bump_session::Session::for_project(&ctx.project.root, &up.name, None);
+    let session = overlay::bump::session::Session::for_project(&ctx.project.root, &up.name, None);
     let bump_dir = &session.dir;
     if let Ok(Some(b)) = session.read_state() {
         pending.push(format!(

@@ -4,7 +4,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use overlay::bump::merge3;
+use overlay::merge::merge3;
 
 /// A small line alphabet, so that repeated lines (the hard case for a diff) are common, plus free
 /// text for anything else.
@@ -49,7 +49,11 @@ fn text(d: &Doc) -> Vec<u8> {
 
 fuzz_target!(|input: Input| {
     let (base, ours, theirs) = (text(&input.base), text(&input.ours), text(&input.theirs));
-    let labels = ("base", "ours", "theirs");
+    let labels = overlay::merge::Labels {
+        base: "base",
+        ours: "ours",
+        theirs: "theirs",
+    };
     let m = |a: &[u8], o: &[u8], t: &[u8]| merge3(a, o, t, "f", labels).expect("merge3 runs");
     assert_eq!(m(&base, &ours, &base), Ok(ours.clone()), "theirs unchanged");
     assert_eq!(

@@ -5,6 +5,8 @@
 //! symbols around each hunk and the ones an overlay names in `Depends-On:` trailers, comparing
 //! their whitespace- and comment-insensitive fingerprints between the two upstream commits.
 
+pub mod blame;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -93,7 +95,7 @@ pub struct HunkDrift {
     pub reason: Option<String>,
     /// With `--per-commit`: every commit that changed the hunk, in order (`crate::blame`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub blame: Vec<crate::blame::HunkBlame>,
+    pub blame: Vec<blame::HunkBlame>,
     /// An `upstreamed` hunk that is upstream's own change between the pin and the overlay's later
     /// `Base:` (the copy the overlay was made from already had it): no review.
     #[serde(skip)]
@@ -292,7 +294,7 @@ fn file_entry(text: &Text, mode: u32) -> Entry {
 ///
 /// This is the one classification `drift` and `bump-pin` share: whether an overlay conflicts, is
 /// upstream, or carries across is decided by the same 3-way merge `bump-pin` performs
-/// ([`crate::bump::merge_overlay`], git's algorithm); hunk placement and the watched symbols only
+/// ([`crate::merge::merge_overlay`], git's algorithm); hunk placement and the watched symbols only
 /// add what needs a human's review. An overlay after a conflicting one that touches a file the
 /// conflicting one touches is `blocked` by it (its result depends on the resolution).
 ///
@@ -363,7 +365,7 @@ pub fn classify_based(
                 stuck.entry(p).or_insert_with(|| ov.name.clone());
             }
         } else {
-            for p in crate::forecast::carried_paths(ov, chains.renames) {
+            for p in crate::merge::carried_paths(ov, chains.renames) {
                 match chains.to_chain.entries.get(&p) {
                     Some(e) => ahead.entries.insert(p, e.clone()),
                     None => ahead.entries.remove(&p),
@@ -413,13 +415,19 @@ fn ours_side(
     renames: &BTreeMap<String, String>,
     src: &dyn BlobSource,
 ) -> Result<Tree> {
-    let labels = ("old pin", "overlay", "new upstream");
-    let (merged, _) =
-        crate::bump::merge_overlay(ov, old_before, old_after, new_before, src, labels, renames)?;
-    let paths = crate::forecast::carried_paths(ov, renames);
-    crate::forecast::ours_side(
-        ov, old_before, old_after, merged, new_before, &paths, renames, src, labels,
-    )
+    let labels = crate::merge::Labels {
+        base: "old pin",
+        ours: "overlay",
+        theirs: "new upstream",
+    };
+    let trees = crate::merge::MergeTrees {
+        old_before,
+        old_after,
+        new_before,
+    };
+    let (merged, _) = crate::merge::merge_overlay(ov, trees, src, labels, renames)?;
+    let paths = crate::merge::carried_paths(ov, renames);
+    crate::merge::ours_side(ov, trees, merged, &paths, renames, src, labels)
 }
 
 /// The paths an overlay reads or writes.
@@ -511,23 +519,24 @@ fn classify_one(
             Vec::new(),
         ));
     }
-    let labels = ("old pin", "overlay", "new upstream");
-    let (merged, conflicts) = crate::bump::merge_overlay(
-        ov,
-        &chains.from_chain,
-        &from_next,
-        &chains.to_chain,
-        src,
-        labels,
-        chains.renames,
-    )?;
+    let labels = crate::merge::Labels {
+        base: "old pin",
+        ours: "overlay",
+        theirs: "new upstream",
+    };
+    let trees = crate::merge::MergeTrees {
+        old_before: &chains.from_chain,
+        old_after: &from_next,
+        new_before: &chains.to_chain,
+    };
+    let (merged, conflicts) = crate::merge::merge_overlay(ov, trees, src, labels, chains.renames)?;
     let carried = if conflicts.is_empty() {
         let paths = overlay_paths(ov)
             .into_iter()
             .flat_map(|p| [chains.renames.get(&p).cloned(), Some(p)])
             .flatten()
             .collect();
-        crate::bump::canonical_files(&chains.to_chain, &merged, &paths, src)?
+        crate::merge::canonical_files(&chains.to_chain, &merged, &paths, src)?
     } else {
         Vec::new()
     };
@@ -1009,7 +1018,7 @@ fn watch_symbols(
         let before = caches.symbols(from_up, &path, src)?;
         let Some(a) = before.as_ref().and_then(|ix| ix.fingerprint_of(&sym)) else {
             if why == "Depends-On" {
-                let line = depends_on_line(ov, &path, &sym);
+                let line = crate::check::depends_on_line(ov, &path, &sym);
                 return Err(Error::input(&ov.path, line, format!("Depends-On: {path}::{sym}: no such definition in upstream at the pin"))
                     .with_help("fix the trailer: the path is relative to the upstream root, the symbol a function, class or macro name"));
             }
@@ -1090,18 +1099,6 @@ fn fold_nested(
         changes[i].diff_under = outer.map(|(_, s)| s);
     }
     Ok(())
-}
-
-/// The 1-based line of the overlay file holding `Depends-On: path::sym`, if found.
-pub fn depends_on_line(ov: &Overlay, path: &str, sym: &str) -> Option<usize> {
-    let want = format!("{path}::{sym}");
-    ov.raw
-        .lines()
-        .position(|l| {
-            l.strip_prefix("Depends-On:")
-                .is_some_and(|v| v.trim() == want)
-        })
-        .map(|i| i + 1)
 }
 
 fn ensure_nl(mut s: String) -> String {
@@ -1187,7 +1184,7 @@ pub struct ReportOverlay {
 /// `Clean`), if the status it changed to is `last`.
 fn last_change(
     repo: &git2::Repository,
-    history: &[crate::blame::Step],
+    history: &[blame::Step],
     status: impl Fn(&[OverlayDrift]) -> Status,
     last: Status,
 ) -> Result<Option<Blame>> {
@@ -1263,7 +1260,7 @@ impl Scan<'_> {
         &self,
         commits: &[git2::Oid],
         caches: &mut Caches,
-    ) -> Result<(Vec<crate::blame::Step>, usize)> {
+    ) -> Result<(Vec<blame::Step>, usize)> {
         let (repo, paths) = (self.repo, self.paths);
         // A commit that changes only a mode (`chmod +x`) keeps every blob id: the key holds both.
         let key = |t: &Tree| -> Vec<(Option<git2::Oid>, Option<u32>)> {
@@ -1272,7 +1269,7 @@ impl Scan<'_> {
         };
         let mut prev_key = key(self.from_tree);
         let none = BTreeMap::new();
-        let mut prev: crate::blame::Evaluation = Arc::new(classify(
+        let mut prev: blame::Evaluation = Arc::new(classify(
             self.from_tree,
             self.from_tree,
             self.series,
@@ -1280,7 +1277,7 @@ impl Scan<'_> {
             caches,
             &none,
         )?);
-        let mut history: Vec<crate::blame::Step> = Vec::new();
+        let mut history: Vec<blame::Step> = Vec::new();
         let mut n_eval = 0;
         for c in commits {
             let t = subset_tree(repo, *c, paths)?;
@@ -1309,7 +1306,7 @@ impl Scan<'_> {
     /// `final_drift`'s hunks; the overlays' blames returned.
     fn blame(
         &self,
-        history: &[crate::blame::Step],
+        history: &[blame::Step],
         renames: &BTreeMap<String, String>,
         final_drift: &mut [OverlayDrift],
         caches: &mut Caches,
@@ -1327,16 +1324,13 @@ impl Scan<'_> {
                 final_drift[i].forecast.as_mut().expect("checked").blame = blame;
             }
         }
-        let per_hunk = crate::blame::hunk_blames(
-            repo,
-            self.src,
-            caches,
-            self.from_tree,
+        let range = blame::Range {
+            from: self.from_tree,
             renames,
-            self.series,
-            final_drift,
+            series: self.series,
             history,
-        )?;
+        };
+        let per_hunk = blame::hunk_blames(repo, self.src, caches, range, final_drift)?;
         for (d, hunks) in final_drift.iter_mut().zip(per_hunk) {
             for (h, b) in d.hunks.iter_mut().zip(hunks) {
                 h.blame = b;

@@ -4,16 +4,17 @@
 //! whole, no conflict markers left), drift's guidance, then the merge (`bump::bump_guided`) or,
 //! for a dry run, the forecast. Refusals are typed ([`crate::Refusal`]); the command renders.
 //!
-//! What lives on disk between two runs (state, bump tree, ordered writes) is `bump_session`'s.
+//! What lives on disk between two runs (state, bump tree, ordered writes) is `session`'s.
 
 use std::collections::BTreeMap;
 
+use crate::bump::forecast::{self, Forecast};
+use crate::bump::session::{self, Carried, Session, SessionState};
 use crate::bump::{self, Action, Guidance};
-use crate::bump_session::{self, Carried, Session, SessionState};
 use crate::drift;
-use crate::forecast::{self, Forecast};
 use crate::help::{Help, NextStep};
 use crate::manifest::Upstream;
+use crate::merge::Labels;
 use crate::series::Series;
 use crate::tree::Tree;
 use crate::upstream::UpstreamRepo;
@@ -21,7 +22,11 @@ use crate::{Error, Refusal, Result};
 
 /// The merge's bare conflict-marker labels (drift's classification and the forecast use them; a
 /// bump's markers say what each side is, `bump::side_labels`).
-pub const LABELS: (&str, &str, &str) = ("old pin", "overlay", "new upstream");
+pub const LABELS: Labels<'static> = Labels {
+    base: "old pin",
+    ours: "overlay",
+    theirs: "new upstream",
+};
 
 /// How to carry the series.
 #[derive(Debug, Clone, Copy, Default)]
@@ -199,9 +204,9 @@ impl Run<'_> {
     /// as saved when continuing, else now.
     pub fn start_guards(&self) -> BTreeMap<String, String> {
         self.state.map(|s| s.guards.clone()).unwrap_or_else(|| {
-            bump_session::guards(
+            session::guards(
                 &self.session.root,
-                &bump_session::guard_paths(self.pins_path, self.series),
+                &session::guard_paths(self.pins_path, self.series),
             )
         })
     }
@@ -259,15 +264,18 @@ impl Run<'_> {
                 forecast: Some(f),
             });
         }
+        let carry = bump::Options {
+            drop_upstreamed: opts.drop_upstreamed,
+            done: &done,
+            resolved,
+            labels: LABELS,
+        };
         let bump = bump::bump_guided(
             &old_base,
             &new_base,
             self.series,
             self.repo,
-            opts.drop_upstreamed,
-            &done,
-            resolved,
-            LABELS,
+            &carry,
             &guidance,
         )?;
         Ok(Outcome {
@@ -285,9 +293,9 @@ impl Run<'_> {
         let Some(s) = self.state else {
             return Ok((None, false));
         };
-        let now = bump_session::guards(
+        let now = session::guards(
             &self.session.root,
-            &bump_session::guard_paths(self.pins_path, self.series),
+            &session::guard_paths(self.pins_path, self.series),
         );
         if now != s.guards {
             return Err(Refusal::ChangedSinceBumpStarted.into());

@@ -10,12 +10,11 @@
 //! (`crate::drift::classify`), so the two commands agree overlay by overlay. A review stop does not
 //! stop the forecast either: the merge it would show is carried as it is.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use crate::bump::{
-    Action, Guidance, Outcome, OverlayBump, canonical_files, merge_overlay, rewrite,
-};
+use crate::bump::{Action, Guidance, Outcome, OverlayBump, rewrite};
 use crate::error::Result;
+use crate::merge::{Labels, MergeTrees, canonical_files, carried_paths, merge_overlay, ours_side};
 use crate::patch::Overlay;
 use crate::series::Series;
 use crate::tree::{BlobSource, Tree};
@@ -58,15 +57,6 @@ impl Forecast {
     }
 }
 
-/// The paths an overlay's merge may write: its own, and where upstream moved them.
-pub(crate) fn carried_paths(ov: &Overlay, renames: &BTreeMap<String, String>) -> BTreeSet<String> {
-    crate::drift::overlay_paths(ov)
-        .into_iter()
-        .flat_map(|p| [renames.get(&p).cloned(), Some(p)])
-        .flatten()
-        .collect()
-}
-
 fn bump_of(
     ov: &Overlay,
     action: Action,
@@ -90,7 +80,7 @@ pub fn forecast(
     series: &Series,
     src: &dyn BlobSource,
     drop_upstreamed: bool,
-    labels: (&str, &str, &str),
+    labels: Labels<'_>,
     guidance: &Guidance,
 ) -> Result<Forecast> {
     let (mut old_chain, mut new_chain) = (old_base.clone(), new_base.clone());
@@ -102,31 +92,18 @@ pub fn forecast(
     for ov in &series.overlays {
         let mut old_next = old_chain.clone();
         old_next.apply_overlay(ov, src)?;
-        let own = crate::drift::overlay_paths(ov);
+        let own: Vec<String> = ov.touched_paths().collect();
         let dep = own.iter().find_map(|p| stuck.get(p)).cloned();
-        let (merged, conflicts) = merge_overlay(
-            ov,
-            &old_chain,
-            &old_next,
-            &new_chain,
-            src,
-            labels,
-            &guidance.renames,
-        )?;
+        let trees = MergeTrees {
+            old_before: &old_chain,
+            old_after: &old_next,
+            new_before: &new_chain,
+        };
+        let (merged, conflicts) = merge_overlay(ov, trees, src, labels, &guidance.renames)?;
         let paths = carried_paths(ov, &guidance.renames);
         let bump = if !conflicts.is_empty() {
             first_stop.get_or_insert_with(|| merged.clone());
-            new_chain = ours_side(
-                ov,
-                &old_chain,
-                &old_next,
-                merged,
-                &new_chain,
-                &paths,
-                &guidance.renames,
-                src,
-                labels,
-            )?;
+            new_chain = ours_side(ov, trees, merged, &paths, &guidance.renames, src, labels)?;
             bump_of(ov, Action::Conflict, conflicts, None)
         } else {
             let files = canonical_files(&new_chain, &merged, &paths, src)?;
@@ -175,92 +152,4 @@ pub fn forecast(
         },
         depends_on_resolution_of: depends,
     })
-}
-
-/// The merge of a conflicting overlay resolved to the overlay's side: each conflict region of
-/// the files it wrote replaced by its "ours" part; a file upstream deleted that the overlay
-/// changed comes back as the overlay has it, one the overlay deleted that upstream changed goes.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn ours_side(
-    ov: &Overlay,
-    old_before: &Tree,
-    old_after: &Tree,
-    mut merged: Tree,
-    new_before: &Tree,
-    paths: &BTreeSet<String>,
-    renames: &BTreeMap<String, String>,
-    src: &dyn BlobSource,
-    labels: (&str, &str, &str),
-) -> Result<Tree> {
-    for p in paths {
-        if merged.blob_id(p) == new_before.blob_id(p) {
-            continue;
-        }
-        let Some(bytes) = merged.bytes(p, src)? else {
-            continue;
-        };
-        let (resolved, regions) = take_ours(&bytes, labels.1, labels.2);
-        if regions > 0 {
-            let mode = merged.entries.get(p).map(|e| e.mode).unwrap_or_default();
-            merged.entries.insert(
-                p.clone(),
-                crate::tree::Entry {
-                    mode,
-                    content: crate::tree::Content::Bytes(std::sync::Arc::from(resolved)),
-                },
-            );
-        }
-    }
-    for fp in &ov.files {
-        // Moved upstream: merged at the new path, where the pass above took its side.
-        if crate::bump::follow_rename(fp, new_before, renames).is_some() {
-            continue;
-        }
-        let Some(old) = fp.old_path.as_deref() else {
-            continue;
-        };
-        let (in_base, in_upstream) = (
-            old_before.entries.contains_key(old),
-            new_before.entries.contains_key(old),
-        );
-        match fp.new_path.as_deref() {
-            // Changed by the overlay, deleted upstream: the overlay's file.
-            Some(n) if in_base && !in_upstream => {
-                if let Some(e) = old_after.entries.get(n) {
-                    merged.entries.insert(n.to_string(), e.clone());
-                }
-            }
-            // Deleted by the overlay, changed upstream: deleted.
-            None if in_base && in_upstream => {
-                merged.entries.remove(old);
-            }
-            _ => {}
-        }
-    }
-    Ok(merged)
-}
-
-/// Replaces every conflict region (`<<<<<<< ours` … `>>>>>>> theirs`, with or without a base
-/// part) by its ours part; returns the result and how many regions were replaced. An unterminated
-/// region is left as it is.
-pub fn take_ours(content: &[u8], ours: &str, theirs: &str) -> (Vec<u8>, usize) {
-    let r = crate::bump::rewrite_regions(content, ours, theirs, |o, _| Some(o.to_vec()));
-    (r.text, r.resolved)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::take_ours;
-
-    #[test]
-    fn ours_part_of_each_region_with_or_without_base() {
-        let m = b"a\n<<<<<<< overlay\nx\n=======\ny\n>>>>>>> new upstream\nb\n<<<<<<< overlay\n1\n||||||| old pin\n0\n=======\n2\n>>>>>>> new upstream\nc\n";
-        let (out, n) = take_ours(m, "overlay", "new upstream");
-        assert_eq!(
-            (String::from_utf8(out).unwrap().as_str(), n),
-            ("a\nx\nb\n1\nc\n", 2)
-        );
-        let (out, n) = take_ours(b"<<<<<<< overlay\nx\n", "overlay", "new upstream");
-        assert_eq!((out.as_slice(), n), (&b"<<<<<<< overlay\nx\n"[..], 0));
-    }
 }

@@ -166,20 +166,34 @@ fn track(
     Ok(out)
 }
 
-/// The per-hunk blame of `drift` (the final classification) over `history` (the first-parent
-/// commits after `from`, oldest first, each with its tree and classification). Returns, per
-/// overlay, per hunk of `drift[i].hunks`, the commits that changed it.
-#[allow(clippy::too_many_arguments)]
+/// The range a blame walks: the series at `from`, and the first-parent commits after it.
+#[derive(Debug, Clone, Copy)]
+pub struct Range<'a> {
+    /// The upstream tree the range starts from.
+    pub from: &'a Tree,
+    /// Upstream's renames within the range (old path -> new path).
+    pub renames: &'a BTreeMap<String, String>,
+    /// The series whose hunks are blamed.
+    pub series: &'a Series,
+    /// The commits after `from`, oldest first, each with its tree and classification.
+    pub history: &'a [Step],
+}
+
+/// The per-hunk blame of `drift` (the final classification) over `range`. Returns, per overlay,
+/// per hunk of `drift[i].hunks`, the commits that changed it.
 pub fn hunk_blames(
     repo: &git2::Repository,
     src: &dyn BlobSource,
     caches: &mut Caches,
-    from: &Tree,
-    renames: &BTreeMap<String, String>,
-    series: &Series,
+    range: Range<'_>,
     drift: &[OverlayDrift],
-    history: &[Step],
 ) -> Result<Vec<Vec<Vec<HunkBlame>>>> {
+    let Range {
+        from,
+        renames,
+        series,
+        history,
+    } = range;
     let mut tracked = track(from, series, drift, src, caches)?;
     let mut prev = from.clone();
     for (c, tree, ev) in history {
