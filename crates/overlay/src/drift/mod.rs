@@ -93,7 +93,7 @@ pub struct HunkDrift {
     pub symbol: Option<String>,
     /// Why it has its status, where that needs saying (why it cannot be placed textually, say).
     pub reason: Option<String>,
-    /// With `--per-commit`: every commit that changed the hunk, in order (`crate::blame`).
+    /// With `--per-commit`: every commit that changed the hunk, in order (`crate::drift::blame`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blame: Vec<blame::HunkBlame>,
     /// An `upstreamed` hunk that is upstream's own change between the pin and the overlay's later
@@ -151,7 +151,7 @@ pub struct OverlayDrift {
 }
 
 /// A blocked overlay's classification once the conflict before it is resolved on that
-/// overlay's side ("ours", as `crate::forecast` does): what drift would say of it then.
+/// overlay's side ("ours", as `crate::bump::forecast` does): what drift would say of it then.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BlockedForecast {
     /// Its status on that side.
@@ -407,7 +407,7 @@ fn forecast_blocked(
 }
 
 /// `new_before` with `ov` merged and each conflict resolved on the overlay's side, as the dry run
-/// goes on (`crate::forecast`).
+/// goes on (`crate::bump::forecast`).
 fn ours_side(
     ov: &Overlay,
     (old_before, old_after): (&Tree, &Tree),
