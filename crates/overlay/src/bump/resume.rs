@@ -213,7 +213,7 @@ impl Run<'_> {
 
     /// Carries the series across to the new pin, guided by drift, with the conflict resolved by
     /// hand when continuing. A dry run is the forecast, which crosses every conflict
-    /// (`crate::forecast`).
+    /// (`crate::bump::forecast`).
     pub fn carry(&self, opts: &Options) -> Result<Outcome> {
         let old_base = self.repo.tree_at(self.from)?;
         let new_base = self.repo.tree_at(self.to)?;
