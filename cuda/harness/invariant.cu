@@ -70,9 +70,11 @@ struct Case {
     }
   }
 
-  // The staged kernel with RT row tiles per warp whatever the launcher would pick (it picks
-  // four only for many rows and more than 8 vectors), where it takes these weights.
-  template <int RT>
+  // The staged kernel with RT row tiles per warp and K in KP parts whatever the launcher would
+  // pick, where it takes these weights, against the launcher's M = 1 when KP is the launcher's
+  // (8: the K order is the same) and else against its own M = 1 (`ref_kp`: another K split is
+  // another order, the same for every M).
+  template <int RT, int KP>
   void rows_forced(const Buffers<T, bits, gs>& b, int m, int n, int k,
                    const std::vector<uint16_t>& h_ref, T* out) {
     using Q = typename QOf<bits>::type;
@@ -80,11 +82,22 @@ struct Case {
     if constexpr (Plan<RT, 1, gs, Q>::fits && Plan<RT, 2, gs, Q>::fits) {
       if (!cu::qmv_invariant_staged_fits<gs>(b.wq(0), b.scales, b.biases, k)) return;
       size_t row_n = size_t(m) * n;
+      std::vector<uint16_t> want = h_ref;
+      if (KP != kWarps) {
+        // Each vector alone through the same forced kernel: its M = 1.
+        for (int v = 0; v < m; ++v) {
+          cu::qmv_invariant_staged<RT, gs, KP>(b.x + size_t(v) * k, b.wq(0), b.scales, b.biases,
+                                               out + size_t(v) * n, 1, 1, n, k, true, 1,
+                                               launch_smem);
+        }
+        want = fetch(out, row_n * sizeof(T) / 2);
+      }
       CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
-      cu::qmv_invariant_staged<RT, gs>(b.x, b.wq(0), b.scales, b.biases, out, m, 1, n, k, true,
-                                       1, launch_smem);
-      compare(RT == 2 ? "m_rt2" : "m_rt4", {m, n, k, 1}, h_ref,
-              fetch(out, row_n * sizeof(T) / 2), row_n);
+      cu::qmv_invariant_staged<RT, gs, KP>(b.x, b.wq(0), b.scales, b.biases, out, m, 1, n, k,
+                                           true, 1, launch_smem);
+      char what[32];
+      snprintf(what, sizeof what, "m_rt%d_kp%d", RT, KP);
+      compare(what, {m, n, k, 1}, want, fetch(out, row_n * sizeof(T) / 2), row_n);
     }
   }
 
@@ -113,8 +126,12 @@ struct Case {
         compare(s == 1 ? "m_rows_forced" : "m", {m, n, k, 1}, h_ref,
                 fetch(out, size_t(m) * n * sizeof(T) / 2), size_t(m) * n);
       }
-      rows_forced<2>(b, m, n, k, h_ref, out);
-      rows_forced<4>(b, m, n, k, h_ref, out);
+      rows_forced<2, 8>(b, m, n, k, h_ref, out);
+      rows_forced<4, 8>(b, m, n, k, h_ref, out);
+      rows_forced<1, 1>(b, m, n, k, h_ref, out);
+      rows_forced<2, 1>(b, m, n, k, h_ref, out);
+      rows_forced<1, 4>(b, m, n, k, h_ref, out);
+      rows_forced<2, 2>(b, m, n, k, h_ref, out);
     }
     // Batch 2 with its own weights (M = 3 and 11), batch 3 sharing one (M = 5).
     for (int m : {3, 11}) {

@@ -182,9 +182,9 @@ void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
   else go.template operator()<1>();
 }
 
-template <int RT, typename T, int bits>
+template <int RT, typename T, int bits, int KP = 8>
 void inv_staged_shape(const Buffers<T, bits, 64>& b, Problem p, int c, int sms) {
-  cu::qmv_invariant_staged<RT, 64>(b.x, b.wq(c), b.scales + b.sb_elems * c,
+  cu::qmv_invariant_staged<RT, 64, KP>(b.x, b.wq(c), b.scales + b.sb_elems * c,
                                    b.biases + b.sb_elems * c, b.out, p.m, 1, p.n, p.k, true,
                                    sms, launch_smem);
 }
@@ -212,6 +212,13 @@ void inv_tune_shape(int n, int k) {
     // Two and four row tiles of the staged kernel (x shared over 32 and 64 rows); four faulted
     // while cp.async carried an L2 cache hint: last, so a fault ends the run here.
     row("inv_s2", time_us([&](int c) { inv_staged_shape<2>(b, p, c, sms); }, copies, w_bytes));
+    // K in fewer parts (KP) than warps: 8 / KP warps on the same part of K, on their own rows,
+    // read the same x at about the same time.
+#define INV_KP(RT, KP) \
+    row("inv_s" #RT "k" #KP, \
+        time_us([&](int c) { inv_staged_shape<RT, T, bits, KP>(b, p, c, sms); }, copies, w_bytes));
+    INV_KP(1, 1) INV_KP(1, 2) INV_KP(1, 4) INV_KP(2, 1) INV_KP(2, 2) INV_KP(2, 4)
+#undef INV_KP
     row("inv_s4", time_us([&](int c) { inv_staged_shape<4>(b, p, c, sms); }, copies, w_bytes));
     fflush(stdout);
   }
