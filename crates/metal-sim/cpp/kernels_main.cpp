@@ -8,6 +8,8 @@
 // Inputs depend only on (SEED, TYPE, GS, BITS, M, N, K), so every kernel run
 // on the same case sees the same bytes.
 
+#include "rng.h"
+
 namespace msim_harness {
 
 struct Ctx {
@@ -80,16 +82,7 @@ std::string launch_wide(const Ctx& c) {
 extern const Entry kEntries[];
 extern const size_t kNumEntries;
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uni() { return double(next() >> 11) * 0x1.0p-53; }
-};
+using msim::Rng;
 
 template <class T>
 uint32_t bits_of(T v) {

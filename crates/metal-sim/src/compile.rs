@@ -17,6 +17,7 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("metal_std.h", include_str!("../cpp/metal_std.h")),
     ("metal_shim.h", include_str!("../cpp/metal_shim.h")),
     ("simt.h", include_str!("../cpp/simt.h")),
+    ("rng.h", include_str!("../cpp/rng.h")),
     ("host_shim.h", include_str!("../cpp/host_shim.h")),
     ("kernels_main.cpp", include_str!("../cpp/kernels_main.cpp")),
     (

@@ -73,6 +73,7 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("metal_std.h", include_str!("../cpp/metal_std.h")),
     ("metal_shim.h", include_str!("../cpp/metal_shim.h")),
     ("simt.h", include_str!("../cpp/simt.h")),
+    ("rng.h", include_str!("../cpp/rng.h")),
     ("shim.h", include_str!("../cpp/ggml/shim.h")),
     ("tg.h", include_str!("../cpp/ggml/tg.h")),
     ("main.cpp", include_str!("../cpp/ggml/main.cpp")),

@@ -12,6 +12,8 @@
 // ggml_metal_op_{get_rows,cpy,mul_mat,mul_mat_id} and
 // ggml_metal_library_get_pipeline_* at the pin (docs/kernels/ggml-tq1_0.md).
 
+#include "rng.h"
+
 extern "C" {
 void dequantize_row_tq1_0(const void* x, float* y, int64_t k);
 void quantize_row_tq1_0_ref(const float* x, void* y, int64_t k);
@@ -25,17 +27,7 @@ namespace drv {
 using msim::tg::Launch;
 using msim::tg::ThreadIds;
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  float uniform() { return float(next() >> 40) / float(1ull << 24) * 2.f - 1.f; }  // [-1, 1)
-  uint32_t below(uint32_t n) { return uint32_t(next() % n); }
-};
+using msim::Rng;
 
 constexpr size_t kBlock = sizeof(block_tq1_0);
 static_assert(kBlock == 54, "block_tq1_0 is 54 bytes");

@@ -16,6 +16,8 @@
 // Inputs are a pure function of (TY, D, HQ, HKV, CAP, SEED): queries [HQ][16][D],
 // keys and values [HKV][CAP][D], uniform in [-1, 1), rounded to TY.
 
+#include "rng.h"
+
 namespace sdrv {
 
 using msim::tg::Launch;
@@ -23,16 +25,7 @@ using msim::tg::ThreadIds;
 
 constexpr int kMaxRows = 16;
 
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  float uniform() { return float(next() >> 40) / float(1ull << 24) * 2.f - 1.f; }
-};
+using msim::Rng;
 
 struct Req {
   std::string ty;
