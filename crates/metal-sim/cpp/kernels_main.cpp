@@ -22,6 +22,20 @@ struct Ctx {
   msim::Dims dims;
 };
 
+// A case's buffers as the kernels' element type.
+template <class T>
+struct Io {
+  const T* s;
+  const T* b;
+  const T* x;
+  T* y;
+  explicit Io(const Ctx& c)
+      : s(static_cast<const T*>(c.s)),
+        b(static_cast<const T*>(c.b)),
+        x(static_cast<const T*>(c.x)),
+        y(static_cast<T*>(c.y)) {}
+};
+
 using LaunchFn = std::string (*)(const Ctx&);
 struct Entry {
   const char* key;
@@ -30,49 +44,37 @@ struct Entry {
 
 template <class T, int gs, int bits, int D>
 std::string launch_quad(const Ctx& c) {
-  const T* s = static_cast<const T*>(c.s);
-  const T* b = static_cast<const T*>(c.b);
-  const T* x = static_cast<const T*>(c.x);
-  T* y = static_cast<T*>(c.y);
+  const Io<T> io(c);
   int K = c.K, N = c.N;
   return msim::launch(c.dims, [&](const msim::Ids& id) {
-    qmv_quad_impl<T, gs, bits, D>(c.w, s, b, x, y, K, N, id.tg, id.quad_gid, id.quad_lid);
+    qmv_quad_impl<T, gs, bits, D>(c.w, io.s, io.b, io.x, io.y, K, N, id.tg, id.quad_gid, id.quad_lid);
   });
 }
 
 template <class T, int gs, int bits>
 std::string launch_fast(const Ctx& c) {
-  const T* s = static_cast<const T*>(c.s);
-  const T* b = static_cast<const T*>(c.b);
-  const T* x = static_cast<const T*>(c.x);
-  T* y = static_cast<T*>(c.y);
+  const Io<T> io(c);
   int K = c.K, N = c.N;
   return msim::launch(c.dims, [&](const msim::Ids& id) {
-    qmv_fast_impl<T, gs, bits>(c.w, s, b, x, y, K, N, id.tg, id.simd_gid, id.simd_lid);
+    qmv_fast_impl<T, gs, bits>(c.w, io.s, io.b, io.x, io.y, K, N, id.tg, id.simd_gid, id.simd_lid);
   });
 }
 
 template <class T, int gs, int bits>
 std::string launch_qmv(const Ctx& c) {
-  const T* s = static_cast<const T*>(c.s);
-  const T* b = static_cast<const T*>(c.b);
-  const T* x = static_cast<const T*>(c.x);
-  T* y = static_cast<T*>(c.y);
+  const Io<T> io(c);
   int K = c.K, N = c.N;
   return msim::launch(c.dims, [&](const msim::Ids& id) {
-    qmv_impl<T, gs, bits>(c.w, s, b, x, y, K, N, id.tg, id.simd_gid, id.simd_lid);
+    qmv_impl<T, gs, bits>(c.w, io.s, io.b, io.x, io.y, K, N, id.tg, id.simd_gid, id.simd_lid);
   });
 }
 
 template <class T, int gs, int bits, int V, int KL>
 std::string launch_wide(const Ctx& c) {
-  const T* s = static_cast<const T*>(c.s);
-  const T* b = static_cast<const T*>(c.b);
-  const T* x = static_cast<const T*>(c.x);
-  T* y = static_cast<T*>(c.y);
+  const Io<T> io(c);
   int K = c.K, N = c.N, M = c.M;
   return msim::launch(c.dims, [&](const msim::Ids& id) {
-    qmv_wide_impl<T, gs, bits, V, KL>(c.w, s, b, x, y, K, N, M, id.tg, id.simd_gid, id.simd_lid);
+    qmv_wide_impl<T, gs, bits, V, KL>(c.w, io.s, io.b, io.x, io.y, K, N, M, id.tg, id.simd_gid, id.simd_lid);
   });
 }
 

@@ -245,13 +245,10 @@ fn streamed_launcher(name: &str, entry: &str) -> String {
     format!(
         "template <class T, int gs, int bits, int V>\n\
          std::string {name}(const Ctx& c) {{\n\
-         \x20 const T* s = static_cast<const T*>(c.s);\n\
-         \x20 const T* b = static_cast<const T*>(c.b);\n\
-         \x20 const T* x = static_cast<const T*>(c.x);\n\
-         \x20 T* y = static_cast<T*>(c.y);\n\
+         \x20 const Io<T> io(c);\n\
          \x20 int K = c.K, N = c.N, M = c.M, zero = 0;\n\
          \x20 return msim::launch(c.dims, [&](const msim::Ids& id) {{\n\
-         \x20   {entry}<T, gs, bits, V, false>(c.w, s, b, x, y, K, N, M, zero, nullptr,\n\
+         \x20   {entry}<T, gs, bits, V, false>(c.w, io.s, io.b, io.x, io.y, K, N, M, zero, nullptr,\n\
          \x20       nullptr, zero, nullptr, nullptr, nullptr, nullptr, id.tg, id.simd_gid,\n\
          \x20       id.simd_lid);\n\
          \x20 }});\n\
