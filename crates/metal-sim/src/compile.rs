@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
+use xshell::{Shell, cmd};
 
 use crate::error::{Error, Result};
 use crate::extract::{self, Extracted, TreeFiles};
@@ -281,10 +282,10 @@ impl Compiler {
         }
         candidates.push("c++".into());
         candidates.push("g++".into());
+        let sh = Shell::new().map_err(|_| Error::NoCompiler)?;
         for cxx in candidates {
-            if let Ok(out) = Command::new(&cxx).arg("--version").output()
-                && out.status.success()
-            {
+            // Err: it did not start, or it exited non-zero.
+            if let Ok(out) = cmd!(sh, "{cxx} --version").quiet().output() {
                 return Ok(Compiler {
                     cxx,
                     version: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -301,6 +302,7 @@ impl Compiler {
 
     /// The compiler command, for checks that run it with their own flags.
     pub fn command(&self) -> Command {
+        // std, not xshell: callers map a failed start to Error::Spawn, which keeps the io::Error.
         let mut c = Command::new(&self.cxx);
         c.stdin(Stdio::null());
         c
@@ -381,6 +383,7 @@ impl Compiler {
         let path = work.join("unit.cpp");
         std::fs::write(&path, unit).map_err(Error::io("writing", path))?;
         let tmp = work.join("sim");
+        // std, not xshell: Error::Spawn keeps the io::Error, which xshell's error does not expose.
         let out = Command::new(&self.cxx)
             .args(&flags)
             .arg("-I")
@@ -435,6 +438,7 @@ pub fn run_lines_env<T: DeserializeOwned>(
     lines: &[String],
     env: &[(&str, &str)],
 ) -> Result<Vec<T>> {
+    // std, not xshell: a failed start and a failed write of the cases keep their own io::Error.
     let mut child = Command::new(bin)
         .envs(env.iter().copied())
         .stdin(Stdio::piped())

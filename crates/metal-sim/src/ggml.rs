@@ -495,6 +495,7 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<Built> {
         .ok()
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| "cc".into());
+    // std, not xshell: run_compiler maps a failed start to Error::Spawn with its io::Error.
     let mut c = Command::new(cc);
     c.args(C_FLAGS)
         .arg("-I")

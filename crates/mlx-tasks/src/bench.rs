@@ -277,6 +277,7 @@ fn naive_loop(
     for c in &commits {
         let work = tempfile::tempdir()?;
         for p in &paths {
+            // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
             let out = Command::new("git")
                 .arg("--git-dir")
                 .arg(&git_dir)
@@ -288,6 +289,7 @@ fn naive_loop(
         }
         let mut ok = true;
         for ov in &series.overlays {
+            // std, not xshell: stdin stays inherited and a failed start keeps its io::Error.
             let st = Command::new("git")
                 .arg("apply")
                 .arg(&ov.path)
@@ -338,6 +340,7 @@ fn overlay_lines(h: &mut String, report: &overlay::drift::Report) -> Result<()> 
 fn time_build(root: &Path, extra: &[&str]) -> Result<Duration> {
     let exe = std::env::current_exe()?;
     let t = Instant::now();
+    // std, not xshell: stdin stays inherited and a failed start keeps its io::Error.
     let st = Command::new(exe)
         .arg("--root")
         .arg(root)
@@ -385,6 +388,7 @@ fn cold_build(root: &Path) -> Result<Duration> {
     let cache = tempfile::tempdir()?;
     let exe = std::env::current_exe()?;
     let t = Instant::now();
+    // std, not xshell: stdin stays inherited and a failed start keeps its io::Error.
     let st = Command::new(exe)
         .env("OVERLAY_CACHE_DIR", cache.path())
         .env("CCACHE_DISABLE", "1")

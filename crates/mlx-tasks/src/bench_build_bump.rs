@@ -26,6 +26,7 @@ use crate::commands::{Ctx, resolve_rev};
 /// through (progress).
 fn xtask(root: &Path, caches: &Caches, args: &[&str]) -> Result<(Duration, String)> {
     let t = Instant::now();
+    // std, not xshell: its read() would hide the status and trim stdout, both in our message.
     let out = Command::new(std::env::current_exe()?)
         .env("OVERLAY_CACHE_DIR", &caches.build)
         .env("CCACHE_DIR", &caches.ccache)
@@ -55,6 +56,7 @@ struct Caches {
 }
 
 fn ccache(caches: &Caches, args: &[&str]) -> Result<String> {
+    // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
     let out = Command::new("ccache")
         .args(args)
         .env("CCACHE_DIR", &caches.ccache)

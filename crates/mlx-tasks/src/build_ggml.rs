@@ -91,6 +91,7 @@ fn install_deps() -> Result<()> {
         }
     };
     eprintln!("installing: {cmd}");
+    // std, not xshell: sudo/apt-get keep the caller's stdin, and a failed start its io::Error.
     let ok = Command::new("sh").args(["-c", &cmd]).status()?.success();
     if !ok {
         return Err(bm::user_err(format!("`{cmd}` failed")).into());
@@ -242,6 +243,7 @@ fn print_report(
 /// ggml's tests through ctest, one at a time, with a private TMPDIR; the summary parsed.
 fn ctest(build: &Path) -> Result<Tests> {
     let tmp = tempfile::tempdir()?;
+    // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
     let out = Command::new("ctest")
         .arg("--test-dir")
         .arg(build)

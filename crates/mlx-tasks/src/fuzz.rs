@@ -11,6 +11,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use xshell::{Shell, cmd};
 
 use crate::Global;
 
@@ -65,9 +66,13 @@ struct Toolchain {
 
 impl Toolchain {
     fn detect() -> Toolchain {
-        let nightly = Command::new("rustup")
-            .args(["toolchain", "list"])
-            .output()
+        let nightly = Shell::new()
+            .and_then(|sh| {
+                cmd!(sh, "rustup toolchain list")
+                    .quiet()
+                    .ignore_status()
+                    .output()
+            })
             .map(|o| {
                 String::from_utf8_lossy(&o.stdout)
                     .lines()
@@ -79,6 +84,7 @@ impl Toolchain {
 
     fn cargo(&self) -> Command {
         // `+toolchain` works through rustup's cargo proxy only, so call `cargo`, not $CARGO.
+        // std, not xshell: run_target reads the child's stderr line by line while it runs.
         let mut c = Command::new("cargo");
         if self.nightly {
             c.arg("+nightly");

@@ -46,6 +46,7 @@ pub fn workspace_root() -> PathBuf {
 
 /// The cargo that runs us (`$CARGO`), for sub-builds with the same toolchain.
 pub(crate) fn cargo() -> std::process::Command {
+    // std, not xshell: callers set their own stdio and read the status or the io::Error.
     std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 

@@ -288,6 +288,7 @@ fn cherry_pick_tree(
     d: git2::Oid,
     base: git2::Oid,
 ) -> Result<std::process::Output> {
+    // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
     std::process::Command::new("git")
         .arg("--git-dir")
         .arg(scratch.path())

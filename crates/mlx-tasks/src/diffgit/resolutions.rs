@@ -161,6 +161,7 @@ fn diff3(upstream: &Text, base: &Text, overlay: &Text) -> Result<Vec<Piece>> {
         write("base", base)?,
         write("overlay", overlay)?,
     );
+    // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
     let out = std::process::Command::new("git")
         .args([
             "merge-file",

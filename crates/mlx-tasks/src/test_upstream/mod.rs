@@ -474,6 +474,7 @@ fn install_python_deps(platform: &bm::Platform) -> Result<()> {
         [&["apt-get", "install", "-y"][..], APT_PYTHON].concat(),
     ] {
         eprintln!("running: {}", step.join(" "));
+        // std, not xshell: apt-get/dpkg keep the caller's stdin (xshell's run() gives a null one).
         let ok = Command::new(step[0])
             .args(&step[1..])
             .env("DEBIAN_FRONTEND", "noninteractive")
@@ -496,6 +497,7 @@ fn python_venv() -> Result<PathBuf> {
             APT_PYTHON.join(" ")
         )));
     }
+    // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
     let out = Command::new(python3())
         .args(["-c", "import sys; print(sys.executable, sys.version)"])
         .output()
@@ -531,6 +533,7 @@ fn python_venv() -> Result<PathBuf> {
         .concat(),
     ];
     for step in steps {
+        // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
         let out = Command::new(&step[0])
             .args(&step[1..])
             .output()
@@ -641,6 +644,7 @@ fn ctest_command(
     exclude: &[String],
     policy: &str,
 ) -> Result<(Command, tempfile::TempDir)> {
+    // std, not xshell: capture() reports a failed start with its io::Error (xshell replaces it).
     let mut cmd = Command::new("ctest");
     cmd.arg("--test-dir")
         .arg(build)
@@ -651,6 +655,7 @@ fn ctest_command(
 
 /// The names of the ctest tests matching `regex` (`ctest -N`: `  Test  #12: name`).
 fn ctest_names(build: &Path, regex: &str) -> Result<Vec<String>> {
+    // std, not xshell: capture() reports a failed start with its io::Error (xshell replaces it).
     let (text, _) = capture(
         Command::new("ctest")
             .arg("--test-dir")
@@ -685,6 +690,7 @@ fn run_pytest(
         )));
     }
     let started = Instant::now();
+    // std, not xshell: capture() reports a failed start with its io::Error (xshell replaces it).
     let mut cmd = Command::new(python);
     let tmp = with_policy(&mut cmd, policy)?;
     // Every test from the same random state on the fork and at the pin (cuda/bundle/mlx_seed.py).
