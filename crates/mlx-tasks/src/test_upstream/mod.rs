@@ -14,7 +14,6 @@
 //! serves both. Exit codes: 0 every test passed, 1 some failed, 2 error (bad input, missing
 //! dependency, build failure, a runner that reported nothing).
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
@@ -32,10 +31,21 @@ use build_pipeline::Tree;
 use overlay::lock::Mode as LockMode;
 
 pub mod compare;
+mod ctest;
 mod from_file;
+mod pytest;
+mod python;
 mod recipe;
+mod report;
 
-use compare::{Comparison, RunTests, Verdict};
+pub use ctest::{Features, parse_ctest, parse_ctest_list};
+pub use pytest::parse_pytest;
+
+pub(crate) use ctest::has_gguf;
+use ctest::run_ctest;
+use pytest::{python_files, run_pytest};
+use python::{install_python_deps, python_venv};
+use report::{as_runs, print_report, render_from};
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyArg {
@@ -117,13 +127,6 @@ pub struct Outcome {
     pub failed: Vec<String>,
     pub skips: Vec<Skip>,
 }
-
-/// The pytest plugin that seeds MLX's and numpy's generators before every test (the same file
-/// suite.sh gives the GPU machine's runs).
-const SEED_PLUGIN: &str = include_str!("../../../../cuda/bundle/mlx_seed.py");
-
-/// Pinned numpy and pytest for the venv (the registry's wheels for CPython 3.11..3.13).
-const PY_REQUIREMENTS: &[&str] = &["numpy==2.3.5", "pytest==8.4.2"];
 
 /// The environment switches of the overlays; each takes `upstream` or `streamed`.
 const POLICY_ENV: &[&str] = &[
@@ -220,152 +223,6 @@ fn run_suites(
     Ok(results)
 }
 
-/// The files `--python-test` names, `all` standing for every `test_*.py` of python/tests (in
-/// name order, each once).
-fn python_files(src: &Path, named: &[String]) -> Result<Vec<String>> {
-    let mut files: Vec<String> = Vec::new();
-    for n in named {
-        if n != "all" {
-            if !files.contains(n) {
-                files.push(n.clone());
-            }
-            continue;
-        }
-        let dir = src.join("python/tests");
-        let mut all: Vec<String> = std::fs::read_dir(&dir)
-            .with_context(|| format!("listing {}", dir.display()))?
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|f| f.starts_with("test_") && f.ends_with(".py"))
-            .collect();
-        all.sort();
-        for f in all {
-            if !files.contains(&f) {
-                files.push(f);
-            }
-        }
-    }
-    Ok(files)
-}
-
-/// The runs here as the comparison's runs, one per policy, test ids as the GPU results spell
-/// them (`test_x.py::Case::test_y`, `cpp::NAME`).
-fn as_runs(results: &[SuiteResult]) -> Vec<RunTests> {
-    let mut runs: Vec<RunTests> = Vec::new();
-    for r in results {
-        let device = if r.backend == "cpu" { "cpu" } else { "gpu" };
-        let at = match runs.iter().position(|x| x.policy == r.policy) {
-            Some(i) => i,
-            None => {
-                runs.push(RunTests {
-                    policy: r.policy.into(),
-                    device: device.into(),
-                    ..RunTests::default()
-                });
-                runs.len() - 1
-            }
-        };
-        let id = |n: &str| match r.suite.as_str() {
-            "cpp" => format!("cpp::{n}"),
-            _ => n.to_string(),
-        };
-        let tests = &mut runs[at].tests;
-        tests.extend(r.passes.iter().map(|n| (id(n), Verdict::Passed)));
-        tests.extend(r.failures.iter().map(|n| (id(n), Verdict::Failed)));
-        tests.extend(r.skips.iter().map(|s| (id(&s.name), Verdict::Skipped)));
-    }
-    runs
-}
-
-/// `--from FILE`: a GPU machine's results, their counts and the comparison with the pin.
-fn render_from(g: &Global, path: &Path) -> Result<ExitCode> {
-    let res = from_file::read(path)?;
-    let comparisons = compare::compare(&res.runs);
-    if g.json {
-        let runs: Vec<_> = res
-            .runs
-            .iter()
-            .map(|r| serde_json::json!({"policy": r.policy, "device": r.device, "counts": compare::counts(r)}))
-            .collect();
-        let doc =
-            serde_json::json!({"header": res.header, "runs": runs, "comparison": comparisons});
-        println!("{}", crate::commands::versioned(doc));
-    } else {
-        println!("{}", describe_header(&res.header));
-        println!(
-            "{:<9} {:<6} {:>7} {:>7} {:>8} {:>8} {:>8}",
-            "policy", "device", "passed", "failed", "skipped", "crashed", "timeout"
-        );
-        for r in &res.runs {
-            let c = compare::counts(r);
-            let n = |v| c.get(&v).copied().unwrap_or(0);
-            println!(
-                "{:<9} {:<6} {:>7} {:>7} {:>8} {:>8} {:>8}",
-                r.policy,
-                r.device,
-                n(Verdict::Passed),
-                n(Verdict::Failed),
-                n(Verdict::Skipped),
-                n(Verdict::Crashed),
-                n(Verdict::Timeout)
-            );
-        }
-        print!("{}", describe_comparisons(&comparisons));
-    }
-    let regressed = comparisons.iter().any(|c| !c.regressions.is_empty());
-    Ok(ExitCode::from(u8::from(regressed)))
-}
-
-/// One line naming the machine of a results file (GPU, driver, nvcc, cuDNN).
-fn describe_header(h: &serde_json::Value) -> String {
-    let field = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
-    format!(
-        "{} (driver {}), {}, cuDNN {}",
-        field("gpu"),
-        field("driver"),
-        field("nvcc"),
-        field("cudnn")
-    )
-}
-
-/// The verdict against the pin, per run: a count line, then each regression and each of
-/// upstream's own failures by name.
-fn describe_comparisons(comparisons: &[Comparison]) -> String {
-    let mut s = String::new();
-    if comparisons.is_empty() {
-        s.push_str("no pin run to compare with: nothing judged against the pin\n");
-    }
-    for c in comparisons {
-        let _ = writeln!(
-            s,
-            "{}/{} against the pin: {} regression(s), {} upstream's own, {} fixed, {} not at the pin, {} flaky",
-            c.policy,
-            c.device,
-            c.regressions.len(),
-            c.upstream_failures.len(),
-            c.fixed.len(),
-            c.not_at_pin.len(),
-            c.flaky.len()
-        );
-        for id in &c.regressions {
-            let _ = writeln!(s, "REGRESSION {}/{}: {id}", c.policy, c.device);
-        }
-        for id in &c.upstream_failures {
-            let _ = writeln!(s, "upstream's own {}/{}: {id}", c.policy, c.device);
-        }
-        for id in &c.not_at_pin {
-            let _ = writeln!(s, "not at the pin {}/{}: {id}", c.policy, c.device);
-        }
-        for id in &c.flaky {
-            let _ = writeln!(
-                s,
-                "flaky {}/{} (failed, then passed when run again): {id}",
-                c.policy, c.device
-            );
-        }
-    }
-    s
-}
-
 /// The pinned sources the test build needs, exported (cached) for FetchContent.
 pub(crate) struct TestDeps {
     doctest: PathBuf,
@@ -445,111 +302,6 @@ fn build_tests(
     })
 }
 
-/// Debian packages the Python suite needs beyond build-mlx's (headers for the extension, venv).
-const APT_PYTHON: &[&str] = &["python3-dev", "python3-venv"];
-
-fn python3() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
-fn python_ready() -> bool {
-    let probe = "import sysconfig, os, venv; \
-                 assert os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))";
-    bm::runs(&python3(), &["-c", probe])
-}
-
-fn install_python_deps(platform: &bm::Platform) -> Result<()> {
-    if python_ready() {
-        return Ok(());
-    }
-    if *platform != bm::Platform::Debian || !bm::is_root() {
-        return Err(user_err(format!(
-            "{} lacks its headers (Python.h) or venv; install {} (or set PYTHON to one that has them)",
-            python3(),
-            APT_PYTHON.join(" ")
-        )));
-    }
-    for step in [
-        vec!["apt-get", "update"],
-        [&["apt-get", "install", "-y"][..], APT_PYTHON].concat(),
-    ] {
-        eprintln!("running: {}", step.join(" "));
-        // std, not xshell: apt-get/dpkg keep the caller's stdin (xshell's run() gives a null one).
-        let ok = Command::new(step[0])
-            .args(&step[1..])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            return Err(user_err(format!("`{}` failed", step.join(" "))));
-        }
-    }
-    Ok(())
-}
-
-/// `<cache>/venv-tests-<hash>` with the pinned numpy and pytest, keyed by the interpreter and
-/// the requirements; returns its python. Made once (a marker is written last).
-fn python_venv() -> Result<PathBuf> {
-    if !python_ready() {
-        return Err(user_err(format!(
-            "{} lacks its headers (Python.h) or venv: rerun with --install-deps, or install {}",
-            python3(),
-            APT_PYTHON.join(" ")
-        )));
-    }
-    // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
-    let out = Command::new(python3())
-        .args(["-c", "import sys; print(sys.executable, sys.version)"])
-        .output()
-        .context("running python3")?;
-    let who = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let key = bm::short_hash(&format!("{who}\n{}", PY_REQUIREMENTS.join("\n")));
-    let venv = default_cache_root().join(format!("venv-tests-{key}"));
-    let py = venv.join("bin/python");
-    let marker = venv.join(".xtask-ready");
-    if marker.is_file() {
-        return Ok(py);
-    }
-    eprintln!(
-        "creating {} ({})",
-        venv.display(),
-        PY_REQUIREMENTS.join(" ")
-    );
-    let steps: [Vec<String>; 2] = [
-        vec![
-            python3(),
-            "-m".into(),
-            "venv".into(),
-            "--clear".into(),
-            venv.display().to_string(),
-        ],
-        [
-            vec![py.display().to_string(), "-m".into(), "pip".into()],
-            ["install", "--quiet", "--disable-pip-version-check"]
-                .map(String::from)
-                .to_vec(),
-            PY_REQUIREMENTS.iter().map(|r| r.to_string()).collect(),
-        ]
-        .concat(),
-    ];
-    for step in steps {
-        // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
-        let out = Command::new(&step[0])
-            .args(&step[1..])
-            .output()
-            .with_context(|| format!("running {}", step[0]))?;
-        if !out.status.success() {
-            return Err(user_err(format!(
-                "`{}` failed:\n{}",
-                step.join(" "),
-                bm::tail_lines(&String::from_utf8_lossy(&out.stderr), 20)
-            )));
-        }
-    }
-    std::fs::write(&marker, PY_REQUIREMENTS.join("\n"))?;
-    Ok(py)
-}
-
 /// Sets the policy switches, and a fresh TMPDIR (kept until the returned guard drops), so runs
 /// of other checkouts never share MLX's fixed temporary file names.
 fn with_policy(cmd: &mut Command, policy: &str) -> Result<tempfile::TempDir> {
@@ -578,148 +330,6 @@ fn capture(cmd: &mut Command) -> Result<(String, Option<i32>)> {
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     Ok((text, out.status.code()))
-}
-
-/// Test cases of features this build leaves out: (ctest name regex, when it applies, reason).
-/// They are not run, and every report lists each one by name with the reason.
-/// (ctest name regex, whether the build lacks the feature, reason).
-type LeftOut = (&'static str, fn(&Features) -> bool, &'static str);
-
-const LEFT_OUT: &[LeftOut] = &[(
-    "gguf",
-    |f| !f.gguf,
-    "MLX_BUILD_GGUF=OFF: gguflib is not built (build-mlx builds it only when pins.toml's \
-     fetchcontent names a gguflib checkout), so load_gguf/save_gguf only throw",
-)];
-
-/// Whether the test build compiles gguflib: pins.toml's fetchcontent names a checkout (as for
-/// build-mlx) or a pinned `gguflib` source.
-pub(crate) fn has_gguf(ctx: &Ctx) -> bool {
-    let up = ctx.upstream();
-    up.fetchcontent.contains_key("gguflib") || up.sources.iter().any(|s| s.name == "gguflib")
-}
-
-/// What the test build compiled in.
-pub struct Features {
-    pub gguf: bool,
-}
-
-fn run_ctest(
-    build: &Path,
-    features: &Features,
-    backend: Backend,
-    policy: &'static str,
-) -> Result<SuiteResult> {
-    eprintln!("running MLX's C++ tests (ctest), policy {policy}");
-    let started = Instant::now();
-    // `tests` runs the whole binary once more; doctest_discover_tests already gives one ctest
-    // test per test case.
-    let mut exclude = vec!["^tests$".to_string()];
-    let mut skips = Vec::new();
-    for (pattern, applies, reason) in LEFT_OUT {
-        if applies(features) {
-            exclude.push(pattern.to_string());
-            for name in ctest_names(build, pattern)? {
-                skips.push(Skip {
-                    name,
-                    reason: reason.to_string(),
-                });
-            }
-        }
-    }
-    // One test at a time: MLX's test cases share temporary file names (export_import_tests.cpp
-    // writes every model to `<tmp>/model.mlxfn`), as they were written for one doctest process;
-    // ctest -j2 made them fail at random (docs/testing.md, "Findings").
-    let (mut cmd, tmp) = ctest_command(build, &exclude, policy)?;
-    let (text, code) = capture(&mut cmd)?;
-    drop(tmp);
-    let mut outcome = parse_ctest(&text);
-    outcome.skips.extend(skips);
-    finish("cpp", backend, policy, started, outcome, &text, code)
-}
-
-/// ctest, serial, with the policy and a TMPDIR of its own (dropped with the guard).
-fn ctest_command(
-    build: &Path,
-    exclude: &[String],
-    policy: &str,
-) -> Result<(Command, tempfile::TempDir)> {
-    // std, not xshell: capture() reports a failed start with its io::Error (xshell replaces it).
-    let mut cmd = Command::new("ctest");
-    cmd.arg("--test-dir")
-        .arg(build)
-        .args(["-E", &exclude.join("|"), "--timeout", "600"]);
-    let tmp = with_policy(&mut cmd, policy)?;
-    Ok((cmd, tmp))
-}
-
-/// The names of the ctest tests matching `regex` (`ctest -N`: `  Test  #12: name`).
-fn ctest_names(build: &Path, regex: &str) -> Result<Vec<String>> {
-    // std, not xshell: capture() reports a failed start with its io::Error (xshell replaces it).
-    let (text, _) = capture(
-        Command::new("ctest")
-            .arg("--test-dir")
-            .arg(build)
-            .args(["-N", "-R", regex]),
-    )?;
-    Ok(parse_ctest_list(&text))
-}
-
-pub fn parse_ctest_list(text: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| {
-            let rest = l.trim_start().strip_prefix("Test")?.trim_start();
-            let (num, name) = rest.split_once(": ")?;
-            num.starts_with('#').then(|| name.trim().to_string())
-        })
-        .collect()
-}
-
-fn run_pytest(
-    src: &Path,
-    python: &Path,
-    file: &str,
-    backend: Backend,
-    policy: &'static str,
-) -> Result<SuiteResult> {
-    eprintln!("running MLX's python/tests/{file} (pytest), policy {policy}");
-    let tests = src.join("python/tests");
-    if !tests.join(file).is_file() {
-        return Err(user_err(format!(
-            "--python-test {file}: no such file in the upstream's python/tests"
-        )));
-    }
-    let started = Instant::now();
-    // std, not xshell: capture() reports a failed start with its io::Error (xshell replaces it).
-    let mut cmd = Command::new(python);
-    let tmp = with_policy(&mut cmd, policy)?;
-    // Every test from the same random state on the fork and at the pin (cuda/bundle/mlx_seed.py).
-    let plugins = tmp.path().join("plugins");
-    std::fs::create_dir_all(&plugins)
-        .and_then(|()| std::fs::write(plugins.join("mlx_seed.py"), SEED_PLUGIN))
-        .context("writing the seed plugin for pytest")?;
-    let pythonpath = std::env::join_paths([src.join("python"), plugins])
-        .context("joining PYTHONPATH for the tests")?;
-    cmd.current_dir(&tests)
-        .args([
-            "-m",
-            "pytest",
-            "-v",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "mlx_seed",
-            file,
-        ])
-        .env("PYTHONPATH", pythonpath)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        // pytest cuts skip reasons to the terminal width.
-        .env("COLUMNS", "400");
-    let (text, code) = capture(&mut cmd)?;
-    drop(tmp);
-    let outcome = parse_pytest(&text);
-    let name = format!("python:{}", file.trim_end_matches(".py"));
-    finish(&name, backend, policy, started, outcome, &text, code)
 }
 
 /// A result, or an error when the runner failed without naming a failed test (a crash, a
@@ -754,115 +364,9 @@ fn finish(
     })
 }
 
-/// ctest's per-test lines: `  3/212 Test   #7: name ....   Passed    0.01 sec`, with
-/// `***Failed`, `***Exception: ...`, `***Timeout`, `***Skipped`, `***Not Run ...` otherwise.
-pub fn parse_ctest(text: &str) -> Outcome {
-    let mut o = Outcome::default();
-    for line in text.lines() {
-        let Some(rest) = line.split_once(" Test ").map(|(_, r)| r.trim_start()) else {
-            continue;
-        };
-        let Some((num, rest)) = rest.split_once(": ") else {
-            continue;
-        };
-        if !num.starts_with('#') {
-            continue;
-        }
-        let Some(cut) = rest.find(" ...").or_else(|| rest.find(" ***")) else {
-            continue;
-        };
-        let name = rest[..cut].trim().to_string();
-        let status = rest[cut..].trim_start_matches([' ', '.']).trim();
-        if status.starts_with("Passed") {
-            o.passed.push(name);
-        } else if let Some(r) = status
-            .strip_prefix("***Skipped")
-            .or_else(|| status.strip_prefix("***Not Run"))
-        {
-            let reason = r.split(" sec").next().unwrap_or("").trim();
-            o.skips.push(Skip {
-                name,
-                reason: reason
-                    .trim_end_matches(|c: char| c.is_ascii_digit() || c == '.')
-                    .trim()
-                    .to_string(),
-            });
-        } else if status.starts_with("***") {
-            o.failed.push(name);
-        }
-    }
-    o
-}
-
-/// pytest -v lines: `test_x.py::Class::test_y PASSED [ 5%]`, `... SKIPPED (reason) [ 7%]`,
-/// `FAILED`, `ERROR`, `XFAIL`/`XPASS`.
-pub fn parse_pytest(text: &str) -> Outcome {
-    let mut o = Outcome::default();
-    for line in text.lines() {
-        let Some((name, rest)) = line.split_once(' ') else {
-            continue;
-        };
-        if !name.contains("::") || name.starts_with("FAILED") || name.starts_with("ERROR") {
-            continue;
-        }
-        let rest = rest.trim();
-        let word = rest.split_whitespace().next().unwrap_or("");
-        match word {
-            "PASSED" | "XFAIL" => o.passed.push(name.to_string()),
-            "FAILED" | "ERROR" | "XPASS" => o.failed.push(name.to_string()),
-            "SKIPPED" => {
-                let reason = rest["SKIPPED".len()..].trim();
-                let reason = reason.rsplit_once(" [").map_or(reason, |(r, _)| r).trim();
-                let reason = reason.strip_prefix('(').and_then(|r| r.strip_suffix(')'));
-                o.skips.push(Skip {
-                    name: name.to_string(),
-                    reason: reason.unwrap_or("").to_string(),
-                });
-            }
-            _ => {}
-        }
-    }
-    o
-}
-
-fn print_report(json: bool, results: &[SuiteResult], comparisons: Option<&[Comparison]>) {
-    if json {
-        let mut doc = serde_json::json!({ "suites": results });
-        if let Some(c) = comparisons {
-            doc["comparison"] = serde_json::json!(c);
-        }
-        println!("{}", crate::commands::versioned(doc));
-        return;
-    }
-    println!(
-        "{:<24} {:<8} {:<9} {:>7} {:>7} {:>8} {:>8}",
-        "suite", "backend", "policy", "passed", "failed", "skipped", "seconds"
-    );
-    let mut notes = String::new();
-    for r in results {
-        println!(
-            "{:<24} {:<8} {:<9} {:>7} {:>7} {:>8} {:>8.1}",
-            r.suite, r.backend, r.policy, r.passed, r.failed, r.skipped, r.seconds
-        );
-        for f in &r.failures {
-            let _ = writeln!(notes, "FAILED  {} ({}): {f}", r.suite, r.policy);
-        }
-        for s in &r.skips {
-            let _ = writeln!(
-                notes,
-                "skipped {} ({}): {} — {}",
-                r.suite, r.policy, s.name, s.reason
-            );
-        }
-    }
-    print!("{notes}");
-    if let Some(c) = comparisons {
-        print!("{}", describe_comparisons(c));
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::ctest::ctest_command;
     use super::*;
 
     #[test]
