@@ -257,6 +257,13 @@ fn streamed_launcher(name: &str, entry: &str) -> String {
     )
 }
 
+/// The first `bytes` bytes of a SHA-256 digest in lowercase hex (cache keys, output hashes).
+pub fn short_hex(digest: sha2::digest::Output<Sha256>, bytes: usize) -> String {
+    let mut hex = format!("{digest:x}");
+    hex.truncate(2 * bytes);
+    hex
+}
+
 pub struct Compiler {
     cxx: String,
     version: String,
@@ -317,13 +324,7 @@ impl Compiler {
         }
         h.update(self.cxx.as_bytes());
         h.update(self.version.as_bytes());
-        let key: String = h
-            .finalize()
-            .iter()
-            .take(12)
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        self.cache.join(key)
+        self.cache.join(short_hex(h.finalize(), 12))
     }
 
     /// Compiles `unit`; the cache key covers the unit, our sources, the flags
@@ -343,22 +344,15 @@ impl Compiler {
         .map(|s| s.to_string())
         .collect();
         flags.extend_from_slice(extra_flags);
-        let mut h = Sha256::new();
-        h.update(unit.as_bytes());
+        let joined = flags.join(" ");
+        let mut parts: Vec<&[u8]> = vec![unit.as_bytes()];
         for (name, text) in SOURCES {
-            h.update(name.as_bytes());
-            h.update(text.as_bytes());
+            parts.push(name.as_bytes());
+            parts.push(text.as_bytes());
         }
-        h.update(flags.join(" ").as_bytes());
-        h.update(self.cxx.as_bytes());
-        h.update(self.version.as_bytes());
-        let key: String = h
-            .finalize()
-            .iter()
-            .take(12)
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let dir = self.cache.join(&key);
+        parts.push(joined.as_bytes());
+        let dir = self.cache_dir(&parts);
+        let key = dir.file_name().expect("a key").to_string_lossy().into_owned();
         let bin = dir.join("sim");
         if bin.is_file() {
             return Ok(Binary {

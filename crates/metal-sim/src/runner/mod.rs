@@ -187,11 +187,7 @@ fn hashes(k: &kernels::Kernels) -> BTreeMap<String, String> {
                 .find(|(c, _)| parts[2].starts_with(*c))
                 .map(|o| o.1)
                 .unwrap_or("?");
-            let h: String = Sha256::digest(o.y.as_bytes())
-                .iter()
-                .take(8)
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            let h = crate::compile::short_hex(Sha256::digest(o.y.as_bytes()), 8);
             hashes.insert(format!("{}#{order}#contract-{contraction:?}", parts[1]), h);
         }
     }
