@@ -1095,7 +1095,7 @@ fn commit(series: &Series, root: &Path, writes: Vec<Write>) -> Result<()> {
     if !raw.is_empty() && !raw.ends_with('\n') {
         raw.push('\n');
     }
-    let mut txn = crate::txn::Txn::new(root, "import");
+    let mut txn = crate::io::txn::Txn::new(root, "import");
     for (ov, path, text) in writes {
         raw.push_str(&ov.name);
         raw.push('\n');

@@ -1040,7 +1040,7 @@ impl Plan {
 /// the series and the tree's state become new together or not at all. Refuses if any of those files
 /// changed on disk since they were read (never overwrite a user's edit).
 pub fn commit(plan: &Plan, dir: &Path, root: &Path) -> Result<()> {
-    let mut txn = crate::txn::Txn::new(root, "refresh");
+    let mut txn = crate::io::txn::Txn::new(root, "refresh");
     for (path, text, expected) in &plan.writes {
         let read = expected
             .as_ref()

@@ -581,7 +581,7 @@ pub fn write_all(
     guards: &BTreeMap<String, String>,
     also_remove: &[PathBuf],
 ) -> Result<()> {
-    let mut txn = crate::txn::Txn::new(root, "bump-pin");
+    let mut txn = crate::io::txn::Txn::new(root, "bump-pin");
     txn.when_changed(
         "since the bump started",
         "review the change, then run bump-pin again",
