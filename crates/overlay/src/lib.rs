@@ -12,7 +12,6 @@ pub mod diff;
 pub mod drift;
 pub mod error;
 pub mod export;
-pub mod export_verify;
 pub mod help;
 pub mod import;
 pub mod interdiff;

@@ -2,6 +2,8 @@
 //! upstream project, re-based (3-way merge, as `bump-pin` does) onto any upstream commit, with the
 //! fork's trailers removed. Local-only overlays never leave the fork.
 
+pub mod verify;
+
 use std::collections::BTreeSet;
 
 use crate::error::{Error, Refusal, Result};
