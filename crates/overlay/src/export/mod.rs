@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use crate::error::{Error, Refusal, Result};
 use crate::merge::{Labels, canonical_files, merge3};
 use crate::patch::{Overlay, OverlayKind};
-use crate::render::render_patch_body;
+use crate::render::{self, Layout};
 use crate::series::Series;
 use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
 
@@ -268,19 +268,15 @@ fn render_exported(
             ),
         );
     }
-    let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
-    let body = render_patch_body(
-        &files,
-        new_chain,
-        merged,
-        &signature,
-        crate::render::index_width(&ov.raw).unwrap_or(crate::render::ABBREV),
-        src,
-    )?;
+    let prelude = mbox_prelude(ov, (n, total), signoff);
+    let layout = Layout {
+        prelude: &prelude,
+        ..Layout::of(ov)
+    };
     Ok(Exported {
         overlay: ov.name.clone(),
         file_name: format!("{n:04}-{}.patch", slug(&ov.subject)),
-        raw: format!("{}{body}", mbox_prelude(ov, (n, total), signoff)),
+        raw: render::patch(&layout, &files, new_chain, merged, src)?,
     })
 }
 
