@@ -117,15 +117,13 @@ fn author(
         why,
         trailers,
     );
-    let body = overlay::render::render_patch_body(
-        &[fp],
-        tree,
-        &next,
-        "bench",
-        overlay::render::ABBREV,
-        src,
-    )?;
-    Ok((format!("{prelude}{body}"), next))
+    let layout = overlay::render::Layout {
+        prelude: &prelude,
+        signature: "bench",
+        width: overlay::render::ABBREV,
+    };
+    let raw = overlay::render::patch(&layout, &[fp], tree, &next, src)?;
+    Ok((raw, next))
 }
 
 /// A three-overlay series authored against `base` on the files a quantized-kernel fork touches,

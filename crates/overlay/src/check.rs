@@ -388,19 +388,8 @@ pub fn canonicalize(
 fn rerender(ov: &Overlay, before: &Tree, after: &Tree, src: &dyn BlobSource) -> Result<String> {
     let paths: BTreeSet<String> = ov.touched_paths().collect();
     let files = crate::merge::canonical_files(before, after, &paths, src)?;
-    let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
-    let raw = format!(
-        "{}{}",
-        ov.prelude,
-        crate::render::render_patch_body(
-            &files,
-            before,
-            after,
-            &signature,
-            crate::render::index_width(&ov.raw).unwrap_or(crate::render::ABBREV),
-            src,
-        )?
-    );
+    let layout = crate::render::Layout::of(ov);
+    let raw = crate::render::patch(&layout, &files, before, after, src)?;
     let new = parse_overlay(&ov.name, &ov.path, &raw)?;
     let mut t = before.clone();
     let outcome = t.apply_overlay(&new, src)?;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::apply::Text;
 use crate::diff;
 use crate::patch::{FilePatch, Overlay, OverlayKind, parse_overlay};
-use crate::render::{ABBREV, new_prelude, render_patch_body};
+use crate::render::{self, ABBREV, Layout, new_prelude};
 use crate::reverts::{ACCEPT_TRAILER, BASE_TRAILER, FileQuestion, Revert, line_diff, reverted};
 use crate::series::{SERIES_FILE, Series};
 use crate::tree::{BlobSource, Content, Entry, MODE_EXEC, MODE_FILE, Tree};
@@ -1070,10 +1070,12 @@ fn build_overlays(
             .collect();
         files.sort_by(|a, b| a.path().cmp(b.path()));
         let after = with_copies(&tree, &files, copies);
-        let raw = format!(
-            "{prelude}{}",
-            render_patch_body(&files, &tree, &after, &opts.signature, ABBREV, src)?
-        );
+        let layout = Layout {
+            prelude: &prelude,
+            signature: &opts.signature,
+            width: ABBREV,
+        };
+        let raw = render::patch(&layout, &files, &tree, &after, src)?;
         let ov = parse_overlay(&name, &path, &raw)?;
         tree = reproduced(&tree, &ov, &after, &files, src)?;
         let names: Vec<String> = files.iter().map(|f| f.path().to_string()).collect();
@@ -1095,7 +1097,7 @@ fn commit(series: &Series, root: &Path, writes: Vec<Write>) -> Result<()> {
     if !raw.is_empty() && !raw.ends_with('\n') {
         raw.push('\n');
     }
-    let mut txn = crate::txn::Txn::new(root, "import");
+    let mut txn = crate::io::txn::Txn::new(root, "import");
     for (ov, path, text) in writes {
         raw.push_str(&ov.name);
         raw.push('\n');

@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Refusal, Result};
-use crate::fsx;
 use crate::help::{Help, NextStep};
-use crate::junk::Ignores;
+use crate::io::fsx;
+use crate::io::junk::Ignores;
 use crate::tree::{BlobSource, MODE_EXEC, MODE_LINK, Tree, blob_id};
 
 /// The state file apply writes at the top of a materialized tree.
@@ -110,7 +110,7 @@ pub fn exec_paths(tree: &Tree) -> BTreeSet<String> {
         .collect()
 }
 
-/// A directory's files: path -> (blob id, executable), without ignored junk (see [`crate::junk`]):
+/// A directory's files: path -> (blob id, executable), without ignored junk (see `io::junk`):
 /// `tracked` are the paths apply wrote there, never ignored.
 pub fn scan_dir<'a>(
     dir: &Path,

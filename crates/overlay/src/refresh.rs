@@ -16,7 +16,7 @@ use crate::error::{Error, Refusal, Result};
 use crate::help::{Arg, Help, NextStep};
 use crate::materialize::State;
 use crate::patch::{FilePatch, LineKind, Overlay, parse_overlay};
-use crate::render::render_patch_body;
+use crate::render::{self, ABBREV, Layout, index_width};
 use crate::series::Series;
 use crate::tree::{BlobSource, MODE_EXEC, MODE_FILE, Tree};
 
@@ -813,19 +813,12 @@ fn rewrite(
         (Some(Target::New { signature, .. }), None) => signature.clone(),
         (_, None) => unreachable!("only a new overlay has no old"),
     };
-    let raw = format!(
-        "{}{}",
-        model.prelude,
-        render_patch_body(
-            &model.files,
-            prev_tree,
-            &after,
-            &signature,
-            old.and_then(|o| crate::render::index_width(&o.raw))
-                .unwrap_or(crate::render::ABBREV),
-            cx.src,
-        )?
-    );
+    let layout = Layout {
+        prelude: &model.prelude,
+        signature: &signature,
+        width: old.and_then(|o| index_width(&o.raw)).unwrap_or(ABBREV),
+    };
+    let raw = render::patch(&layout, &model.files, prev_tree, &after, cx.src)?;
     let reparsed = parse_overlay(name, &path, &raw)?;
     plan.writes.push((path, raw, old.map(|o| o.raw.clone())));
     if old.is_some() {
@@ -1040,7 +1033,7 @@ impl Plan {
 /// the series and the tree's state become new together or not at all. Refuses if any of those files
 /// changed on disk since they were read (never overwrite a user's edit).
 pub fn commit(plan: &Plan, dir: &Path, root: &Path) -> Result<()> {
-    let mut txn = crate::txn::Txn::new(root, "refresh");
+    let mut txn = crate::io::txn::Txn::new(root, "refresh");
     for (path, text, expected) in &plan.writes {
         let read = expected
             .as_ref()

@@ -1,7 +1,7 @@
 //! Writing overlays in `git format-patch` form.
 
 use crate::error::Result;
-use crate::patch::{FilePatch, RenderFile, render_diff, render_diffstat};
+use crate::patch::{FilePatch, Overlay, RenderFile, render_diff, render_diffstat};
 use crate::tree::{BlobSource, Tree};
 
 /// git abbreviates blob ids in `index` lines; any length git accepts works for `git am`. New
@@ -62,6 +62,43 @@ pub fn render_patch_body(
     out.push_str(signature);
     out.push_str("\n\n");
     Ok(out)
+}
+
+/// What an overlay's text keeps around its diff: the header and message before it (through the
+/// `---` line), the signature after it, and how many digits its `index` lines' blob ids have.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout<'a> {
+    /// The mbox header and message, through the `---` line.
+    pub prelude: &'a str,
+    /// The signature after `-- `.
+    pub signature: &'a str,
+    /// The `index` lines' width ([`ABBREV`] for a new overlay).
+    pub width: usize,
+}
+
+impl<'a> Layout<'a> {
+    /// `ov`'s own: its prelude, its signature (`overlay` when it has none), its `index` width
+    /// ([`ABBREV`] when it has none git could have written).
+    pub fn of(ov: &'a Overlay) -> Layout<'a> {
+        Layout {
+            prelude: &ov.prelude,
+            signature: ov.signature.as_deref().unwrap_or("overlay"),
+            width: index_width(&ov.raw).unwrap_or(ABBREV),
+        }
+    }
+}
+
+/// An overlay's text with `files` (between `before` and `after`) as its diff, laid out as
+/// `layout` says: the one way the engine writes (or re-writes) an overlay.
+pub fn patch(
+    layout: &Layout<'_>,
+    files: &[FilePatch],
+    before: &Tree,
+    after: &Tree,
+    src: &dyn BlobSource,
+) -> Result<String> {
+    let body = render_patch_body(files, before, after, layout.signature, layout.width, src)?;
+    Ok(format!("{}{body}", layout.prelude))
 }
 
 /// The mbox header and message of a new overlay, through the `---` line.

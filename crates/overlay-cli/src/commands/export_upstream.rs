@@ -190,14 +190,14 @@ fn refuse_foreign_out(out: &Path) -> Result<()> {
 }
 
 /// `git am`s the exported series onto `onto` in a scratch clone of the upstream cache under
-/// `scratch` (`overlay::export_verify`). Returns the clone and its HEAD.
+/// `scratch` (`overlay::export::verify`). Returns the clone and its HEAD.
 fn git_am_onto(
     scratch: &Path,
     repo: &UpstreamRepo,
     exported: &[overlay::export::Exported],
     onto: git2::Oid,
 ) -> Result<(PathBuf, String)> {
-    let v = overlay::export_verify::git_am_onto(scratch, repo, exported, onto)?;
+    let v = overlay::export::verify::git_am_onto(scratch, repo, exported, onto)?;
     Ok((v.clone, v.head))
 }
 

@@ -365,9 +365,9 @@ pub fn xtask_command(g: &Global, rest: &str) -> String {
 }
 
 /// `git ARGS` in `dir`: its stdout as it is, or its stderr in the error
-/// (`overlay::export_verify::git_output`).
+/// (`overlay::export::verify::git_output`).
 pub fn git_output(dir: &Path, args: &[&str]) -> Result<String> {
-    Ok(overlay::export_verify::git_output(dir, args)?)
+    Ok(overlay::export::verify::git_output(dir, args)?)
 }
 
 #[cfg(test)]

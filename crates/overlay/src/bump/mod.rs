@@ -21,7 +21,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::help::{Help, NextStep};
 use crate::merge::{Labels, MergeTrees, canonical_files, merge_overlay};
 use crate::patch::{FilePatch, Overlay, parse_overlay};
-use crate::render::render_patch_body;
+use crate::render::{self, Layout};
 use crate::series::Series;
 use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
 
@@ -165,19 +165,7 @@ pub fn rewrite(
     if applies_unchanged(ov, &files, before, after, src) {
         return Ok((ov.raw.clone(), false));
     }
-    let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
-    let raw = format!(
-        "{}{}",
-        ov.prelude,
-        render_patch_body(
-            &files,
-            before,
-            after,
-            &signature,
-            crate::render::index_width(&ov.raw).unwrap_or(crate::render::ABBREV),
-            src,
-        )?
-    );
+    let raw = render::patch(&Layout::of(ov), &files, before, after, src)?;
     parse_overlay(&ov.name, &ov.path, &raw)?;
     Ok((raw, true))
 }
@@ -581,7 +569,7 @@ pub fn write_all(
     guards: &BTreeMap<String, String>,
     also_remove: &[PathBuf],
 ) -> Result<()> {
-    let mut txn = crate::txn::Txn::new(root, "bump-pin");
+    let mut txn = crate::io::txn::Txn::new(root, "bump-pin");
     txn.when_changed(
         "since the bump started",
         "review the change, then run bump-pin again",

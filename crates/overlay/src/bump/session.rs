@@ -12,9 +12,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::bump::BUMP_STATE;
+use crate::io::fsx;
 use crate::materialize::State;
 use crate::series::Series;
-use crate::{Error, Result, fsx};
+use crate::{Error, Result};
 
 /// The tag in a bump tree's state file (`bump-in-progress:<overlay being resolved>`).
 pub const BUMP_IN_PROGRESS: &str = "bump-in-progress";

@@ -2,12 +2,14 @@
 //! upstream project, re-based (3-way merge, as `bump-pin` does) onto any upstream commit, with the
 //! fork's trailers removed. Local-only overlays never leave the fork.
 
+pub mod verify;
+
 use std::collections::BTreeSet;
 
 use crate::error::{Error, Refusal, Result};
 use crate::merge::{Labels, canonical_files, merge3};
 use crate::patch::{Overlay, OverlayKind};
-use crate::render::render_patch_body;
+use crate::render::{self, Layout};
 use crate::series::Series;
 use crate::tree::{BlobSource, Content, Entry, MODE_FILE, Tree};
 
@@ -266,19 +268,15 @@ fn render_exported(
             ),
         );
     }
-    let signature = ov.signature.clone().unwrap_or_else(|| "overlay".into());
-    let body = render_patch_body(
-        &files,
-        new_chain,
-        merged,
-        &signature,
-        crate::render::index_width(&ov.raw).unwrap_or(crate::render::ABBREV),
-        src,
-    )?;
+    let prelude = mbox_prelude(ov, (n, total), signoff);
+    let layout = Layout {
+        prelude: &prelude,
+        ..Layout::of(ov)
+    };
     Ok(Exported {
         overlay: ov.name.clone(),
         file_name: format!("{n:04}-{}.patch", slug(&ov.subject)),
-        raw: format!("{}{body}", mbox_prelude(ov, (n, total), signoff)),
+        raw: render::patch(&layout, &files, new_chain, merged, src)?,
     })
 }
 

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Refusal, Result};
-use crate::fsx;
+use crate::io::fsx;
 
 /// The journal's file name, in the project folder.
 pub const JOURNAL: &str = ".overlay-txn.json";

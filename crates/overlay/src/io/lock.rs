@@ -11,7 +11,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
-use crate::txn::{self, Recovery};
+use crate::io::txn::{self, Recovery};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 /// How a project lock is held.
