@@ -13,12 +13,17 @@ use xshell::{Shell, cmd};
 use crate::error::{Error, Result};
 use crate::extract::{self, Extracted, TreeFiles};
 
-/// Our shim and driver sources, written next to each generated unit.
-pub const SOURCES: &[(&str, &str)] = &[
+/// The Metal shim every unit includes (the kernels', ggml's and the SDPA's), written next to it
+/// before the unit's own sources.
+pub const COMMON: &[(&str, &str)] = &[
     ("metal_std.h", include_str!("../cpp/metal_std.h")),
     ("metal_shim.h", include_str!("../cpp/metal_shim.h")),
     ("simt.h", include_str!("../cpp/simt.h")),
     ("rng.h", include_str!("../cpp/rng.h")),
+];
+
+/// The kernel binary's own shim and driver sources, written next to its unit after [`COMMON`].
+pub const SOURCES: &[(&str, &str)] = &[
     ("host_shim.h", include_str!("../cpp/host_shim.h")),
     ("kernels_main.cpp", include_str!("../cpp/kernels_main.cpp")),
     (
@@ -327,6 +332,55 @@ impl Compiler {
         self.cache.join(short_hex(h.finalize(), 12))
     }
 
+    /// The binary `sim` of the cache folder keyed by `parts`, `sources` ([`COMMON`] first), the
+    /// compiler and its version, and whether it was there. Otherwise `make` builds it in a fresh
+    /// work folder that holds the sources already (it writes the rest and compiles `sim` there),
+    /// published with one rename: a concurrent run sees no binary or a whole one, and if another
+    /// attempt won, its identical result stays. A failed `make` leaves its folder for inspection
+    /// (the next attempt uses a fresh one).
+    pub fn cached_build(
+        &self,
+        parts: &[&[u8]],
+        sources: &[(&str, &str)],
+        make: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<(PathBuf, bool)> {
+        let mut keyed = parts.to_vec();
+        for (name, text) in COMMON.iter().chain(sources) {
+            keyed.push(name.as_bytes());
+            keyed.push(text.as_bytes());
+        }
+        let dir = self.cache_dir(&keyed);
+        let bin = dir.join("sim");
+        if bin.is_file() {
+            return Ok((bin, true));
+        }
+        // Threads of one test binary, or several processes, may build the same key at once.
+        static ATTEMPT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = ATTEMPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut work = dir.clone().into_os_string();
+        work.push(format!(".tmp{}-{n}", std::process::id()));
+        let work = PathBuf::from(work);
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(&work).map_err(Error::io("creating", &work))?;
+        for (name, text) in COMMON.iter().chain(sources) {
+            let path = work.join(name);
+            std::fs::write(&path, text).map_err(Error::io("writing", path))?;
+        }
+        make(&work)?;
+        if std::fs::rename(&work, &dir).is_err() {
+            if !bin.is_file() {
+                // A leftover without a binary (an interrupted older run): replace it.
+                let _ = std::fs::remove_dir_all(&dir);
+                let _ = std::fs::rename(&work, &dir);
+            }
+            let _ = std::fs::remove_dir_all(&work);
+        }
+        if !bin.is_file() {
+            return Err(Error::BinaryVanished(bin));
+        }
+        Ok((bin, false))
+    }
+
     /// Compiles `unit`; the cache key covers the unit, our sources, the flags
     /// and the compiler, so a changed tree or shim never reuses a binary.
     pub fn build(&self, unit: &str, extra_flags: &[String]) -> Result<Binary> {
@@ -345,75 +399,35 @@ impl Compiler {
         .collect();
         flags.extend_from_slice(extra_flags);
         let joined = flags.join(" ");
-        let mut parts: Vec<&[u8]> = vec![unit.as_bytes()];
-        for (name, text) in SOURCES {
-            parts.push(name.as_bytes());
-            parts.push(text.as_bytes());
-        }
-        parts.push(joined.as_bytes());
-        let dir = self.cache_dir(&parts);
-        let key = dir.file_name().expect("a key").to_string_lossy().into_owned();
-        let bin = dir.join("sim");
-        if bin.is_file() {
-            return Ok(Binary {
-                path: bin,
-                cached: true,
-                seconds: t0.elapsed().as_secs_f64(),
-            });
-        }
-        // Each attempt works in its own directory (threads of one test binary, or several
-        // processes, may compile the same key at once) and publishes with one rename.
-        static ATTEMPT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = ATTEMPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let work = self
-            .cache
-            .join(format!("{key}.tmp{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&work);
-        std::fs::create_dir_all(&work).map_err(Error::io("creating", &work))?;
-        for (name, text) in SOURCES {
-            let path = work.join(name);
-            std::fs::write(&path, text).map_err(Error::io("writing", path))?;
-        }
-        let path = work.join("unit.cpp");
-        std::fs::write(&path, unit).map_err(Error::io("writing", path))?;
-        let tmp = work.join("sim");
-        // std, not xshell: Error::Spawn keeps the io::Error, which xshell's error does not expose.
-        let out = Command::new(&self.cxx)
-            .args(&flags)
-            .arg("-I")
-            .arg(&work)
-            .arg("-o")
-            .arg(&tmp)
-            .arg(work.join("unit.cpp"))
-            .arg("-pthread")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(Error::spawn(&self.cxx))?;
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            let head: String = err.lines().take(40).collect::<Vec<_>>().join("\n");
-            // The work directory stays for inspection; the next attempt uses a fresh one.
-            return Err(Error::Compile {
-                unit: work.join("unit.cpp"),
-                diagnostics: head,
-            });
-        }
-        // Atomic publish: a concurrent run sees either no binary or a whole one; if another
-        // attempt won, its identical result stays.
-        if std::fs::rename(&work, &dir).is_err() {
-            if !bin.is_file() {
-                // A leftover without a binary (an interrupted older run): replace it.
-                let _ = std::fs::remove_dir_all(&dir);
-                let _ = std::fs::rename(&work, &dir);
+        let parts: [&[u8]; 2] = [unit.as_bytes(), joined.as_bytes()];
+        let (path, cached) = self.cached_build(&parts, SOURCES, |work| {
+            let path = work.join("unit.cpp");
+            std::fs::write(&path, unit).map_err(Error::io("writing", &path))?;
+            // std, not xshell: Error::Spawn keeps the io::Error, which xshell's error does not expose.
+            let out = Command::new(&self.cxx)
+                .args(&flags)
+                .arg("-I")
+                .arg(work)
+                .arg("-o")
+                .arg(work.join("sim"))
+                .arg(&path)
+                .arg("-pthread")
+                .stdin(Stdio::null())
+                .output()
+                .map_err(Error::spawn(&self.cxx))?;
+            if !out.status.success() {
+                let err = String::from_utf8_lossy(&out.stderr);
+                let head: String = err.lines().take(40).collect::<Vec<_>>().join("\n");
+                return Err(Error::Compile {
+                    unit: path,
+                    diagnostics: head,
+                });
             }
-            let _ = std::fs::remove_dir_all(&work);
-        }
-        if !bin.is_file() {
-            return Err(Error::BinaryVanished(bin));
-        }
+            Ok(())
+        })?;
         Ok(Binary {
-            path: bin,
-            cached: false,
+            path,
+            cached,
             seconds: t0.elapsed().as_secs_f64(),
         })
     }

@@ -68,12 +68,8 @@ const REF_SHIMMED: &[&str] = &[
     "GGML_RESTRICT",
 ];
 
-/// Our sources, written next to the generated unit.
+/// Our sources, written next to the generated unit after `compile::COMMON`.
 pub const SOURCES: &[(&str, &str)] = &[
-    ("metal_std.h", include_str!("../cpp/metal_std.h")),
-    ("metal_shim.h", include_str!("../cpp/metal_shim.h")),
-    ("simt.h", include_str!("../cpp/simt.h")),
-    ("rng.h", include_str!("../cpp/rng.h")),
     ("shim.h", include_str!("../cpp/ggml/shim.h")),
     ("tg.h", include_str!("../cpp/ggml/tg.h")),
     ("main.cpp", include_str!("../cpp/ggml/main.cpp")),
@@ -467,30 +463,26 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<Built> {
     parts.push(files.get(IMPL)?.as_bytes());
     let flags = format!("{CXX_FLAGS:?}{C_FLAGS:?}");
     parts.push(flags.as_bytes());
-    for (n, t) in SOURCES {
-        parts.push(n.as_bytes());
-        parts.push(t.as_bytes());
-    }
-    let dir = compiler.cache_dir(&parts);
-    let bin = dir.join("sim");
-    if bin.is_file() {
-        return Ok(Built {
-            path: bin,
-            cached: true,
-        });
-    }
-    let work = dir.with_extension(format!("tmp{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(Error::io("creating", &work))?;
-    for (n, t) in SOURCES {
-        write(&work.join(n), t)?;
-    }
+    let (path, cached) = compiler.cached_build(&parts, SOURCES, |work| {
+        compile(files, compiler, work, (&pre, &unit, &refc))
+    })?;
+    Ok(Built { path, cached })
+}
+
+/// The units of `build` written into `work` and compiled there: the reference C, then the
+/// kernels' unit linked with it into `sim`.
+fn compile(
+    files: &TreeFiles,
+    compiler: &Compiler,
+    work: &Path,
+    (pre, unit, refc): (&str, &str, &str),
+) -> Result<()> {
     write(&work.join("ggml-common.h"), files.get(COMMON)?)?;
     write(&work.join("ggml-common-metal.h"), common_for_shim(files)?)?;
     write(&work.join("ggml-metal-impl.h"), files.get(IMPL)?)?;
-    write(&work.join("pre.metal"), &pre)?;
-    write(&work.join("unit.cpp"), &unit)?;
-    write(&work.join("ref.c"), &refc)?;
+    write(&work.join("pre.metal"), pre)?;
+    write(&work.join("unit.cpp"), unit)?;
+    write(&work.join("ref.c"), refc)?;
     let cc = std::env::var("CC")
         .ok()
         .filter(|c| !c.is_empty())
@@ -499,7 +491,7 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<Built> {
     let mut c = Command::new(cc);
     c.args(C_FLAGS)
         .arg("-I")
-        .arg(&work)
+        .arg(work)
         .arg("-o")
         .arg(work.join("ref.o"))
         .arg(work.join("ref.c"));
@@ -507,22 +499,12 @@ pub fn build(files: &TreeFiles, compiler: &Compiler) -> Result<Built> {
     let mut cxx = compiler.command();
     cxx.args(CXX_FLAGS)
         .arg("-I")
-        .arg(&work)
+        .arg(work)
         .arg("-o")
         .arg(work.join("sim"))
         .arg(work.join("unit.cpp"))
         .arg(work.join("ref.o"));
-    run_compiler(cxx, &work.join("unit.cpp"))?;
-    if std::fs::rename(&work, &dir).is_err() {
-        let _ = std::fs::remove_dir_all(&work);
-    }
-    if !bin.is_file() {
-        return Err(Error::BinaryVanished(bin));
-    }
-    Ok(Built {
-        path: bin,
-        cached: false,
-    })
+    run_compiler(cxx, &work.join("unit.cpp"))
 }
 
 fn run_compiler(mut c: Command, unit: &Path) -> Result<()> {

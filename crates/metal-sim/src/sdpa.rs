@@ -30,13 +30,9 @@ pub const HOST_RULES: &[&str] = &[
     "sdpa_vector_row_runs",
 ];
 
-/// Our sources, written next to the generated unit (`shim.h` and `tg.h` under
-/// the names tg.h includes).
+/// Our sources, written next to the generated unit after `compile::COMMON`
+/// (`shim.h` and `tg.h` under the names tg.h includes).
 pub const SOURCES: &[(&str, &str)] = &[
-    ("metal_std.h", include_str!("../cpp/metal_std.h")),
-    ("metal_shim.h", include_str!("../cpp/metal_shim.h")),
-    ("simt.h", include_str!("../cpp/simt.h")),
-    ("rng.h", include_str!("../cpp/rng.h")),
     ("shim.h", include_str!("../cpp/sdpa/shim.h")),
     ("tg.h", include_str!("../cpp/ggml/tg.h")),
     ("main.cpp", include_str!("../cpp/sdpa/main.cpp")),
@@ -145,31 +141,11 @@ pub fn build(
     let mut flags: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
     flags.extend(contraction.flags());
     let key = format!("{flags:?}");
-    let mut parts: Vec<&[u8]> = vec![b"sdpa", unit.as_bytes(), key.as_bytes()];
-    for (n, t) in SOURCES {
-        parts.push(n.as_bytes());
-        parts.push(t.as_bytes());
-    }
-    let dir = compiler.cache_dir(&parts);
-    let bin = dir.join("sim");
-    if bin.is_file() {
-        return Ok((bin, true));
-    }
-    let work = dir.with_extension(format!("tmp{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(Error::io("creating", &work))?;
-    for (n, t) in SOURCES {
-        write(&work.join(n), t)?;
-    }
-    write(&work.join("unit.cpp"), &unit)?;
-    compile(compiler, &work, &flags)?;
-    if std::fs::rename(&work, &dir).is_err() {
-        let _ = std::fs::remove_dir_all(&work);
-    }
-    if !bin.is_file() {
-        return Err(Error::BinaryVanished(bin));
-    }
-    Ok((bin, false))
+    let parts: [&[u8]; 3] = [b"sdpa", unit.as_bytes(), key.as_bytes()];
+    compiler.cached_build(&parts, SOURCES, |work| {
+        write(&work.join("unit.cpp"), &unit)?;
+        compile(compiler, work, &flags)
+    })
 }
 
 fn compile(compiler: &Compiler, work: &Path, flags: &[String]) -> Result<()> {

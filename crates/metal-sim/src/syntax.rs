@@ -375,7 +375,7 @@ pub fn check(files: &TreeFiles, compiler: &Compiler, quick: bool) -> Result<Synt
     .map(|s| s.to_string())
     .collect();
     let mut parts: Vec<&[u8]> = vec![b"kernel-syntax", unit.as_bytes()];
-    for (n, t) in compile::SOURCES {
+    for (n, t) in compile::COMMON.iter().chain(compile::SOURCES) {
         parts.push(n.as_bytes());
         parts.push(t.as_bytes());
     }
@@ -384,7 +384,10 @@ pub fn check(files: &TreeFiles, compiler: &Compiler, quick: bool) -> Result<Synt
     }
     let dir = compiler.cache_dir(&parts);
     let kernels = syntax_only(compiler, &dir, &kflags, Path::new("unit.cpp"), &|| {
-        write_all(&dir, compile::SOURCES.iter().copied())?;
+        write_all(
+            &dir,
+            compile::COMMON.iter().chain(compile::SOURCES).copied(),
+        )?;
         write_all(&dir, [("unit.cpp", unit.as_str())])
     })?;
     let kernels = relative(kernels, &dir);
