@@ -262,6 +262,34 @@ fn streamed_launcher(name: &str, entry: &str) -> String {
     )
 }
 
+/// Runs a compiler command (stdin closed) whose unit is `unit`: its first 60 lines of
+/// diagnostics when it fails.
+pub(crate) fn run_compiler(mut c: Command, unit: &Path) -> Result<()> {
+    let out = c
+        .stdin(Stdio::null())
+        .output()
+        .map_err(Error::spawn("the compiler"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let head: String = err.lines().take(60).collect::<Vec<_>>().join("\n");
+        return Err(Error::Compile {
+            unit: unit.to_path_buf(),
+            diagnostics: head,
+        });
+    }
+    Ok(())
+}
+
+/// Writes `text` to `path`, naming the path on failure.
+pub(crate) fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
+    std::fs::write(path, text).map_err(Error::io("writing", path))
+}
+
+/// An error about the tree's source the emulation cannot read.
+pub(crate) fn source(msg: impl Into<String>) -> Error {
+    Error::Source(msg.into())
+}
+
 /// The first `bytes` bytes of a SHA-256 digest in lowercase hex (cache keys, output hashes).
 pub fn short_hex(digest: sha2::digest::Output<Sha256>, bytes: usize) -> String {
     let mut hex = format!("{digest:x}");

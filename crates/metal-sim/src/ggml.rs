@@ -14,9 +14,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use crate::compile::Compiler;
+use crate::compile::{Compiler, run_compiler, source, write};
 use crate::error::{Error, Result};
 use crate::extract::{self, TreeFiles};
 
@@ -505,32 +505,6 @@ fn compile(
         .arg(work.join("unit.cpp"))
         .arg(work.join("ref.o"));
     run_compiler(cxx, &work.join("unit.cpp"))
-}
-
-fn run_compiler(mut c: Command, unit: &Path) -> Result<()> {
-    let out = c
-        .stdin(Stdio::null())
-        .output()
-        .map_err(Error::spawn("the compiler"))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let head: String = err.lines().take(60).collect::<Vec<_>>().join("\n");
-        return Err(Error::Compile {
-            unit: unit.to_path_buf(),
-            diagnostics: head,
-        });
-    }
-    Ok(())
-}
-
-/// Writes `text` to `path`, naming the path on failure.
-fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
-    std::fs::write(path, text).map_err(Error::io("writing", path))
-}
-
-/// An error about the tree's source the emulation cannot read.
-fn source(msg: impl Into<String>) -> Error {
-    Error::Source(msg.into())
 }
 
 /// Runs `requests` (one per line, see cpp/ggml/main.cpp) and returns one

@@ -11,10 +11,9 @@
 //! the tree's host code plans. Nothing of MLX is stored in this repository.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use crate::compile::{Compiler, Contraction};
-use crate::error::{Error, Result};
+use crate::compile::{Compiler, Contraction, run_compiler, source, write};
+use crate::error::Result;
 use crate::extract::{self, TreeFiles};
 
 pub const KERNELS: &str = "mlx/backend/metal/kernels/sdpa_vector.h";
@@ -150,39 +149,20 @@ pub fn build(
 
 fn compile(compiler: &Compiler, work: &Path, flags: &[String]) -> Result<()> {
     let unit = work.join("unit.cpp");
-    let out = compiler
-        .command()
-        .args(flags)
+    let mut c = compiler.command();
+    c.args(flags)
         .arg("-I")
         .arg(work)
         .arg("-o")
         .arg(work.join("sim"))
-        .arg(&unit)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(Error::spawn("the compiler"))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let head: String = err.lines().take(60).collect::<Vec<_>>().join("\n");
-        return Err(Error::Compile {
-            unit,
-            diagnostics: head,
-        });
-    }
-    Ok(())
-}
-
-fn write(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
-    std::fs::write(path, text).map_err(Error::io("writing", path))
-}
-
-fn source(msg: impl Into<String>) -> Error {
-    Error::Source(msg.into())
+        .arg(&unit);
+    run_compiler(c, &unit)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn function_constants_become_globals_and_others_are_refused() {
