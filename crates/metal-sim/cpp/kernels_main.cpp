@@ -22,18 +22,23 @@ struct Ctx {
   msim::Dims dims;
 };
 
-// A case's buffers as the kernels' element type.
+// A case's buffers as the kernels' element type, and its sizes as the lvalues the kernels'
+// `const constant int&` parameters bind to.
 template <class T>
 struct Io {
   const T* s;
   const T* b;
   const T* x;
   T* y;
+  int K, N, M;
   explicit Io(const Ctx& c)
       : s(static_cast<const T*>(c.s)),
         b(static_cast<const T*>(c.b)),
         x(static_cast<const T*>(c.x)),
-        y(static_cast<T*>(c.y)) {}
+        y(static_cast<T*>(c.y)),
+        K(c.K),
+        N(c.N),
+        M(c.M) {}
 };
 
 using LaunchFn = std::string (*)(const Ctx&);
@@ -42,39 +47,39 @@ struct Entry {
   LaunchFn fn;
 };
 
+// One call of `body(io, id)` per thread of the launch, the case's buffers as T.
+template <class T, class Body>
+std::string launch_each(const Ctx& c, Body body) {
+  Io<T> io(c);
+  return msim::launch(c.dims, [&](const msim::Ids& id) { body(io, id); });
+}
+
 template <class T, int gs, int bits, int D>
 std::string launch_quad(const Ctx& c) {
-  const Io<T> io(c);
-  int K = c.K, N = c.N;
-  return msim::launch(c.dims, [&](const msim::Ids& id) {
-    qmv_quad_impl<T, gs, bits, D>(c.w, io.s, io.b, io.x, io.y, K, N, id.tg, id.quad_gid, id.quad_lid);
+  return launch_each<T>(c, [&](Io<T>& io, const msim::Ids& id) {
+    qmv_quad_impl<T, gs, bits, D>(c.w, io.s, io.b, io.x, io.y, io.K, io.N, id.tg, id.quad_gid, id.quad_lid);
   });
 }
 
 template <class T, int gs, int bits>
 std::string launch_fast(const Ctx& c) {
-  const Io<T> io(c);
-  int K = c.K, N = c.N;
-  return msim::launch(c.dims, [&](const msim::Ids& id) {
-    qmv_fast_impl<T, gs, bits>(c.w, io.s, io.b, io.x, io.y, K, N, id.tg, id.simd_gid, id.simd_lid);
+  return launch_each<T>(c, [&](Io<T>& io, const msim::Ids& id) {
+    qmv_fast_impl<T, gs, bits>(c.w, io.s, io.b, io.x, io.y, io.K, io.N, id.tg, id.simd_gid, id.simd_lid);
   });
 }
 
 template <class T, int gs, int bits>
 std::string launch_qmv(const Ctx& c) {
-  const Io<T> io(c);
-  int K = c.K, N = c.N;
-  return msim::launch(c.dims, [&](const msim::Ids& id) {
-    qmv_impl<T, gs, bits>(c.w, io.s, io.b, io.x, io.y, K, N, id.tg, id.simd_gid, id.simd_lid);
+  return launch_each<T>(c, [&](Io<T>& io, const msim::Ids& id) {
+    qmv_impl<T, gs, bits>(c.w, io.s, io.b, io.x, io.y, io.K, io.N, id.tg, id.simd_gid, id.simd_lid);
   });
 }
 
 template <class T, int gs, int bits, int V, int KL>
 std::string launch_wide(const Ctx& c) {
-  const Io<T> io(c);
-  int K = c.K, N = c.N, M = c.M;
-  return msim::launch(c.dims, [&](const msim::Ids& id) {
-    qmv_wide_impl<T, gs, bits, V, KL>(c.w, io.s, io.b, io.x, io.y, K, N, M, id.tg, id.simd_gid, id.simd_lid);
+  return launch_each<T>(c, [&](Io<T>& io, const msim::Ids& id) {
+    qmv_wide_impl<T, gs, bits, V, KL>(c.w, io.s, io.b, io.x, io.y, io.K, io.N, io.M, id.tg, id.simd_gid,
+                                      id.simd_lid);
   });
 }
 
