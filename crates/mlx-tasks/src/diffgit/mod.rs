@@ -165,25 +165,19 @@ pub fn run(g: &Global, a: &DiffgitArgs) -> Result<ExitCode> {
 fn report(ctx: &Ctx, counts: &Counts) -> Result<ExitCode> {
     let n = counts.pairs;
     let mut h = String::new();
+    let c = counts;
     let _ = writeln!(
         h,
-        "diffgit: {n} (overlay, target) pair(s) compared, {} skipped (merges, binary patches)",
-        counts.skipped
-    );
-    let _ = writeln!(
-        h,
-        "  bump-pin agrees with git cherry-pick: {}/{n} ({} of them stop for review)",
-        counts.bump_agrees_with_git, counts.bump_review_stops
-    );
-    let _ = writeln!(
-        h,
-        "  drift agrees with bump-pin:           {}/{n}",
-        counts.drift_agrees_with_bump
-    );
-    let _ = writeln!(
-        h,
-        "  control (target = the commit itself) drift says upstreamed: {}/{}",
-        counts.control_upstreamed, counts.controls
+        "diffgit: {n} (overlay, target) pair(s) compared, {} skipped (merges, binary patches)\n\
+         \x20 bump-pin agrees with git cherry-pick: {}/{n} ({} of them stop for review)\n\
+         \x20 drift agrees with bump-pin:           {}/{n}\n\
+         \x20 control (target = the commit itself) drift says upstreamed: {}/{}",
+        c.skipped,
+        c.bump_agrees_with_git,
+        c.bump_review_stops,
+        c.drift_agrees_with_bump,
+        c.control_upstreamed,
+        c.controls
     );
     if let Some(r) = &counts.resolutions {
         resolutions::render(&mut h, r);
