@@ -182,6 +182,37 @@ pub struct Extracted {
 
 /// Identifiers of C-family source, skipping comments, string and character
 /// literals (a kernel name inside a string is not a reference).
+/// A `constant T NAME [[function_constant(I)]];` declaration of Metal source.
+pub struct FunctionConstant<'a> {
+    /// The whole line, trimmed (for messages).
+    pub line: &'a str,
+    /// `T NAME`, when the part before the attribute is exactly two words.
+    pub decl: Option<(&'a str, &'a str)>,
+    /// `I` as written.
+    pub index: &'a str,
+}
+
+/// Every function-constant declaration of `src`, in order.
+pub fn function_constants(src: &str) -> impl Iterator<Item = FunctionConstant<'_>> {
+    const ATTR: &str = "[[function_constant(";
+    src.lines().filter_map(|line| {
+        let l = line.trim();
+        let rest = l.strip_prefix("constant ")?;
+        let k = rest.find(ATTR)?;
+        let words: Vec<&str> = rest[..k].split_whitespace().collect();
+        let decl = match words[..] {
+            [ty, name] => Some((ty, name)),
+            _ => None,
+        };
+        let index = rest[k + ATTR.len()..].split(")]]").next().unwrap_or("");
+        Some(FunctionConstant {
+            line: l,
+            decl,
+            index,
+        })
+    })
+}
+
 pub fn identifiers(src: &str) -> Vec<&str> {
     let b = src.as_bytes();
     let mut out = Vec::new();

@@ -204,24 +204,14 @@ fn following_function(s: &str) -> Option<String> {
 /// preprocessed source, as globals registered by index.
 pub fn function_constants(pre: &str) -> Result<String> {
     let mut out = String::new();
-    for line in pre.lines() {
-        let l = line.trim();
-        let Some(rest) = l.strip_prefix("constant ") else {
-            continue;
-        };
-        let Some(k) = rest.find("[[function_constant(") else {
-            continue;
-        };
-        let decl: Vec<&str> = rest[..k].split_whitespace().collect();
-        let [ty, name] = decl[..] else {
+    for fc in extract::function_constants(pre) {
+        let Some((ty, name)) = fc.decl else {
             return Err(source(format!(
-                "unexpected function constant declaration: {l}"
+                "unexpected function constant declaration: {}",
+                fc.line
             )));
         };
-        let idx = rest[k + "[[function_constant(".len()..]
-            .split(")]]")
-            .next()
-            .ok_or_else(|| source("function_constant"))?;
+        let idx = fc.index;
         out.push_str(&format!(
             "{ty} {name}{{}};\nstatic msim::FcReg<{ty}> msim_fc_{name}(\"{name}\", {idx}, &{name});\n"
         ));

@@ -51,18 +51,11 @@ const FLAGS: &[&str] = &[
 pub fn function_constants(header: &str) -> Result<(String, Vec<String>)> {
     let mut code = String::new();
     let mut names = Vec::new();
-    for line in header.lines() {
-        let l = line.trim();
-        let Some(rest) = l.strip_prefix("constant ") else {
-            continue;
-        };
-        let Some(k) = rest.find("[[function_constant(") else {
-            continue;
-        };
-        let decl: Vec<&str> = rest[..k].split_whitespace().collect();
-        let [ty, name] = decl[..] else {
+    for fc in extract::function_constants(header) {
+        let Some((ty, name)) = fc.decl else {
             return Err(source(format!(
-                "{KERNELS}: unexpected function constant: {l}"
+                "{KERNELS}: unexpected function constant: {}",
+                fc.line
             )));
         };
         code.push_str(&format!("{ty} {name}{{}};\n"));
