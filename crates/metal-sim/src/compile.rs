@@ -251,27 +251,43 @@ fn streamed_launcher(name: &str, entry: &str) -> String {
     format!(
         "template <class T, int gs, int bits, int V>\n\
          std::string {name}(const Ctx& c) {{\n\
-         \x20 const Io<T> io(c);\n\
-         \x20 int K = c.K, N = c.N, M = c.M, zero = 0;\n\
-         \x20 return msim::launch(c.dims, [&](const msim::Ids& id) {{\n\
-         \x20   {entry}<T, gs, bits, V, false>(c.w, io.s, io.b, io.x, io.y, K, N, M, zero, nullptr,\n\
-         \x20       nullptr, zero, nullptr, nullptr, nullptr, nullptr, id.tg, id.simd_gid,\n\
-         \x20       id.simd_lid);\n\
+         \x20 int zero = 0;\n\
+         \x20 return launch_each<T>(c, [&](Io<T>& io, const msim::Ids& id) {{\n\
+         \x20   {entry}<T, gs, bits, V, false>(c.w, io.s, io.b, io.x, io.y, io.K, io.N, io.M, zero,\n\
+         \x20       nullptr, nullptr, zero, nullptr, nullptr, nullptr, nullptr, id.tg,\n\
+         \x20       id.simd_gid, id.simd_lid);\n\
          \x20 }});\n\
          }}\n"
     )
 }
 
-/// Runs a compiler command (stdin closed) whose unit is `unit`: its first 60 lines of
-/// diagnostics when it fails.
-pub(crate) fn run_compiler(mut c: Command, unit: &Path) -> Result<()> {
+/// How a failed compile is reported: the program a failed start names, and how many lines of
+/// diagnostics are kept.
+pub(crate) struct Report<'a> {
+    pub program: &'a str,
+    pub lines: usize,
+}
+
+/// ggml's and the SDPA's compiles.
+pub(crate) const THE_COMPILER: Report<'static> = Report {
+    program: "the compiler",
+    lines: 60,
+};
+
+/// Runs a compiler command (stdin closed) whose unit is `unit`: the first `report.lines` lines of
+/// its diagnostics when it fails.
+pub(crate) fn run_compiler(mut c: Command, unit: &Path, report: Report<'_>) -> Result<()> {
     let out = c
         .stdin(Stdio::null())
         .output()
-        .map_err(Error::spawn("the compiler"))?;
+        .map_err(Error::spawn(report.program))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        let head: String = err.lines().take(60).collect::<Vec<_>>().join("\n");
+        let head: String = err
+            .lines()
+            .take(report.lines)
+            .collect::<Vec<_>>()
+            .join("\n");
         return Err(Error::Compile {
             unit: unit.to_path_buf(),
             diagnostics: head,
@@ -431,27 +447,19 @@ impl Compiler {
         let (path, cached) = self.cached_build(&parts, SOURCES, |work| {
             let path = work.join("unit.cpp");
             std::fs::write(&path, unit).map_err(Error::io("writing", &path))?;
-            // std, not xshell: Error::Spawn keeps the io::Error, which xshell's error does not expose.
-            let out = Command::new(&self.cxx)
-                .args(&flags)
+            let mut c = self.command();
+            c.args(&flags)
                 .arg("-I")
                 .arg(work)
                 .arg("-o")
                 .arg(work.join("sim"))
                 .arg(&path)
-                .arg("-pthread")
-                .stdin(Stdio::null())
-                .output()
-                .map_err(Error::spawn(&self.cxx))?;
-            if !out.status.success() {
-                let err = String::from_utf8_lossy(&out.stderr);
-                let head: String = err.lines().take(40).collect::<Vec<_>>().join("\n");
-                return Err(Error::Compile {
-                    unit: path,
-                    diagnostics: head,
-                });
-            }
-            Ok(())
+                .arg("-pthread");
+            let report = Report {
+                program: &self.cxx,
+                lines: 40,
+            };
+            run_compiler(c, &path, report)
         })?;
         Ok(Binary {
             path,

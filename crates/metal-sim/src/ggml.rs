@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::compile::{Compiler, run_compiler, source, write};
+use crate::compile::{Compiler, THE_COMPILER, run_compiler, source, write};
 use crate::error::{Error, Result};
 use crate::extract::{self, TreeFiles};
 
@@ -485,7 +485,7 @@ fn compile(
         .arg("-o")
         .arg(work.join("ref.o"))
         .arg(work.join("ref.c"));
-    run_compiler(c, &work.join("ref.c"))?;
+    run_compiler(c, &work.join("ref.c"), THE_COMPILER)?;
     let mut cxx = compiler.command();
     cxx.args(CXX_FLAGS)
         .arg("-I")
@@ -494,7 +494,7 @@ fn compile(
         .arg(work.join("sim"))
         .arg(work.join("unit.cpp"))
         .arg(work.join("ref.o"));
-    run_compiler(cxx, &work.join("unit.cpp"))
+    run_compiler(cxx, &work.join("unit.cpp"), THE_COMPILER)
 }
 
 /// Runs `requests` (one per line, see cpp/ggml/main.cpp) and returns one

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::compile::{Compiler, Contraction, run_compiler, source, write};
+use crate::compile::{Compiler, Contraction, THE_COMPILER, run_compiler, source, write};
 use crate::error::Result;
 use crate::extract::{self, TreeFiles};
 
@@ -149,7 +149,7 @@ fn compile(compiler: &Compiler, work: &Path, flags: &[String]) -> Result<()> {
         .arg("-o")
         .arg(work.join("sim"))
         .arg(&unit);
-    run_compiler(c, &unit)
+    run_compiler(c, &unit, THE_COMPILER)
 }
 
 #[cfg(test)]
