@@ -95,7 +95,8 @@ pub fn from_dir(label: &str, dir: &Path) -> Result<TreeFiles> {
 /// (`patched`) and without (`pristine`), read through the overlay engine.
 pub fn load_pinned(root: &Path, upstream: &str) -> Result<(TreeFiles, TreeFiles)> {
     use overlay::project::{Project, apply_series};
-    let project = Project::load(root)?;
+    // The pin and the series only: the build settings beside them are not read here.
+    let project = Project::load(root, &overlay::manifest::Extras::Unread)?;
     let up = project.upstream(Some(upstream))?;
     let series = project.series(up)?;
     let repo = project.open_upstream(up, &overlay::upstream::default_cache_root(), &mut |_| {})?;

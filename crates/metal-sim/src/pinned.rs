@@ -25,7 +25,8 @@ pub fn load(root: &Path, upstream: Option<&str>) -> Result<Pinned> {
 /// to check overlays before they are added to the series.
 pub fn load_with(root: &Path, upstream: Option<&str>, extra: &[&str]) -> Result<Pinned> {
     use overlay::project::{Project, apply_series};
-    let project = Project::load(root)?;
+    // The pin and the series only: the build settings beside them are not read here.
+    let project = Project::load(root, &overlay::manifest::Extras::Unread)?;
     let up = project.upstream(upstream)?;
     let mut series = project.series(up)?;
     for name in extra {

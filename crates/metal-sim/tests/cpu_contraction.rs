@@ -42,7 +42,7 @@ fn root() -> PathBuf {
 
 fn patched_files() -> TreeFiles {
     use overlay::project::{Project, apply_series};
-    let project = Project::load(&root()).unwrap();
+    let project = Project::load(&root(), &overlay::manifest::Extras::Unread).unwrap();
     let up = project.upstream(None).unwrap();
     let series = project.series(up).unwrap();
     let repo = project

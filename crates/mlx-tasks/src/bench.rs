@@ -201,7 +201,10 @@ fn drift_scan(g: &Global, a: &DriftScanArgs) -> Result<ExitCode> {
     std::fs::write(root.join("pins.toml"), pins)?;
     bench_series(root, &repo.tree_at(from)?, &repo)?;
     let series = Series::load(&root.join("overlays/mlx"))?;
-    Project::load(root)?;
+    Project::load(
+        root,
+        &overlay::manifest::Extras::Checked(&[&crate::settings::BuildSettingsExt]),
+    )?;
 
     let mut times = Vec::new();
     let mut report = None;

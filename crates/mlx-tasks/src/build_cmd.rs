@@ -21,7 +21,7 @@ pub fn build_mlx(g: &Global, a: &crate::build_mlx::BuildMlxArgs) -> Result<ExitC
         upstream: up.name.clone(),
         pin: up.rev.clone(),
         series_hash: series.content_hash(),
-        fetchcontent: up.fetchcontent.clone(),
+        fetchcontent: crate::settings::of(&ctx.project.pins, up)?.fetchcontent,
         cache_root: default_cache_root(),
         // The project's own target/ (mlx-sys's build.rs reads this workspace's); another project's
         // build (--root) must not replace what this workspace's crates link.
@@ -59,7 +59,7 @@ pub fn build_export(b: &overlay_cli::ExportBuild<'_>) -> Result<()> {
         upstream: b.upstream.name.clone(),
         pin: b.onto.to_string(),
         series_hash: head.clone(),
-        fetchcontent: b.upstream.fetchcontent.clone(),
+        fetchcontent: crate::settings::of(b.pins, b.upstream)?.fetchcontent,
         cache_root: default_cache_root(),
         workspace_target: b.scratch.join("target"),
     };

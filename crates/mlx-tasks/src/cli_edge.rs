@@ -85,6 +85,7 @@ mod tests {
             root: None,
             upstream: None,
             json: true,
+            extensions: Default::default(),
         }
     }
 
@@ -124,6 +125,7 @@ mod tests {
             root: Some("/p".into()),
             upstream: None,
             json: false,
+            extensions: Default::default(),
         };
         let help = overlay::Help::new("run ").step(overlay::NextStep::new("apply", ["--force"]));
         let refused =

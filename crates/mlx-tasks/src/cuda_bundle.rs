@@ -20,8 +20,8 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::settings::Source;
 use anyhow::{Context, Result, bail};
-use overlay::manifest::Source;
 use serde::Serialize;
 
 use crate::build_mlx::{Backend, BuildMlxArgs};
@@ -124,8 +124,8 @@ pub fn cmake_defines(args: &BuildMlxArgs, sources: &[&Source]) -> Vec<String> {
 pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
     let up = ctx.upstream().clone();
     let series = ctx.series()?;
-    let sources: Vec<&Source> = up
-        .sources
+    let all = crate::settings::of(&ctx.project.pins, &up)?.sources;
+    let sources: Vec<&Source> = all
         .iter()
         .filter(|s| {
             let for_cuda = s.backends.is_empty() || s.backends.iter().any(|b| b == "cuda");
@@ -151,8 +151,7 @@ pub fn write(ctx: &Ctx, args: &BuildMlxArgs, out: &Path) -> Result<Report> {
     materialize(ctx, &root.join("mlx"), false)?;
     let mut entries = Vec::new();
     for s in &sources {
-        let files =
-            crate::sources::export_source(s, &up.sources, &root.join("deps").join(&s.name))?;
+        let files = crate::sources::export_source(s, &all, &root.join("deps").join(&s.name))?;
         entries.push(SourceEntry {
             name: s.name.clone(),
             url: s.url.clone(),

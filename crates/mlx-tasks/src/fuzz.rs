@@ -149,7 +149,9 @@ fn runtime_corpus(g: &Global, root: &Path, corpus: &Path) -> Result<()> {
     for t in TARGETS {
         std::fs::create_dir_all(corpus.join(t))?;
     }
-    let project = overlay::project::Project::load(root)?;
+    let project = g
+        .extensions
+        .with(|extras| overlay::project::Project::load(root, extras))?;
     let up = project.upstream(g.upstream.as_deref())?.clone();
     write_seed(
         &corpus.join("pins_toml"),

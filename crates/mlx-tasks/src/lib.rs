@@ -19,6 +19,7 @@ pub mod exactness;
 pub mod fuzz;
 pub mod ggml_check;
 pub mod metal_sim;
+pub mod settings;
 pub mod sources;
 pub mod test_upstream;
 
@@ -118,6 +119,7 @@ pub enum Task {
 /// Runs one task; an error of the build driver's comes classified for the CLI
 /// ([`cli_edge::classify`]).
 pub fn run(g: &Global, task: &Task) -> anyhow::Result<ExitCode> {
+    let g = &g.with_extensions(&extensions());
     let steps = overlay_cli::steps::Steps::new(g);
     run_task(g, task).map_err(|e| cli_edge::classify(&steps, e))
 }
@@ -130,7 +132,14 @@ pub fn hooks(g: &Global) -> overlay_cli::Hooks {
         export_build: Some(Box::new(move |b| {
             build_cmd::build_export(b).map_err(|e| cli_edge::classify(&steps, e))
         })),
+        extensions: extensions(),
     }
+}
+
+/// What claims this repository's keys of pins.toml beyond the engine's: its build settings
+/// (`fetchcontent`, `sources`: [`settings`]).
+pub fn extensions() -> overlay_cli::Extensions {
+    overlay_cli::Extensions(vec![std::sync::Arc::new(settings::BuildSettingsExt)])
 }
 
 fn run_task(g: &Global, task: &Task) -> anyhow::Result<ExitCode> {

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::settings::Source;
 use anyhow::{Context, Result, bail};
-use overlay::manifest::Source;
 use overlay::upstream::{UpstreamRepo, default_cache_root};
 
 use crate::progress::Progress;

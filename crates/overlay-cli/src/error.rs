@@ -324,6 +324,7 @@ mod tests {
             root: None,
             upstream: None,
             json: true,
+            extensions: Default::default(),
         }
     }
 
@@ -368,6 +369,7 @@ mod tests {
             root: Some("/p".into()),
             upstream: Some("mlx".into()),
             json: true,
+            extensions: Default::default(),
         };
         let help = Help::new("run ")
             .step(overlay::NextStep::new("bump-pin", ["--continue"]))

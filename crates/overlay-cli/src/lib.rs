@@ -34,6 +34,35 @@ pub struct Global {
     /// Machine-readable output on stdout
     #[arg(long, global = true)]
     pub json: bool,
+    /// Not an option: the fork's pins.toml extensions ([`Hooks::extensions`]), which
+    /// [`run_with`] (or a fork's own task, with [`Global::with_extensions`]) puts here so that
+    /// every load of pins.toml checks their keys.
+    #[arg(skip)]
+    pub extensions: Extensions,
+}
+
+/// The [`overlay::manifest::Extension`]s that claim keys of pins.toml's `[upstream.<name>]`
+/// tables beyond the engine's own (a fork's build settings, say).
+#[derive(Clone, Default)]
+pub struct Extensions(pub Vec<std::sync::Arc<dyn overlay::manifest::Extension>>);
+
+impl Extensions {
+    /// For [`overlay::manifest::Pins::load`]: each key they claim is checked by its extension,
+    /// any other is refused.
+    pub fn with<T>(&self, f: impl FnOnce(&overlay::manifest::Extras<'_>) -> T) -> T {
+        let exts: Vec<&dyn overlay::manifest::Extension> = self.0.iter().map(|e| &**e).collect();
+        f(&overlay::manifest::Extras::Checked(&exts))
+    }
+}
+
+impl Global {
+    /// These options with `extensions` for pins.toml.
+    pub fn with_extensions(&self, extensions: &Extensions) -> Global {
+        Global {
+            extensions: extensions.clone(),
+            ..self.clone()
+        }
+    }
 }
 
 /// The overlay commands (flatten them into a bigger CLI with `#[command(flatten)]`).
@@ -74,6 +103,9 @@ pub struct Hooks {
     /// Configures and builds the tree `export-upstream --build` verified; none: `--build` is an
     /// error saying so.
     pub export_build: Option<ExportBuildHook>,
+    /// What claims the keys of pins.toml's upstream tables beyond the engine's; none: such a key
+    /// is an error at its line.
+    pub extensions: Extensions,
 }
 
 /// The build `export-upstream --build` runs on the exported tree.
@@ -82,6 +114,8 @@ pub type ExportBuildHook = Box<dyn Fn(&ExportBuild<'_>) -> anyhow::Result<()>>;
 /// The tree `export-upstream --build` hands to [`Hooks::export_build`]: the series `git am`ed onto
 /// `onto` in the scratch clone `clone` (its HEAD is `head`), for `upstream`.
 pub struct ExportBuild<'a> {
+    /// The fork's pins.toml (the fork's own keys in it are the hook's to read).
+    pub pins: &'a overlay::manifest::Pins,
     pub upstream: &'a overlay::manifest::Upstream,
     /// The commit the series was re-based onto (the pin unless `--onto`).
     pub onto: git2::Oid,
@@ -103,6 +137,7 @@ pub fn run_with(g: &Global, cmd: &Command, hooks: &Hooks) -> anyhow::Result<Exit
     // A report piped into `head` ends the process quietly, as a command-line tool's should, also
     // in a fork's own xtask that flattens these commands and never called `default_sigpipe`.
     default_sigpipe();
+    let g = &g.with_extensions(&hooks.extensions);
     match cmd {
         Command::Status => commands::status(g),
         Command::Apply(a) => commands::apply(g, a),

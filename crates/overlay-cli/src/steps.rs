@@ -101,6 +101,7 @@ mod tests {
             root: root.map(Into::into),
             upstream: upstream.map(Into::into),
             json: false,
+            extensions: Default::default(),
         }
     }
 

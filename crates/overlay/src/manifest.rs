@@ -24,53 +24,15 @@ pub struct Upstream {
     pub overlays: PathBuf,
     /// The upstream branch whose head `drift` and the canary compare against (fetched by the CLI).
     pub branch: Option<String>,
-    /// FetchContent redirections for the build (name -> dir or URL); opaque to the engine.
-    pub fetchcontent: BTreeMap<String, String>,
-    /// Pinned sources the upstream's build would fetch (`[upstream.<name>.sources.<dep>]`), in
-    /// name order; the build uses them instead of the network.
-    pub sources: Vec<Source>,
+    /// What the [`Extension`]s that claim keys of this table made of them (a fork's build
+    /// settings, say), key by key: opaque to the engine, shown by `status`. Empty when loaded with
+    /// [`Extras::Unread`].
+    #[serde(flatten)]
+    pub settings: serde_json::Map<String, serde_json::Value>,
     /// 1-based line of the `[upstream.<name>]` table, for messages.
     #[serde(skip)]
     pub line: usize,
 }
-
-/// One `[upstream.<name>.sources.<dep>]` table: a source the upstream's build fetches, pinned
-/// like an upstream (URL + full commit) and handed to CMake as `FETCHCONTENT_SOURCE_DIR_<DEP>`
-/// (or, with `bench`, a source only the project's benchmarks build).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Source {
-    /// The FetchContent name the upstream's CMake declares (e.g. `cutlass`).
-    pub name: String,
-    /// Any git URL or a local path.
-    pub url: String,
-    /// Full 40-hex commit, lowercase.
-    pub rev: String,
-    /// The tag or branch `rev` was taken from, for people (never resolved).
-    pub tag: Option<String>,
-    /// Repository paths the build needs (all when empty).
-    pub paths: Vec<String>,
-    /// How the paths are laid out for CMake: `None` keeps them; `cccl-release` assembles CCCL's
-    /// release layout `include/{cuda,nv,cub,thrust}` from the repository.
-    pub layout: Option<String>,
-    /// Backends whose build needs it (all when empty), e.g. `["cuda"]`.
-    pub backends: Vec<String>,
-    /// Needed only by the upstream's own test suites (`cargo xtask test-upstream`): `build-mlx`
-    /// and the CUDA bundle leave it out.
-    pub tests: bool,
-    /// Needed only by the project's own benchmarks (`bench = true`, e.g. a peer kernel built on
-    /// the GPU machine): the CUDA bundle carries it under `deps/<name>/`, and no build defines it
-    /// (no `FETCHCONTENT_SOURCE_DIR_<NAME>`, not in build-mlx or `test-upstream`).
-    pub bench: bool,
-    /// Git submodules of this source filled from another pinned source: path inside this
-    /// source -> that source's name (e.g. nanobind's `ext/robin_map` -> `robin_map`).
-    pub submodules: BTreeMap<String, String>,
-    /// 1-based line of the table, for messages.
-    #[serde(skip)]
-    pub line: usize,
-}
-
-/// The layouts `Source::layout` may name.
-pub const SOURCE_LAYOUTS: &[&str] = &["cccl-release"];
 
 #[derive(Debug, Clone)]
 /// The parsed `pins.toml`.
@@ -92,37 +54,18 @@ struct RawPins {
     upstream: BTreeMap<String, Spanned<RawUpstream>>,
 }
 
+/// The engine's keys of an `[upstream.<name>]` table. Any other key must be claimed by an
+/// [`Extension`] (checked by [`claimed_keys`]), so serde here ignores them.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawUpstream {
     url: Spanned<String>,
     rev: Spanned<String>,
     overlays: Spanned<String>,
     branch: Option<Spanned<String>>,
-    #[serde(default)]
-    fetchcontent: BTreeMap<String, Spanned<String>>,
-    #[serde(default)]
-    sources: BTreeMap<String, Spanned<RawSource>>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSource {
-    url: Spanned<String>,
-    rev: Spanned<String>,
-    tag: Option<String>,
-    #[serde(default)]
-    paths: Vec<Spanned<String>>,
-    layout: Option<Spanned<String>>,
-    #[serde(default)]
-    backends: Vec<String>,
-    #[serde(default)]
-    tests: bool,
-    #[serde(default)]
-    bench: bool,
-    #[serde(default)]
-    submodules: BTreeMap<String, Spanned<String>>,
-}
+/// The keys [`RawUpstream`] reads.
+const ENGINE_KEYS: &[&str] = &["url", "rev", "overlays", "branch"];
 
 /// The transport of git's `<transport>::<address>` form (ext::, fd::, any git-remote-<name>): such
 /// a URL runs a helper program instead of fetching, so a pins.toml must not be able to choose one.
@@ -135,18 +78,18 @@ fn remote_helper(url: &str) -> Option<&str> {
 }
 
 /// A table name: letters, digits, '-' or '_'.
-fn is_plain_name(s: &str) -> bool {
+pub fn is_plain_name(s: &str) -> bool {
     !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// Builds the error for `key` at `span` of one table.
-type KeyError<'a> = &'a dyn Fn(std::ops::Range<usize>, &str, String) -> Error;
+pub type KeyError<'a> = &'a dyn Fn(std::ops::Range<usize>, &str, String) -> Error;
 
 /// The error of a key of the table `table` (`upstream.mlx`): at the line of its span, named in
 /// full (`upstream.mlx.rev: ...`).
-fn key_error<'a>(
+pub fn key_error<'a>(
     path: &'a Path,
     text: &'a str,
     table: String,
@@ -161,7 +104,7 @@ fn key_error<'a>(
 }
 
 /// A `url` key: a git URL or a local path, never a remote-helper transport.
-fn checked_url(url: &Spanned<String>, err: KeyError<'_>) -> Result<String> {
+pub fn checked_url(url: &Spanned<String>, err: KeyError<'_>) -> Result<String> {
     let value = url.get_ref().trim().to_string();
     if value.is_empty() {
         return Err(err(
@@ -182,7 +125,7 @@ fn checked_url(url: &Spanned<String>, err: KeyError<'_>) -> Result<String> {
 }
 
 /// A `rev` key: a full 40-hex commit id, lowercased; `hint` says what to do with anything else.
-fn checked_rev(rev: &Spanned<String>, err: KeyError<'_>, hint: &str) -> Result<String> {
+pub fn checked_rev(rev: &Spanned<String>, err: KeyError<'_>, hint: &str) -> Result<String> {
     let value = rev.get_ref();
     if value.len() != 40 || !value.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(err(
@@ -194,122 +137,8 @@ fn checked_rev(rev: &Spanned<String>, err: KeyError<'_>, hint: &str) -> Result<S
     Ok(value.to_ascii_lowercase())
 }
 
-/// Validates one `[upstream.<up>.sources.<dep>]` table.
-fn parse_source(
-    path: &Path,
-    text: &str,
-    up: &str,
-    dep: String,
-    table: Spanned<RawSource>,
-) -> Result<Source> {
-    let line = line_of(text, table.span().start);
-    let raw = table.into_inner();
-    let err = key_error(path, text, format!("upstream.{up}.sources.{dep}"));
-    if !is_plain_name(&dep) {
-        return Err(pins_error(
-            path,
-            Some(line),
-            format!(
-                "source name {dep:?}: expected the FetchContent name (letters, digits, '-' or '_')"
-            ),
-        ));
-    }
-    let url = checked_url(&raw.url, &err)?;
-    let rev = checked_rev(&raw.rev, &err, "put the tag in `tag`")?;
-    let inside = |p: &str| {
-        let rel = Path::new(p);
-        !p.is_empty()
-            && !rel.is_absolute()
-            && rel.components().all(|c| matches!(c, Component::Normal(_)))
-    };
-    let mut paths = Vec::new();
-    for p in raw.paths {
-        if !inside(p.get_ref()) {
-            return Err(err(
-                p.span(),
-                "paths",
-                format!(
-                    "expected a path inside the repository, found {:?}",
-                    p.get_ref()
-                ),
-            ));
-        }
-        paths.push(p.into_inner());
-    }
-    let layout = match raw.layout {
-        Some(l) if !SOURCE_LAYOUTS.contains(&l.get_ref().as_str()) => {
-            return Err(err(
-                l.span(),
-                "layout",
-                format!("unknown layout {:?}", l.get_ref()),
-            )
-            .with_help(format!("known layouts: {}", SOURCE_LAYOUTS.join(", "))));
-        }
-        l => l.map(Spanned::into_inner),
-    };
-    if raw.tests && raw.bench {
-        return Err(pins_error(
-            path,
-            Some(line),
-            format!("upstream.{up}.sources.{dep}: `tests = true` and `bench = true` together: a source is for the upstream's test suites or for the project's benchmarks, not both"),
-        )
-        .with_help("keep the one it is for: `tests` sources go to test-upstream, `bench` sources only into the CUDA bundle's deps/"));
-    }
-    let mut submodules = BTreeMap::new();
-    for (at, name) in raw.submodules {
-        if !inside(&at) {
-            return Err(err(
-                name.span(),
-                "submodules",
-                format!("expected a path inside the repository, found {at:?}"),
-            ));
-        }
-        submodules.insert(at, name.into_inner());
-    }
-    Ok(Source {
-        name: dep,
-        url,
-        rev,
-        tag: raw.tag,
-        paths,
-        layout,
-        backends: raw.backends,
-        tests: raw.tests,
-        bench: raw.bench,
-        submodules,
-        line,
-    })
-}
-
-/// Every submodule names another source of the same upstream, and none names its own table.
-fn check_submodules(path: &Path, up: &str, sources: &[Source]) -> Result<()> {
-    for s in sources {
-        for (at, name) in &s.submodules {
-            if name == &s.name || !sources.iter().any(|o| &o.name == name) {
-                let known: Vec<&str> = sources
-                    .iter()
-                    .filter(|o| o.name != s.name)
-                    .map(|o| o.name.as_str())
-                    .collect();
-                return Err(pins_error(
-                    path,
-                    Some(s.line),
-                    format!(
-                        "upstream.{up}.sources.{}.submodules: {at:?} names {name:?}, which is not another source",
-                        s.name
-                    ),
-                )
-                .with_help(format!(
-                    "add [upstream.{up}.sources.{name}] or name one of: {}",
-                    known.join(", ")
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-fn line_of(text: &str, offset: usize) -> usize {
+/// The 1-based line of byte `offset` of `text`.
+pub fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()
         .filter(|&&b| b == b'\n')
@@ -318,12 +147,13 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// One `[upstream.<name>]` table, validated: its name, URL, pin, overlays folder (inside the
-/// project), branch, FetchContent pins and sources.
+/// project) and branch, and the other keys as `extras` says.
 fn parse_upstream(
     path: &Path,
     text: &str,
     name: String,
     table: Spanned<RawUpstream>,
+    extras: &Extras<'_>,
 ) -> Result<Upstream> {
     let line = line_of(text, table.span().start);
     let raw = table.into_inner();
@@ -353,25 +183,24 @@ fn parse_upstream(
         Some(b) => Some(b.into_inner()),
         None => None,
     };
-    let fetchcontent = raw
-        .fetchcontent
-        .into_iter()
-        .map(|(k, v)| (k, v.into_inner()))
-        .collect();
-    let sources = raw
-        .sources
-        .into_iter()
-        .map(|(dep, t)| parse_source(path, text, &name, dep, t))
-        .collect::<Result<Vec<_>>>()?;
-    check_submodules(path, &name, &sources)?;
+    let settings = match extras {
+        Extras::Unread => serde_json::Map::new(),
+        Extras::Checked(exts) => {
+            claimed_keys(path, text, &name, exts)?;
+            let mut settings = serde_json::Map::new();
+            for ext in *exts {
+                settings.extend(ext.check(path, text, &name)?);
+            }
+            settings
+        }
+    };
     Ok(Upstream {
         name,
         url,
         rev,
         overlays,
         branch,
-        fetchcontent,
-        sources,
+        settings,
         line,
     })
 }
@@ -397,16 +226,79 @@ fn checked_overlays(overlays: &Spanned<String>, err: KeyError<'_>) -> Result<Pat
     Ok(dir)
 }
 
+/// Keys of `[upstream.<name>]` beyond the engine's own (`url`, `rev`, `overlays`, `branch`) that
+/// a fork's tools own: build settings, say. The engine does not read them; the extension that
+/// claims them checks them whenever pins.toml is loaded, and `status` shows what it makes of them.
+/// Errors name pins.toml's line like the engine's own ([`pins_error`], [`key_error`]).
+pub trait Extension: Send + Sync {
+    /// The keys of `[upstream.<name>]` it claims (e.g. `sources`).
+    fn keys(&self) -> &[&str];
+    /// Checks its keys of `[upstream.<upstream>]` in `text` (pins.toml, read from `path`) and
+    /// returns what [`Upstream::settings`] holds for them, key by key.
+    fn check(
+        &self,
+        path: &Path,
+        text: &str,
+        upstream: &str,
+    ) -> Result<serde_json::Map<String, serde_json::Value>>;
+}
+
+/// How a load treats the keys of `[upstream.<name>]` beyond the engine's own.
+#[derive(Clone, Copy)]
+pub enum Extras<'a> {
+    /// Each is claimed and checked by one of these extensions; any other key is an error.
+    Checked(&'a [&'a dyn Extension]),
+    /// Any key, unread and unchecked: for a reader that needs only the engine's keys, such as
+    /// the pins.toml of an older commit or a tool that only wants the pin.
+    Unread,
+}
+
+/// The table under `key` of `t`, if it is one.
+fn sub_table<'a, 'i>(t: &'a toml::de::DeTable<'i>, key: &str) -> Option<&'a toml::de::DeTable<'i>> {
+    let (_, v) = t.iter().find(|(k, _)| k.get_ref() == key)?;
+    match v.get_ref() {
+        toml::de::DeValue::Table(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// Every key of `[upstream.<upstream>]` in `text` is the engine's or claimed by one of `exts`
+/// (else an error at the key's line naming the keys there may be).
+fn claimed_keys(path: &Path, text: &str, upstream: &str, exts: &[&dyn Extension]) -> Result<()> {
+    let doc = toml::de::DeTable::parse(text)
+        .map_err(|e| pins_error(path, None, e.message().trim().to_string()))?;
+    let doc = doc.into_inner();
+    let Some(up) = sub_table(&doc, "upstream").and_then(|t| sub_table(t, upstream)) else {
+        return Ok(());
+    };
+    let claimed = |k: &str| ENGINE_KEYS.contains(&k) || exts.iter().any(|e| e.keys().contains(&k));
+    let Some(key) = up.keys().find(|k| !claimed(k.get_ref())) else {
+        return Ok(());
+    };
+    let known: Vec<&str> = ENGINE_KEYS
+        .iter()
+        .copied()
+        .chain(exts.iter().flat_map(|e| e.keys().iter().copied()))
+        .collect();
+    Err(pins_error(
+        path,
+        Some(line_of(text, key.span().start)),
+        format!("upstream.{upstream}.{}: unknown key, expected one of {}", key.get_ref(), known.join(", ")),
+    )
+    .with_help("check its spelling; a key the fork's own tools read is claimed by their overlay::manifest::Extension (overlay_cli::Hooks::extensions)"))
+}
+
 impl Pins {
-    /// Loads `<root>/pins.toml`.
-    pub fn load(root: &Path) -> Result<Pins> {
+    /// Loads `<root>/pins.toml`, its other keys as `extras` says.
+    pub fn load(root: &Path, extras: &Extras<'_>) -> Result<Pins> {
         let path = root.join(PINS_FILE);
         let text = std::fs::read_to_string(&path).at(&path)?;
-        Pins::parse(&path, &text)
+        Pins::parse(&path, &text, extras)
     }
 
-    /// Parses and validates `text`, read from `path` (named in errors).
-    pub fn parse(path: &Path, text: &str) -> Result<Pins> {
+    /// Parses and validates `text`, read from `path` (named in errors), its other keys as
+    /// `extras` says.
+    pub fn parse(path: &Path, text: &str, extras: &Extras<'_>) -> Result<Pins> {
         let raw: RawPins = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| line_of(text, s.start));
             pins_error(path, line, e.message().trim().to_string())
@@ -416,7 +308,7 @@ impl Pins {
         tables.sort_by_key(|(_, t)| t.span().start);
         let upstreams = tables
             .into_iter()
-            .map(|(name, table)| parse_upstream(path, text, name, table))
+            .map(|(name, table)| parse_upstream(path, text, name, table, extras))
             .collect::<Result<Vec<_>>>()?;
         if upstreams.is_empty() {
             return Err(pins_error(path, None, "no [upstream.<name>] table").with_help(
@@ -474,7 +366,11 @@ impl Pins {
 }
 
 /// An input error about the manifest (tagged [`InputKind::Manifest`]).
-fn pins_error(path: impl AsRef<Path>, line: Option<usize>, message: impl Into<String>) -> Error {
+pub fn pins_error(
+    path: impl AsRef<Path>,
+    line: Option<usize>,
+    message: impl Into<String>,
+) -> Error {
     Error::input(path, line, message).of(InputKind::Manifest)
 }
 
@@ -483,7 +379,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Pins> {
-        Pins::parse(Path::new("pins.toml"), text)
+        Pins::parse(Path::new("pins.toml"), text, &Extras::Checked(&[]))
     }
 
     const GOOD: &str = r#"
@@ -497,8 +393,6 @@ url = "/srv/a.git"
 rev = "1111111111111111111111111111111111111111"
 overlays = "overlays/a"
 branch = "main"
-[upstream.a.fetchcontent]
-json = "/opt/json"
 "#;
 
     #[test]
@@ -511,7 +405,6 @@ json = "/opt/json"
             pins.upstreams[0].rev,
             "0123456789abcdef0123456789abcdef01234567"
         );
-        assert_eq!(pins.upstreams[1].fetchcontent["json"], "/opt/json");
         assert_eq!(pins.upstreams[1].line, 7);
     }
 
@@ -578,128 +471,48 @@ json = "/opt/json"
         assert!(err("[upstream.x]\nurl = 3\n").starts_with("pins.toml:2"));
     }
 
-    const SOURCES: &str = r#"
-[upstream.a]
-url = "/srv/a.git"
-rev = "1111111111111111111111111111111111111111"
-overlays = "overlays/a"
-
-[upstream.a.sources.cutlass]
-url = "https://example.com/cutlass"
-rev = "2222222222222222222222222222222222222222"
-tag = "v4.4.2"
-paths = ["include"]
-backends = ["cuda"]
-
-[upstream.a.sources.cccl]
-url = "https://example.com/cccl"
-rev = "3333333333333333333333333333333333333333"
-layout = "cccl-release"
-"#;
-
+    /// A key beyond the engine's: refused at its line unless an extension claims it; a claiming
+    /// extension's checks run and its result is the upstream's settings; `Unread` takes any key.
     #[test]
-    fn sources_are_pinned_like_upstreams() {
-        let pins = parse(SOURCES).unwrap();
-        let s = &pins.upstreams[0].sources;
-        let names: Vec<_> = s.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["cccl", "cutlass"]);
-        assert_eq!(s[1].tag.as_deref(), Some("v4.4.2"));
-        assert_eq!(s[1].paths, ["include"]);
-        assert_eq!(s[1].backends, ["cuda"]);
-        assert_eq!(s[0].layout.as_deref(), Some("cccl-release"));
-        assert_eq!(s[1].line, 7);
-    }
-
-    const TEST_SOURCES: &str = r#"
-[upstream.a]
-url = "/srv/a.git"
-rev = "1111111111111111111111111111111111111111"
-overlays = "overlays/a"
-
-[upstream.a.sources.nanobind]
-url = "https://example.com/nanobind"
-rev = "2222222222222222222222222222222222222222"
-submodules = { "ext/robin_map" = "robin_map" }
-tests = true
-
-[upstream.a.sources.robin_map]
-url = "https://example.com/robin-map"
-rev = "3333333333333333333333333333333333333333"
-tests = true
-"#;
-
-    #[test]
-    fn test_sources_carry_their_submodules() {
-        let pins = parse(TEST_SOURCES).unwrap();
-        let s = &pins.upstreams[0].sources;
-        assert!(s.iter().all(|s| s.tests));
-        assert_eq!(s[0].name, "nanobind");
-        assert_eq!(
-            s[0].submodules.get("ext/robin_map").map(String::as_str),
-            Some("robin_map")
-        );
-        assert!(!parse(SOURCES).unwrap().upstreams[0].sources[0].tests);
-    }
-
-    /// `bench = true` marks a source only the project's benchmarks need; it cannot also be a
-    /// test suite's source (an error at the table's line).
-    #[test]
-    fn bench_sources_are_neither_built_nor_tests() {
-        let bench = TEST_SOURCES.replacen("tests = true", "bench = true", 1);
-        let s = &parse(&bench).unwrap().upstreams[0].sources;
-        assert!(s[0].bench && !s[0].tests, "{:?}", s[0]);
-        assert!(!s[1].bench && s[1].tests, "{:?}", s[1]);
-        assert!(!parse(SOURCES).unwrap().upstreams[0].sources[0].bench);
-        let both = TEST_SOURCES.replacen("tests = true", "tests = true\nbench = true", 1);
-        expect_test::expect![[r#"
-            pins.toml:7: upstream.a.sources.nanobind: `tests = true` and `bench = true` together: a source is for the upstream's test suites or for the project's benchmarks, not both
-              help: keep the one it is for: `tests` sources go to test-upstream, `bench` sources only into the CUDA bundle's deps/"#]]
-        .assert_eq(&err(&both));
-        let typo = TEST_SOURCES.replacen("tests = true", "bench = 1", 1);
-        assert!(err(&typo).starts_with("pins.toml:11"), "{}", err(&typo));
-    }
-
-    #[test]
-    fn bad_submodules_name_their_line() {
-        let unknown = TEST_SOURCES.replace("= \"robin_map\" }", "= \"robinmap\" }");
-        expect_test::expect![[r#"
-            pins.toml:7: upstream.a.sources.nanobind.submodules: "ext/robin_map" names "robinmap", which is not another source
-              help: add [upstream.a.sources.robinmap] or name one of: robin_map"#]]
-        .assert_eq(&err(&unknown));
-        let itself = TEST_SOURCES.replace("= \"robin_map\" }", "= \"nanobind\" }");
-        assert!(err(&itself).contains("names \"nanobind\", which is not another source"));
-        let escape = TEST_SOURCES.replace("\"ext/robin_map\" =", "\"../x\" =");
-        assert!(
-            err(&escape).starts_with("pins.toml:10: upstream.a.sources.nanobind.submodules:"),
-            "{}",
-            err(&escape)
-        );
-        let typo = TEST_SOURCES.replace("tests = true", "tests = \"yes\"");
-        assert!(err(&typo).starts_with("pins.toml:11"), "{}", err(&typo));
-    }
-
-    #[test]
-    fn bad_sources_name_their_line() {
-        let tag_as_rev = SOURCES.replace("2222222222222222222222222222222222222222", "v4.4.2");
-        expect_test::expect![[r#"pins.toml:9: upstream.a.sources.cutlass.rev: expected a full 40-hex commit id, found "v4.4.2" (put the tag in `tag`)"#]]
-            .assert_eq(&err(&tag_as_rev));
-        let escape = SOURCES.replace("[\"include\"]", "[\"../x\"]");
-        assert!(
-            err(&escape).starts_with("pins.toml:11: upstream.a.sources.cutlass.paths:"),
-            "{}",
-            err(&escape)
-        );
-        let layout = SOURCES.replace("cccl-release", "zip");
-        let e = err(&layout);
-        assert!(
-            e.starts_with("pins.toml:17: upstream.a.sources.cccl.layout: unknown layout \"zip\""),
-            "{e}"
-        );
-        assert!(e.contains("known layouts: cccl-release"), "{e}");
-        let helper = SOURCES.replace("https://example.com/cccl", "ext::sh -c x");
-        assert!(err(&helper).starts_with("pins.toml:15: upstream.a.sources.cccl.url:"));
-        let unknown = SOURCES.replace("tag = ", "tga = ");
-        assert!(err(&unknown).contains("tga"), "{}", err(&unknown));
+    fn other_keys_are_claimed_by_an_extension() {
+        struct Lines;
+        impl Extension for Lines {
+            fn keys(&self) -> &[&str] {
+                &["lines"]
+            }
+            fn check(
+                &self,
+                path: &Path,
+                text: &str,
+                up: &str,
+            ) -> Result<serde_json::Map<String, serde_json::Value>> {
+                let n = text.lines().count();
+                if up == "b" {
+                    return Err(pins_error(
+                        path,
+                        Some(n),
+                        format!("upstream.{up}.lines: refused"),
+                    ));
+                }
+                Ok(serde_json::Map::from_iter([("lines".into(), n.into())]))
+            }
+        }
+        let with = GOOD.replace("branch = \"main\"", "branch = \"main\"\nlines = 3");
+        let e = err(&with);
+        assert!(e.starts_with("pins.toml:12: upstream.a.lines: unknown key, expected one of url, rev, overlays, branch"), "{e}");
+        let pins = Pins::parse(Path::new("pins.toml"), &with, &Extras::Unread).unwrap();
+        assert!(pins.upstreams[1].settings.is_empty());
+        let ext: &[&dyn Extension] = &[&Lines];
+        let only_a = with
+            .split_once("[upstream.a]")
+            .map(|(_, a)| format!("[upstream.a]{a}"))
+            .unwrap();
+        let pins = Pins::parse(Path::new("pins.toml"), &only_a, &Extras::Checked(ext)).unwrap();
+        assert_eq!(pins.upstreams[0].settings["lines"], 6);
+        let json = serde_json::to_value(&pins.upstreams[0]).unwrap();
+        assert_eq!(json["lines"], 6, "{json}");
+        let e = Pins::parse(Path::new("pins.toml"), &with, &Extras::Checked(ext)).unwrap_err();
+        assert_eq!(e.to_string(), "pins.toml:12: upstream.b.lines: refused");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::help::{Help, NextStep};
-use crate::manifest::{Pins, Upstream};
+use crate::manifest::{Extras, Pins, Upstream};
 use crate::series::Series;
 use crate::tree::{OverlayOutcome, Tree};
 use crate::upstream::{FetchProgress, UpstreamRepo};
@@ -29,9 +29,9 @@ pub struct Applied {
 }
 
 impl Project {
-    /// Loads the project at `root` (its `pins.toml`).
-    pub fn load(root: &Path) -> Result<Project> {
-        let pins = Pins::load(root)?;
+    /// Loads the project at `root` (its `pins.toml`, keys beyond the engine's as `extras` says).
+    pub fn load(root: &Path, extras: &Extras<'_>) -> Result<Project> {
+        let pins = Pins::load(root, extras)?;
         Ok(Project {
             root: root.to_path_buf(),
             pins,

@@ -196,6 +196,31 @@ fn a_closed_pipe_ends_the_command_quietly() {
     }
 }
 
+/// A fork that registers no pins.toml extension owns only the engine's keys: another key (this
+/// repository's build `sources`, say) is an error at its line, naming the keys there are, in the
+/// overlay commands and the fork's own task alike.
+#[test]
+fn a_key_no_extension_claims_is_refused_at_its_line() {
+    let f = Fork::new();
+    let pin = f.commit("f.txt", "line\n", "init");
+    f.pin(&pin);
+    let pins = f.root.join("pins.toml");
+    let text = std::fs::read_to_string(&pins).unwrap();
+    std::fs::write(
+        &pins,
+        format!("{text}[upstream.up.sources.dep]\nurl = \"/srv/dep\"\n"),
+    )
+    .unwrap();
+    for args in [&["status"][..], &["pin"]] {
+        let (code, _, err) = f.xtask(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("pins.toml:6: upstream.up.sources: unknown key, expected one of url, rev, overlays, branch\n"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 /// The fork's CLI names itself as it set its name (`cargo xtask`), and its usage errors under
 /// `--json` are the one JSON error shape, as the library's own commands' errors are.
 #[test]

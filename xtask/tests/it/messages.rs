@@ -78,6 +78,62 @@ fn a_missing_upstream_path_and_a_missing_pin_name_their_line() {
     assert_eq!(out.stderr.matches("class=").count(), 0, "{}", out.stderr);
 }
 
+/// A key of an upstream table that neither the engine nor one of the fork's pins.toml extensions
+/// claims is refused at its line, by the overlay commands and the tasks alike, and nothing is
+/// written; a key this xtask's build settings claim is checked on every load (its error at the
+/// line of its table's key), and `status` shows the settings.
+#[test]
+fn an_unclaimed_pins_key_and_a_bad_build_setting_name_their_line() {
+    let f = Fixture::new(&[("a.txt", "a\n")]);
+    let pins = f.root.join("pins.toml");
+    let good = f.read(&pins);
+    assert_eq!(good.lines().count(), 5, "{good}");
+    std::fs::write(&pins, format!("{good}brnach = \"main\"\n")).unwrap();
+    let before = f.project_snapshot();
+    for args in [&["apply"][..], &["status"], &["build-mlx"]] {
+        let out = f.xtask(args).code(2);
+        assert!(
+            out.stderr.contains(
+                "pins.toml:6: upstream.up.brnach: unknown key, expected one of url, rev, overlays, branch, fetchcontent, sources"
+            ),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(f.project_snapshot(), before);
+    let rev = "2".repeat(40);
+    let source = format!("[upstream.up.sources.dep]\nurl = \"ext::sh -c x\"\nrev = \"{rev}\"\n");
+    std::fs::write(&pins, format!("{good}{source}")).unwrap();
+    for args in [&["status"][..], &["build-mlx"]] {
+        let out = f.xtask(args).code(2);
+        assert!(
+            out.stderr
+                .contains("pins.toml:7: upstream.up.sources.dep.url: the ext:: transport"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    let url = f.upstream.to_str().unwrap();
+    std::fs::write(
+        &pins,
+        format!("{good}{}", source.replace("ext::sh -c x", url)),
+    )
+    .unwrap();
+    let out = f.xtask(&["--json", "status"]).ok();
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(json["upstream"]["sources"][0]["name"], "dep", "{json}");
+    assert_eq!(
+        json["upstream"]["sources"][0]["rev"],
+        rev.as_str(),
+        "{json}"
+    );
+    assert_eq!(
+        json["upstream"]["fetchcontent"],
+        serde_json::json!({}),
+        "{json}"
+    );
+}
+
 #[test]
 fn an_unknown_depends_on_names_its_line() {
     let f = Fixture::new(&[("a.c", "int f(int x) {\n  return x;\n}\n")]);

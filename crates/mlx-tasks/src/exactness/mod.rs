@@ -175,7 +175,9 @@ pub fn run(g: &Global, args: &ExactnessArgs) -> Result<ExitCode> {
 
 fn header(g: &Global) -> Result<serde_json::Value> {
     let root = overlay_cli::commands::project_root(g)?;
-    let pins = overlay::manifest::Pins::load(&root)?;
+    let pins = g
+        .extensions
+        .with(|extras| overlay::manifest::Pins::load(&root, extras))?;
     let up = pins.upstream(g.upstream.as_deref())?;
     Ok(serde_json::json!({
         "upstream": up.name,

@@ -9,7 +9,6 @@ use anyhow::Result;
 
 use super::{Outcome, Skip, SuiteResult, capture, finish, with_policy};
 use crate::build_mlx::Backend;
-use crate::commands::Ctx;
 
 /// Test cases of features this build leaves out: (ctest name regex, when it applies, reason).
 /// They are not run, and every report lists each one by name with the reason.
@@ -25,9 +24,9 @@ const LEFT_OUT: &[LeftOut] = &[(
 
 /// Whether the test build compiles gguflib: pins.toml's fetchcontent names a checkout (as for
 /// build-mlx) or a pinned `gguflib` source.
-pub(crate) fn has_gguf(ctx: &Ctx) -> bool {
-    let up = ctx.upstream();
-    up.fetchcontent.contains_key("gguflib") || up.sources.iter().any(|s| s.name == "gguflib")
+pub(crate) fn has_gguf(settings: &crate::settings::BuildSettings) -> bool {
+    settings.fetchcontent.contains_key("gguflib")
+        || settings.sources.iter().any(|s| s.name == "gguflib")
 }
 
 /// What the test build compiled in.

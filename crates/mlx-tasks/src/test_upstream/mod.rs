@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
+use crate::settings::{BuildSettings, Source};
 use anyhow::{Context, Result};
-use overlay::manifest::Source;
 use overlay::upstream::default_cache_root;
 use serde::Serialize;
 
@@ -174,7 +174,7 @@ fn run_inner(g: &Global, a: &TestUpstreamArgs) -> Result<ExitCode> {
     let python = python_venv()?;
     let build = build_tests(&ctx, a, backend, &deps, &python, jobs, false)?;
     let features = Features {
-        gguf: has_gguf(&ctx),
+        gguf: has_gguf(&deps.settings),
     };
     let policies: &[&'static str] = match a.policy {
         PolicyArg::Upstream => &["upstream"],
@@ -227,12 +227,16 @@ fn run_suites(
 pub(crate) struct TestDeps {
     doctest: PathBuf,
     nanobind: PathBuf,
+    /// pins.toml's build settings of the upstream.
+    settings: BuildSettings,
 }
 
 fn test_sources(ctx: &Ctx) -> Result<TestDeps> {
     let up = ctx.upstream();
+    let settings = crate::settings::of(&ctx.project.pins, up)?;
+    let all = &settings.sources;
     let find = |name: &str| -> Result<&Source> {
-        up.sources.iter().find(|s| s.name == name).ok_or_else(|| {
+        all.iter().find(|s| s.name == name).ok_or_else(|| {
             user_err(format!(
                 "{}: no [upstream.{}.sources.{name}]: the upstream's test suites need it pinned \
                  (see docs/testing.md for the tables to add)",
@@ -244,8 +248,9 @@ fn test_sources(ctx: &Ctx) -> Result<TestDeps> {
     let doctest = find("doctest")?;
     let nanobind = find("nanobind")?;
     Ok(TestDeps {
-        doctest: crate::sources::cached_source(doctest, &up.sources)?,
-        nanobind: crate::sources::cached_source(nanobind, &up.sources)?,
+        doctest: crate::sources::cached_source(doctest, all)?,
+        nanobind: crate::sources::cached_source(nanobind, all)?,
+        settings: settings.clone(),
     })
 }
 

@@ -36,7 +36,7 @@ impl<'a> TestsRecipe<'a> {
             pin: up.rev.clone(),
             backend,
             profile: Profile::Release,
-            cmake_options: test_cmake_options(backend, Profile::Release, has_gguf(ctx)),
+            cmake_options: test_cmake_options(backend, Profile::Release, has_gguf(&deps.settings)),
             compiler: bm::compiler_identity()?,
         };
         Ok(TestsRecipe {
@@ -53,7 +53,8 @@ impl<'a> TestsRecipe<'a> {
     /// The test sources and the backend's pinned sources, as FetchContent folders (nothing is
     /// fetched at build time).
     fn source_defines(&self, defines: &mut Vec<String>) -> anyhow::Result<()> {
-        let (up, deps, backend) = (self.ctx.upstream(), self.deps, self.backend);
+        let (deps, backend) = (self.deps, self.backend);
+        let all = &deps.settings.sources;
         defines.push("FETCHCONTENT_FULLY_DISCONNECTED=ON".into());
         defines.push(format!(
             "FETCHCONTENT_SOURCE_DIR_DOCTEST={}",
@@ -65,12 +66,12 @@ impl<'a> TestsRecipe<'a> {
         ));
         // The backend's own pinned sources (CUDA: CCCL, CUTLASS, cuDNN frontend, NVTX, json), as the
         // bundle hands them over: nothing is fetched at build time (`bench` sources are not the build's).
-        for s in up.sources.iter().filter(|s| {
+        for s in all.iter().filter(|s| {
             !s.tests
                 && !s.bench
                 && (s.backends.is_empty() || s.backends.iter().any(|b| b == backend.as_str()))
         }) {
-            let dir = crate::sources::cached_source(s, &up.sources)?;
+            let dir = crate::sources::cached_source(s, all)?;
             defines.retain(|d| {
                 !d.starts_with(&format!(
                     "FETCHCONTENT_SOURCE_DIR_{}=",
@@ -83,12 +84,12 @@ impl<'a> TestsRecipe<'a> {
                 dir.display()
             ));
         }
-        if let Some(g) = up
-            .sources
+        let fetchcontent = &deps.settings.fetchcontent;
+        if let Some(g) = all
             .iter()
-            .find(|s| s.name == "gguflib" && !up.fetchcontent.contains_key("gguflib"))
+            .find(|s| s.name == "gguflib" && !fetchcontent.contains_key("gguflib"))
         {
-            let dir = crate::sources::cached_source(g, &up.sources)?;
+            let dir = crate::sources::cached_source(g, all)?;
             defines.push(format!("FETCHCONTENT_SOURCE_DIR_GGUFLIB={}", dir.display()));
         }
         Ok(())
@@ -136,11 +137,11 @@ impl Recipe for TestsRecipe<'_> {
     }
 
     fn definitions(&self, tree: &Tree) -> bm::Result<Vec<String>> {
-        let up = self.ctx.upstream();
+        let fetchcontent = &self.deps.settings.fetchcontent;
         let mut defines = self.material.cmake_options.clone();
         defines.extend(bm::launcher_defines(self.backend));
-        defines.extend(bm::fetchcontent_defines(&up.fetchcontent)?);
-        if !up.fetchcontent.contains_key("json") {
+        defines.extend(bm::fetchcontent_defines(fetchcontent)?);
+        if !fetchcontent.contains_key("json") {
             let dir = bm::system_json_source_dir(&tree.deps_dir())?;
             defines.push(format!("FETCHCONTENT_SOURCE_DIR_JSON={}", dir.display()));
         }

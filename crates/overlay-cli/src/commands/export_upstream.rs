@@ -132,7 +132,14 @@ pub fn export_upstream(g: &Global, a: &ExportArgs, hooks: &crate::Hooks) -> Resu
     }
     let mut built = None;
     if let Some(hook) = build_hook {
-        build_export(hook, &up, scratch.path(), &clone, onto, &head)?;
+        hook(&crate::ExportBuild {
+            pins: &ctx.project.pins,
+            upstream: &up,
+            onto,
+            head: git2::Oid::from_str(&head)?,
+            clone: &clone,
+            scratch: scratch.path(),
+        })?;
         built =
             Some("configured and built for the CPU backend (cargo xtask export-upstream --build)");
     }
@@ -199,24 +206,6 @@ fn git_am_onto(
 ) -> Result<(PathBuf, String)> {
     let v = overlay::export::verify::git_am_onto(scratch, repo, exported, onto)?;
     Ok((v.clone, v.head))
-}
-
-/// `--build`: the fork's build of the tree `git am` left in `clone`; an error when it does not build.
-fn build_export(
-    hook: &crate::ExportBuildHook,
-    up: &Upstream,
-    scratch: &Path,
-    clone: &Path,
-    onto: git2::Oid,
-    head: &str,
-) -> Result<()> {
-    hook(&crate::ExportBuild {
-        upstream: up,
-        onto,
-        head: git2::Oid::from_str(head)?,
-        clone,
-        scratch,
-    })
 }
 
 /// `--build` with no build to run: this crate builds nothing, the fork's xtask supplies it.

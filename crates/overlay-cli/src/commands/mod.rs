@@ -110,7 +110,7 @@ impl Ctx {
         } else {
             None
         };
-        let project = Project::load(&root)?;
+        let project = g.extensions.with(|extras| Project::load(&root, extras))?;
         project.upstream(g.upstream.as_deref())?;
         Ok(Ctx {
             project,

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Error, Side};
-use crate::manifest::{PINS_FILE, Pins};
+use crate::manifest::{Extras, PINS_FILE, Pins};
 use crate::patch::{Overlay, parse_overlay};
 use crate::series::{SERIES_FILE, Series, parse_series_names};
 
@@ -75,7 +75,8 @@ impl Fork {
                 why: format!("it has no {}{PINS_FILE}", self.prefix),
             })?;
         let shown = PathBuf::from(format!("{rev}:{}{PINS_FILE}", self.prefix));
-        Ok(Pins::parse(&shown, &text)?)
+        // An older commit's keys beyond the engine's are not this run's to check.
+        Ok(Pins::parse(&shown, &text, &Extras::Unread)?)
     }
 
     /// The side at fork commit `rev`: its pin of `upstream` and its series.
@@ -158,7 +159,7 @@ impl Fork {
 
 /// The working tree's side: the project as it is on disk.
 pub(crate) fn read_worktree(root: &Path, upstream: Option<&str>) -> Result<Read, Error> {
-    let pins = Pins::load(root)?;
+    let pins = Pins::load(root, &Extras::Unread)?;
     let up = pins.upstream(upstream)?;
     let series = Series::load(&root.join(&up.overlays))?;
     let side = Side {
