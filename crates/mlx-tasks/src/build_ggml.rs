@@ -243,12 +243,13 @@ fn print_report(
 /// ggml's tests through ctest, one at a time, with a private TMPDIR; the summary parsed.
 fn ctest(build: &Path) -> Result<Tests> {
     let tmp = tempfile::tempdir()?;
-    // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
-    let out = Command::new("ctest")
+    let out = xshell::Shell::new()?
+        .cmd("ctest")
         .arg("--test-dir")
         .arg(build)
         .args(["--output-on-failure", "--no-tests=error"])
         .env("TMPDIR", tmp.path())
+        .ignore_status()
         .output()
         .context("running ctest")?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

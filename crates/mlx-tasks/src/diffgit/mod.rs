@@ -282,14 +282,16 @@ fn cherry_pick_tree(
     d: git2::Oid,
     base: git2::Oid,
 ) -> Result<std::process::Output> {
-    // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
-    std::process::Command::new("git")
+    // Exit 1 is a conflict, an answer like a clean merge: the caller reads the status.
+    xshell::Shell::new()?
+        .cmd("git")
         .arg("--git-dir")
         .arg(scratch.path())
         .args(["merge-tree", "--write-tree", "--name-only"])
         .arg(format!("--merge-base={base}"))
         .arg(d.to_string())
         .arg(c.to_string())
+        .ignore_status()
         .output()
         .context("running git merge-tree")
 }

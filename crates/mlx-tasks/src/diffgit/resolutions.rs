@@ -161,8 +161,9 @@ fn diff3(upstream: &Text, base: &Text, overlay: &Text) -> Result<Vec<Piece>> {
         write("base", base)?,
         write("overlay", overlay)?,
     );
-    // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
-    let out = std::process::Command::new("git")
+    // Its exit status is the number of conflicts: read below, not an error.
+    let out = xshell::Shell::new()?
+        .cmd("git")
         .args([
             "merge-file",
             "-p",
@@ -171,6 +172,7 @@ fn diff3(upstream: &Text, base: &Text, overlay: &Text) -> Result<Vec<Piece>> {
         ])
         .args(["-L", "upstream", "-L", "base", "-L", "overlay"])
         .args([&u, &b, &o])
+        .ignore_status()
         .output()
         .context("running git merge-file")?;
     anyhow::ensure!(

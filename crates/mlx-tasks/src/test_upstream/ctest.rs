@@ -74,7 +74,8 @@ pub(super) fn ctest_command(
     exclude: &[String],
     policy: &str,
 ) -> Result<(Command, tempfile::TempDir)> {
-    // std, not xshell: capture() reports a failed start with its io::Error (xshell replaces it).
+    // std, not xshell: a test reads this command's arguments and environment back (get_args,
+    // get_envs), which xshell's Cmd does not expose; with_policy and capture take it.
     let mut cmd = Command::new("ctest");
     cmd.arg("--test-dir")
         .arg(build)
@@ -85,7 +86,7 @@ pub(super) fn ctest_command(
 
 /// The names of the ctest tests matching `regex` (`ctest -N`: `  Test  #12: name`).
 fn ctest_names(build: &Path, regex: &str) -> Result<Vec<String>> {
-    // std, not xshell: capture() reports a failed start with its io::Error (xshell replaces it).
+    // std, not xshell: capture() and with_policy() take std's Command (see ctest_command).
     let (text, _) = capture(
         Command::new("ctest")
             .arg("--test-dir")

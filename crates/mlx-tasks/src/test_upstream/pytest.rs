@@ -56,7 +56,7 @@ pub(super) fn run_pytest(
         )));
     }
     let started = Instant::now();
-    // std, not xshell: capture() reports a failed start with its io::Error (xshell replaces it).
+    // std, not xshell: capture() and with_policy() take std's Command (see ctest_command).
     let mut cmd = Command::new(python);
     let tmp = with_policy(&mut cmd, policy)?;
     // Every test from the same random state on the fork and at the pin (cuda/bundle/mlx_seed.py).

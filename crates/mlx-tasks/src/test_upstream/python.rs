@@ -65,9 +65,11 @@ pub(super) fn python_venv() -> Result<PathBuf> {
             APT_PYTHON.join(" ")
         )));
     }
-    // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
-    let out = Command::new(python3())
+    let sh = xshell::Shell::new()?;
+    let out = sh
+        .cmd(python3())
         .args(["-c", "import sys; print(sys.executable, sys.version)"])
+        .ignore_status()
         .output()
         .context("running python3")?;
     let who = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -101,9 +103,10 @@ pub(super) fn python_venv() -> Result<PathBuf> {
         .concat(),
     ];
     for step in steps {
-        // std, not xshell: a failed start reports its io::Error, which xshell's error replaces.
-        let out = Command::new(&step[0])
+        let out = sh
+            .cmd(&step[0])
             .args(&step[1..])
+            .ignore_status()
             .output()
             .with_context(|| format!("running {}", step[0]))?;
         if !out.status.success() {
