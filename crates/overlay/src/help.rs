@@ -5,6 +5,36 @@
 
 use std::fmt;
 
+/// The word of `known` closest to `key` by edit distance (case-insensitive), when it is close
+/// enough to be a misspelling: at most a third of the longer word, and at least one edit away.
+pub fn did_you_mean<'a>(key: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let key = key.to_ascii_lowercase();
+    known
+        .into_iter()
+        .map(|k| (edit_distance(&key, &k.to_ascii_lowercase()), k))
+        .filter(|(d, k)| *d > 0 && *d * 3 <= key.len().max(k.len()))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance over bytes (the keys are ASCII).
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 /// One argument of a [`NextStep`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Arg {

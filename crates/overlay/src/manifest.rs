@@ -186,7 +186,6 @@ fn parse_upstream(
     let settings = match extras {
         Extras::Unread => serde_json::Map::new(),
         Extras::Checked(exts) => {
-            claimed_keys(path, text, &name, exts)?;
             let mut settings = serde_json::Map::new();
             for ext in *exts {
                 settings.extend(ext.check(path, text, &name)?);
@@ -262,17 +261,27 @@ fn sub_table<'a, 'i>(t: &'a toml::de::DeTable<'i>, key: &str) -> Option<&'a toml
     }
 }
 
-/// Every key of `[upstream.<upstream>]` in `text` is the engine's or claimed by one of `exts`
-/// (else an error at the key's line naming the keys there may be).
-fn claimed_keys(path: &Path, text: &str, upstream: &str, exts: &[&dyn Extension]) -> Result<()> {
-    let doc = toml::de::DeTable::parse(text)
-        .map_err(|e| pins_error(path, None, e.message().trim().to_string()))?;
-    let doc = doc.into_inner();
-    let Some(up) = sub_table(&doc, "upstream").and_then(|t| sub_table(t, upstream)) else {
+/// Every key of every `[upstream.<name>]` in `text` is the engine's or claimed by one of `exts`
+/// (else an error at the first such key's line naming the keys there may be). Checked before the
+/// engine's keys are read, so a misspelt `rev` is named as such, not as a missing `rev`; a text
+/// that is not TOML passes here, for the parse to report.
+fn claimed_keys(path: &Path, text: &str, exts: &[&dyn Extension]) -> Result<()> {
+    let Ok(doc) = toml::de::DeTable::parse(text) else {
         return Ok(());
     };
+    let doc = doc.into_inner();
     let claimed = |k: &str| ENGINE_KEYS.contains(&k) || exts.iter().any(|e| e.keys().contains(&k));
-    let Some(key) = up.keys().find(|k| !claimed(k.get_ref())) else {
+    let unclaimed = sub_table(&doc, "upstream")
+        .into_iter()
+        .flat_map(|ups| ups.iter())
+        .filter_map(|(name, t)| match t.get_ref() {
+            toml::de::DeValue::Table(t) => Some((name, t)),
+            _ => None,
+        })
+        .flat_map(|(name, t)| t.keys().map(move |k| (name, k)))
+        .filter(|(_, k)| !claimed(k.get_ref()))
+        .min_by_key(|(_, k)| k.span().start);
+    let Some((upstream, key)) = unclaimed else {
         return Ok(());
     };
     let known: Vec<&str> = ENGINE_KEYS
@@ -283,9 +292,20 @@ fn claimed_keys(path: &Path, text: &str, upstream: &str, exts: &[&dyn Extension]
     Err(pins_error(
         path,
         Some(line_of(text, key.span().start)),
-        format!("upstream.{upstream}.{}: unknown key, expected one of {}", key.get_ref(), known.join(", ")),
+        format!(
+            "upstream.{}.{}: unknown key, expected one of {}",
+            upstream.get_ref(),
+            key.get_ref(),
+            known.join(", ")
+        ),
     )
-    .with_help("check its spelling; a key the fork's own tools read is claimed by their overlay::manifest::Extension (overlay_cli::Hooks::extensions)"))
+    .with_help(format!(
+        "{}a key the fork's own tools read is claimed by their overlay::manifest::Extension (overlay_cli::Hooks::extensions)",
+        match crate::help::did_you_mean(key.get_ref(), known.iter().copied()) {
+            Some(k) => format!("did you mean `{k}`? "),
+            None => "check its spelling; ".into(),
+        }
+    )))
 }
 
 impl Pins {
@@ -299,6 +319,9 @@ impl Pins {
     /// Parses and validates `text`, read from `path` (named in errors), its other keys as
     /// `extras` says.
     pub fn parse(path: &Path, text: &str, extras: &Extras<'_>) -> Result<Pins> {
+        if let Extras::Checked(exts) = extras {
+            claimed_keys(path, text, exts)?;
+        }
         let raw: RawPins = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| line_of(text, s.start));
             pins_error(path, line, e.message().trim().to_string())
@@ -451,6 +474,19 @@ branch = "main"
             err(&unknown)
         );
         assert!(err(&unknown).contains("brnach"));
+        // A misspelt key the engine needs is named as written, not as the key that is missing,
+        // and the key meant is suggested.
+        let revv = GOOD.replace("rev = \"1111", "revv = \"1111");
+        assert!(
+            err(&revv).contains("help: did you mean `rev`?"),
+            "{}",
+            err(&revv)
+        );
+        assert!(
+            err(&revv).starts_with("pins.toml:9: upstream.a.revv: unknown key, expected one of url, rev, overlays, branch\n"),
+            "{}",
+            err(&revv)
+        );
         let missing = GOOD.replace("overlays = \"overlays/a\"\n", "");
         assert!(err(&missing).contains("overlays"), "{}", err(&missing));
         let escape = GOOD.replace("\"overlays/a\"", "\"../elsewhere\"");

@@ -50,35 +50,12 @@ pub fn is_known(key: &str) -> bool {
     is_fork_trailer(key) || GIT_TRAILERS.iter().any(|k| k.eq_ignore_ascii_case(key))
 }
 
-/// The known key closest to `key` by edit distance (case-insensitive), when it is close enough to
-/// be a misspelling: at most a third of the longer word, and at least one edit away.
+/// The known trailer key closest to `key` (see [`crate::help::did_you_mean`]).
 pub fn did_you_mean(key: &str) -> Option<&'static str> {
-    let key = key.to_ascii_lowercase();
-    FORK_TRAILERS
-        .iter()
-        .chain(GIT_TRAILERS.iter())
-        .map(|k| (edit_distance(&key, &k.to_ascii_lowercase()), *k))
-        .filter(|(d, k)| *d > 0 && *d * 3 <= key.len().max(k.len()))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
-}
-
-/// Levenshtein distance over bytes (the keys are ASCII).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b = b.as_bytes();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.bytes().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (diag + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(row[j + 1] + 1);
-            diag = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
+    crate::help::did_you_mean(
+        key,
+        FORK_TRAILERS.iter().chain(GIT_TRAILERS.iter()).copied(),
+    )
 }
 
 /// The `help:` text for an unknown key.
@@ -126,6 +103,7 @@ mod tests {
         }
         assert!(!is_known("Depend-On"));
         assert!(is_fork_trailer("base") && !is_fork_trailer("Signed-off-by"));
+        use crate::help::edit_distance;
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("", "ab"), 2);
     }
