@@ -41,6 +41,35 @@ pub trait BlobSource {
     fn blob(&self, id: git2::Oid) -> Result<Vec<u8>>;
 }
 
+/// A [`BlobSource`] that reads each blob from `src` once: a scan that applies the series at many
+/// commits reads the same blobs again and again (each read inflates the object and, in libgit2,
+/// hashes it again to verify it).
+pub struct CachedBlobs<'a> {
+    src: &'a dyn BlobSource,
+    blobs: std::cell::RefCell<std::collections::HashMap<git2::Oid, Arc<[u8]>>>,
+}
+
+impl<'a> CachedBlobs<'a> {
+    /// Reads through to `src`, once per blob.
+    pub fn new(src: &'a dyn BlobSource) -> CachedBlobs<'a> {
+        CachedBlobs {
+            src,
+            blobs: Default::default(),
+        }
+    }
+}
+
+impl BlobSource for CachedBlobs<'_> {
+    fn blob(&self, id: git2::Oid) -> Result<Vec<u8>> {
+        if let Some(b) = self.blobs.borrow().get(&id) {
+            return Ok(b.to_vec());
+        }
+        let b = self.src.blob(id)?;
+        self.blobs.borrow_mut().insert(id, b.as_slice().into());
+        Ok(b)
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 /// A tree in memory: path (`/`-separated) to file.
 pub struct Tree {

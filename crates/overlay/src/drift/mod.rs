@@ -1351,6 +1351,8 @@ pub fn drift(
     series: &Series,
     per_commit: bool,
 ) -> Result<Report> {
+    let cached = crate::tree::CachedBlobs::new(src);
+    let src: &dyn BlobSource = &cached;
     let mut paths = relevant_paths(series);
     let renames = upstream_renames(repo, from, to, &paths)?;
     paths.extend(renames.values().cloned());
