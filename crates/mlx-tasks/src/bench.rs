@@ -210,7 +210,13 @@ fn drift_scan(g: &Global, a: &DriftScanArgs) -> Result<ExitCode> {
     let mut report = None;
     for _ in 0..a.repeat.max(1) {
         let t = Instant::now();
-        let r = overlay::drift::drift(repo.repo(), &repo, &up.name, from, to, &series, true)?;
+        let opts = overlay::drift::Options {
+            upstream: &up.name,
+            from,
+            to,
+            per_commit: true,
+        };
+        let r = overlay::drift::drift(repo.repo(), &repo, &series, &opts)?;
         times.push(t.elapsed());
         report = Some(r);
     }

@@ -167,7 +167,15 @@ fn forecast(ctx: &Ctx, a: &BumpPrArgs) -> Result<Plan> {
     let repo = ctx.open_upstream()?;
     let pin = git2::Oid::from_str(&up.rev)?;
     let line = first_parents(repo.repo(), pin, head)?;
-    let drift = |to| overlay::drift::drift(repo.repo(), &repo, &up.name, pin, to, &series, true);
+    let drift = |to| {
+        let opts = overlay::drift::Options {
+            upstream: &up.name,
+            from: pin,
+            to,
+            per_commit: true,
+        };
+        overlay::drift::drift(repo.repo(), &repo, &series, &opts)
+    };
     let at_head = drift(head)?;
     let (mut target, mut at_target) = (head, at_head.clone());
     while target != pin {

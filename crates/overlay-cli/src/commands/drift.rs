@@ -333,11 +333,13 @@ pub fn drift(g: &Global, a: &DriftArgs) -> Result<ExitCode> {
     let report = overlay::drift::drift(
         repo.repo(),
         &repo,
-        &up.name,
-        from,
-        to,
         &series,
-        a.per_commit,
+        &overlay::drift::Options {
+            upstream: &up.name,
+            from,
+            to,
+            per_commit: a.per_commit,
+        },
     )?;
     if let Some(path) = &a.summary {
         use std::io::Write as _;

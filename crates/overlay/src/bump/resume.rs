@@ -221,11 +221,13 @@ impl Run<'_> {
         let report = drift::drift(
             self.repo.repo(),
             self.repo,
-            &self.upstream.name,
-            self.from,
-            self.to,
             self.series,
-            false,
+            &drift::Options {
+                upstream: &self.upstream.name,
+                from: self.from,
+                to: self.to,
+                per_commit: false,
+            },
         )?;
         let (resolved_tree, tree_rewritten) = self.resolution()?;
         let resolved = match (&resolved_tree, self.state) {

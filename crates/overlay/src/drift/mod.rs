@@ -1340,17 +1340,33 @@ impl Scan<'_> {
     }
 }
 
-/// Drift of `series` from `from` to `to`; with `per_commit`, also the first-parent commit at which
-/// each overlay reached its final status.
+/// What [`drift`] compares: the series of `upstream` from one of its commits to another.
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    /// The upstream's name (in pins.toml), for the report.
+    pub upstream: &'a str,
+    /// The commit drift starts from (the pin, usually).
+    pub from: git2::Oid,
+    /// The commit it goes to.
+    pub to: git2::Oid,
+    /// Also blame: the first-parent commit at which each overlay reached its final status.
+    pub per_commit: bool,
+}
+
+/// Drift of `series` from `opts.from` to `opts.to`; with `opts.per_commit`, also the first-parent
+/// commit at which each overlay reached its final status.
 pub fn drift(
     repo: &git2::Repository,
     src: &dyn BlobSource,
-    upstream: &str,
-    from: git2::Oid,
-    to: git2::Oid,
     series: &Series,
-    per_commit: bool,
+    opts: &Options<'_>,
 ) -> Result<Report> {
+    let Options {
+        upstream,
+        from,
+        to,
+        per_commit,
+    } = *opts;
     let cached = crate::tree::CachedBlobs::new(src);
     let src: &dyn BlobSource = &cached;
     let mut paths = relevant_paths(series);
