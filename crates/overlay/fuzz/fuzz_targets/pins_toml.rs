@@ -1,12 +1,13 @@
 //! pins.toml: a parsed manifest only holds valid pins (full lowercase 40-hex revs, no `ext::` URL,
-//! relative overlay folders that stay inside the root), errors name a line of the text, and
-//! `bump::set_pin` changes the rev and nothing else.
+//! relative overlay folders that stay inside the root), errors name a line of the text, a load that
+//! reads no key beyond the engine's (`Extras::Unread`) takes every text a checked one takes, with
+//! the same pins, and `bump::set_pin` changes the rev and nothing else.
 #![no_main]
 
 use std::path::{Component, Path};
 
 use libfuzzer_sys::fuzz_target;
-use overlay::manifest::Pins;
+use overlay::manifest::{Extras, Pins};
 
 const NEW_REV: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -17,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let path = Path::new("pins.toml");
     // Lines as an editor counts them: a final empty line after the last '\n' exists.
     let line_count = text.matches('\n').count() + 1;
-    let pins = match Pins::parse(path, text) {
+    let pins = match Pins::parse(path, text, &Extras::Checked(&[])) {
         Ok(p) => p,
         Err(e) => {
             if let overlay::Error::Input { at, .. } = &e
@@ -32,6 +33,9 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     assert!(!pins.upstreams.is_empty());
+    let unread = Pins::parse(path, text, &Extras::Unread)
+        .unwrap_or_else(|e| panic!("Unread refuses what Checked takes: {e}"));
+    assert_eq!(unread.upstreams, pins.upstreams);
     let mut prev_line = 0;
     for u in &pins.upstreams {
         assert!(!u.name.is_empty());
@@ -70,7 +74,7 @@ fuzz_target!(|data: &[u8]| {
         let Ok(edited) = overlay::bump::set_pin(text, path, &u.name, NEW_REV) else {
             continue;
         };
-        let again = Pins::parse(path, &edited)
+        let again = Pins::parse(path, &edited, &Extras::Checked(&[]))
             .unwrap_or_else(|e| panic!("set_pin output does not parse: {e}\n{edited}"));
         assert_eq!(again.upstreams.len(), pins.upstreams.len());
         for (a, b) in pins.upstreams.iter().zip(&again.upstreams) {
