@@ -34,6 +34,7 @@ if [ "${PROFILE_ONLY:-0}" = 1 ]; then
 fi
 pids=()
 "$nvcc" "${flags[@]}" -c -o "$out/main.o" "$here/main.cu" & pids+=($!)
+"$nvcc" "${flags[@]}" -c -o "$out/peak.o" "$here/peak.cu" & pids+=($!)
 for unit in float32 float16 bfloat16 candidates; do
   "$nvcc" "${flags[@]}" -DHARNESS_DTYPE_$unit -c -o "$out/parity_$unit.o" "$here/parity.cu" &
   pids+=($!)
@@ -50,4 +51,4 @@ rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 [ $rc = 0 ] || { echo "build.sh: compile failed" >&2; exit 1; }
 "$nvcc" -gencode=arch=compute_${code},code=sm_${code} ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} \
-  -o "$out/qmv_harness" "$out"/main.o "$out"/parity_*.o "$out"/inv_*.o
+  -o "$out/qmv_harness" "$out"/main.o "$out"/peak.o "$out"/parity_*.o "$out"/inv_*.o

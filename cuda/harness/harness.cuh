@@ -47,6 +47,38 @@ inline void launch_smem(void* kernel, dim3 grid, dim3 block, void** args, uint32
   CHECK(cudaLaunchKernel(kernel, grid, block, args, smem, 0));
 }
 
+// ---------------------------------------------------------------- timing
+// Median of 7 repetitions of ~3 ms of calls each (CUDA events), rotating over `copies`.
+template <typename F>
+inline float time_us(F&& f, int copies, size_t bytes_per_call) {
+  // Enough calls per repetition to run ~3 ms, rotating over the copies.
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) f(i % copies);
+  CHECK(cudaEventRecord(e0));
+  f(0);
+  CHECK(cudaEventRecord(e1));
+  CHECK(cudaEventSynchronize(e1));
+  float first;
+  CHECK(cudaEventElapsedTime(&first, e0, e1));
+  int iters = std::max(8, std::min(2000, int(3.0f / std::max(first, 1e-3f))));
+  std::vector<float> reps;
+  for (int r = 0; r < 7; ++r) {
+    CHECK(cudaEventRecord(e0));
+    for (int i = 0; i < iters; ++i) f((i + r) % copies);
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    reps.push_back(ms * 1000.f / iters);
+  }
+  CHECK(cudaGetLastError());
+  std::sort(reps.begin(), reps.end());
+  (void)bytes_per_call;
+  return reps[reps.size() / 2];
+}
+
 // ---------------------------------------------------------------- data
 static __global__ void fill_bytes(uint8_t* p, size_t n, uint64_t seed) {
   size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
@@ -220,6 +252,8 @@ struct ParityTotals {
   long differ = 0;
 };
 ParityTotals parity_float32();
+// The mma.sync.m16n8k16 issue rate (peak.cu).
+void mma_peak();
 // The invariant kernel's parity units (invariant.cu), one per dtype and bits.
 #define INV_DECL(d, b) ParityTotals inv_parity_##d##_##b();
 #define INV_DECL_BITS(d) INV_DECL(d, 2) INV_DECL(d, 3) INV_DECL(d, 4) INV_DECL(d, 5) INV_DECL(d, 6) INV_DECL(d, 8)

@@ -37,36 +37,6 @@ bool negative_control() {
 }
 
 // ---------------------------------------------------------------- bench
-template <typename F>
-static float time_us(F&& f, int copies, size_t bytes_per_call) {
-  // Enough calls per repetition to run ~3 ms, rotating over the copies.
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) f(i % copies);
-  CHECK(cudaEventRecord(e0));
-  f(0);
-  CHECK(cudaEventRecord(e1));
-  CHECK(cudaEventSynchronize(e1));
-  float first;
-  CHECK(cudaEventElapsedTime(&first, e0, e1));
-  int iters = std::max(8, std::min(2000, int(3.0f / std::max(first, 1e-3f))));
-  std::vector<float> reps;
-  for (int r = 0; r < 7; ++r) {
-    CHECK(cudaEventRecord(e0));
-    for (int i = 0; i < iters; ++i) f((i + r) % copies);
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    reps.push_back(ms * 1000.f / iters);
-  }
-  CHECK(cudaGetLastError());
-  std::sort(reps.begin(), reps.end());
-  (void)bytes_per_call;
-  return reps[reps.size() / 2];
-}
-
 // One benchmark record (the shape of every "bench" line the Rust side reads).
 template <typename T>
 void print_bench(int bits, int gs, int n, int k, int m, const std::string& arm, float us,
@@ -182,9 +152,9 @@ void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
   else go.template operator()<1>();
 }
 
-template <int RT, typename T, int bits, int KP = 8>
+template <int RT, typename T, int bits, int KP = 8, int GU = 0>
 void inv_staged_shape(const Buffers<T, bits, 64>& b, Problem p, int c, int sms) {
-  cu::qmv_invariant_staged<RT, 64, KP>(b.x, b.wq(c), b.scales + b.sb_elems * c,
+  cu::qmv_invariant_staged<RT, 64, KP, GU>(b.x, b.wq(c), b.scales + b.sb_elems * c,
                                    b.biases + b.sb_elems * c, b.out, p.m, 1, p.n, p.k, true,
                                    sms, launch_smem);
 }
@@ -219,6 +189,14 @@ void inv_tune_shape(int n, int k) {
         time_us([&](int c) { inv_staged_shape<RT, T, bits, KP>(b, p, c, sms); }, copies, w_bytes));
     INV_KP(1, 1) INV_KP(1, 2) INV_KP(1, 4) INV_KP(2, 1) INV_KP(2, 2) INV_KP(2, 4)
 #undef INV_KP
+    // The groups of a chunk unrolled GU at a time (`inv_s<RT>u<GU>`; the kernel's rule, GU = 0:
+    // all with one column tile, two at a time with two): u4 is every group at once, as before
+    // session 22 (it spilled registers with two column tiles).
+#define INV_GU(RT, GU) \
+    row("inv_s" #RT "u" #GU, \
+        time_us([&](int c) { inv_staged_shape<RT, T, bits, 8, GU>(b, p, c, sms); }, copies, w_bytes));
+    INV_GU(1, 4) INV_GU(1, 1) INV_GU(2, 4) INV_GU(2, 1)
+#undef INV_GU
     row("inv_s4", time_us([&](int c) { inv_staged_shape<4>(b, p, c, sms); }, copies, w_bytes));
     fflush(stdout);
   }
@@ -277,9 +255,21 @@ int main(int argc, char** argv) {
   }
   if (mode == "inv-tune") {
     copy_ceiling();
+    // Indices into these six select some (all by default).
     int shapes[][2] = {{4096, 4096}, {28672, 4096}, {128256, 4096}, {3584, 18944}, {18944, 3584}, {152064, 3584}};
-    for (auto& sh : shapes) inv_tune_shape<cutlass::bfloat16_t, 4>(sh[0], sh[1]);
-    for (auto& sh : shapes) inv_tune_shape<cutlass::bfloat16_t, 8>(sh[0], sh[1]);
+    std::vector<int> which;
+    for (int a = 2; a < argc; ++a) which.push_back(atoi(argv[a]));
+    auto picked = [&](int s) {
+      return which.empty() || std::find(which.begin(), which.end(), s) != which.end();
+    };
+    for (int s = 0; s < 6; ++s)
+      if (picked(s)) inv_tune_shape<cutlass::bfloat16_t, 4>(shapes[s][0], shapes[s][1]);
+    for (int s = 0; s < 6; ++s)
+      if (picked(s)) inv_tune_shape<cutlass::bfloat16_t, 8>(shapes[s][0], shapes[s][1]);
+    return 0;
+  }
+  if (mode == "mma-peak") {
+    mma_peak();
     return 0;
   }
   if (mode == "inv-bench") {

@@ -1,7 +1,7 @@
 // A target for Nsight Compute: one launch of upstream's qmv at M = 1, of a few streamed launch
-// shapes, of the invariant kernel at M = 1 and 16 and of its staged kernel with two and four row
-// tiles at 16 (bf16, 4-bit, gs 64) on one weight shape, so that `ncu -k regex:qmv` reports
-// exactly these kernels (gpu-session.sh's profile phase).
+// shapes, of the invariant kernel at M = 1, 8, 9 and 16 and of its staged kernel at 16 with four
+// row tiles and with two row tiles in one K part (bf16, 4-bit, gs 64) on one weight shape, so
+// that `ncu -k regex:qmv` reports exactly these kernels (gpu-session.sh's profile phase).
 //
 //   qmv_profile [N K]   (default: the 128256 x 4096 head)
 #include "harness.cuh"
@@ -20,15 +20,17 @@ int main(int argc, char** argv) {
   run.template operator()<LaunchShape<4, 2, 8, 4>>(8);
   run.template operator()<LaunchShape<4, 4, 8, 2, 4>>(8);
   run.template operator()<LaunchShape<4, 4, 16, 2, 4>>(16);
-  // The invariant tensor-core kernel (overlay 0015) at M = 1 and 16.
-  for (int m : {1, 16}) {
+  // The invariant tensor-core kernel (overlay 0015, the launcher's choice) at M = 1, 8, 9 and 16:
+  // where the second column tile starts to cost.
+  for (int m : {1, 8, 9, 16}) {
     run_invariant(b, Problem{m, n, k, 1}, 0, b.x, b.out, true, sm_count());
   }
-  // Its staged kernel with two and four row tiles per warp at M = 16.
-  cu::qmv_invariant_staged<2, 64>(b.x, b.wq(0), b.scales, b.biases, b.out, 16, 1, n, k, true,
-                                  sm_count(), launch_smem);
+  // Its staged kernel at M = 16 with four row tiles, and with two row tiles and K in one part
+  // (KP = 1: the 8 warps of a block on the same K, on their own rows).
   cu::qmv_invariant_staged<4, 64>(b.x, b.wq(0), b.scales, b.biases, b.out, 16, 1, n, k, true,
                                   sm_count(), launch_smem);
+  cu::qmv_invariant_staged<2, 64, 1>(b.x, b.wq(0), b.scales, b.biases, b.out, 16, 1, n, k, true,
+                                     sm_count(), launch_smem);
   CHECK(cudaDeviceSynchronize());
   printf("profile: %d x %d done\n", n, k);
   return 0;
