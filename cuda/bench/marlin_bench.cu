@@ -67,6 +67,9 @@ constexpr size_t ROTATE_BYTES = size_t(640) << 20;  // as peers.py: past the H20
     }                                                                                    \
   } while (0)
 
+// After CHECK, which it uses.
+#include "../harness/timing.cuh"
+
 __device__ uint64_t splitmix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -141,36 +144,10 @@ int marlin(const Problem& p, int m, int c) {
                      MARLIN_THREAD_N, p.sms, MAX_PAR);
 }
 
-// As peers.py's time_us: three warm-up calls, one timed call to size the repetitions (about
-// 3 ms each, 8 to 2000 calls), seven repetitions rotating over the copies, the median in µs.
+// As peers.py's time_us (the kernel harness's timing: ../harness/timing.cuh).
 template <typename F>
 double time_us(F&& fn, int copies) {
-  for (int i = 0; i < 3; ++i) fn(i % copies);
-  CHECK(cudaDeviceSynchronize());
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  CHECK(cudaEventRecord(e0));
-  fn(0);
-  CHECK(cudaEventRecord(e1));
-  CHECK(cudaEventSynchronize(e1));
-  float first;
-  CHECK(cudaEventElapsedTime(&first, e0, e1));
-  int iters = std::max(8, std::min(2000, int(3.0 / std::max(double(first), 1e-3))));
-  std::vector<double> reps;
-  for (int r = 0; r < 7; ++r) {
-    CHECK(cudaEventRecord(e0));
-    for (int i = 0; i < iters; ++i) fn((i + r) % copies);
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    reps.push_back(ms * 1000.0 / iters);
-  }
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  std::sort(reps.begin(), reps.end());
-  return reps[reps.size() / 2];
+  return median_time_us(fn, copies);
 }
 
 // The first `rows` rows of C (fp16 bits) after Marlin at M = m with copy 0; false (and a

@@ -34,6 +34,9 @@ using namespace mlx::core;
     }                                                                       \
   } while (0)
 
+// After CHECK, which it uses.
+#include "timing.cuh"
+
 inline void launch(void* kernel, dim3 grid, dim3 block, void** args) {
   CHECK(cudaLaunchKernel(kernel, grid, block, args, 0, 0));
 }
@@ -48,35 +51,10 @@ inline void launch_smem(void* kernel, dim3 grid, dim3 block, void** args, uint32
 }
 
 // ---------------------------------------------------------------- timing
-// Median of 7 repetitions of ~3 ms of calls each (CUDA events), rotating over `copies`.
+// The median of seven repetitions (timing.cuh); the bytes a call moves are the caller's to print.
 template <typename F>
-inline float time_us(F&& f, int copies, size_t bytes_per_call) {
-  // Enough calls per repetition to run ~3 ms, rotating over the copies.
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) f(i % copies);
-  CHECK(cudaEventRecord(e0));
-  f(0);
-  CHECK(cudaEventRecord(e1));
-  CHECK(cudaEventSynchronize(e1));
-  float first;
-  CHECK(cudaEventElapsedTime(&first, e0, e1));
-  int iters = std::max(8, std::min(2000, int(3.0f / std::max(first, 1e-3f))));
-  std::vector<float> reps;
-  for (int r = 0; r < 7; ++r) {
-    CHECK(cudaEventRecord(e0));
-    for (int i = 0; i < iters; ++i) f((i + r) % copies);
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    reps.push_back(ms * 1000.f / iters);
-  }
-  CHECK(cudaGetLastError());
-  std::sort(reps.begin(), reps.end());
-  (void)bytes_per_call;
-  return reps[reps.size() / 2];
+inline float time_us(F&& f, int copies, size_t /*bytes_per_call*/) {
+  return median_time_us(f, copies);
 }
 
 // ---------------------------------------------------------------- data
