@@ -1317,13 +1317,13 @@ fn harness_build_compiles_and_links_for_one_architecture() {
     f.out(out).code(0);
     let calls = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = calls.lines().collect();
-    // main, 4 parity units, 12 invariant units, the link.
-    assert_eq!(lines.len(), 18, "{calls}");
+    // main, peak, 4 parity units, 12 invariant units, the link.
+    assert_eq!(lines.len(), 19, "{calls}");
     for l in &lines {
         assert!(l.contains("-gencode=arch=compute_100a,code=sm_100a"), "{l}");
     }
     let compiles = lines.iter().filter(|l| l.contains(" -c ")).count();
-    assert_eq!(compiles, 17, "{calls}");
+    assert_eq!(compiles, 18, "{calls}");
     assert!(
         lines
             .iter()
