@@ -224,6 +224,18 @@ static ParityTotals total(std::initializer_list<ParityTotals> parts) {
   return t;
 }
 
+// The shapes a benchmark mode runs: the indices after the mode into its list of shapes (none:
+// all of them).
+struct Picked {
+  std::vector<int> which;
+  Picked(int argc, char** argv) {
+    for (int a = 2; a < argc; ++a) which.push_back(atoi(argv[a]));
+  }
+  bool operator()(int s) const {
+    return which.empty() || std::find(which.begin(), which.end(), s) != which.end();
+  }
+};
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "parity";
   if (mode == "parity") {
@@ -255,13 +267,8 @@ int main(int argc, char** argv) {
   }
   if (mode == "inv-tune") {
     copy_ceiling();
-    // Indices into these six select some (all by default).
     int shapes[][2] = {{4096, 4096}, {28672, 4096}, {128256, 4096}, {3584, 18944}, {18944, 3584}, {152064, 3584}};
-    std::vector<int> which;
-    for (int a = 2; a < argc; ++a) which.push_back(atoi(argv[a]));
-    auto picked = [&](int s) {
-      return which.empty() || std::find(which.begin(), which.end(), s) != which.end();
-    };
+    Picked picked(argc, argv);
     for (int s = 0; s < 6; ++s)
       if (picked(s)) inv_tune_shape<cutlass::bfloat16_t, 4>(shapes[s][0], shapes[s][1]);
     for (int s = 0; s < 6; ++s)
@@ -278,10 +285,9 @@ int main(int argc, char** argv) {
     // The five shapes of `bench`, then Qwen2.5-7B's four.
     int shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096},
                        {3584, 3584}, {18944, 3584}, {3584, 18944}, {152064, 3584}};
-    std::vector<int> which;
-    for (int a = 2; a < argc; ++a) which.push_back(atoi(argv[a]));
+    Picked picked(argc, argv);
     for (int s = 0; s < 9; ++s) {
-      if (!which.empty() && std::find(which.begin(), which.end(), s) == which.end()) continue;
+      if (!picked(s)) continue;
       inv_bench_shape<cutlass::bfloat16_t, 4>(shapes[s][0], shapes[s][1], ms);
       inv_bench_shape<cutlass::bfloat16_t, 8>(shapes[s][0], shapes[s][1], ms);
     }
@@ -291,16 +297,15 @@ int main(int argc, char** argv) {
     copy_ceiling();
     std::vector<int> ms = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16};
     int shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
-    // Shape indices to run (default: all five).
-    std::vector<int> which;
-    for (int a = 2; a < argc; ++a) which.push_back(atoi(argv[a]));
+    Picked picked(argc, argv);
     for (int s = 0; s < 5; ++s) {
-      if (!which.empty() && std::find(which.begin(), which.end(), s) == which.end()) continue;
+      if (!picked(s)) continue;
       bench_shape<cutlass::bfloat16_t, 4, HARNESS_SHAPES>(shapes[s][0], shapes[s][1], ms);
       bench_shape<cutlass::bfloat16_t, 8, HARNESS_SHAPES>(shapes[s][0], shapes[s][1], ms);
     }
     return 0;
   }
-  fprintf(stderr, "usage: qmv_harness parity|parity-shapes|bench|inv-parity|inv-bench [shape-index]\n");
+  fprintf(stderr, "usage: qmv_harness parity|parity-shapes|inv-parity|mma-peak|"
+                  "bench|inv-bench|inv-tune [shape-index...]\n");
   return 2;
 }
