@@ -50,6 +50,31 @@ inline void launch_smem(void* kernel, dim3 grid, dim3 block, void** args, uint32
   CHECK(cudaLaunchKernel(kernel, grid, block, args, smem, 0));
 }
 
+// The same with programmatic dependent launch: the kernel may start while the one before it in
+// the stream finishes, and waits for its inputs itself (griddepcontrol.wait; the XP path's staged
+// kernel issues its first weight copies before it waits for x's preparation).
+inline cudaError_t launch_pdl_try(void* kernel, dim3 grid, dim3 block, void** args,
+                                  uint32_t smem) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelExC(&cfg, kernel, args);
+}
+
+inline void launch_smem_pdl(void* kernel, dim3 grid, dim3 block, void** args, uint32_t smem) {
+  if (smem > 48 * 1024) {
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  }
+  CHECK(launch_pdl_try(kernel, grid, block, args, smem));
+}
+
 // ---------------------------------------------------------------- timing
 // The median of seven repetitions (timing.cuh); the bytes a call moves are the caller's to print.
 template <typename F>
@@ -211,6 +236,76 @@ void run_invariant(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, 
                    bool broadcast, int sms) {
   cu::qmv_invariant<gs>(x, b.wq(c), b.scales + b.sb_elems * c, b.biases + b.sb_elems * c,
                         out, p.m, p.n, p.k, p.l, broadcast, sms, launch_smem);
+}
+
+// One device buffer that grows to the largest scratch asked of it (the XP path's prepared x).
+// Timing's warm-up calls size it: a timed call never allocates.
+inline void* scratch(size_t bytes) {
+  static void* p = nullptr;
+  static size_t size = 0;
+  if (bytes > size) {
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(p));
+    CHECK(cudaMalloc(&p, bytes));
+    size = bytes;
+  }
+  return p;
+}
+
+// Whether this device and driver take a launch with programmatic dependent launch (asked once,
+// with an empty launch; its error, if any, is cleared).
+inline bool pdl_ok() {
+  static int ok = [] {
+    uint8_t* p = nullptr;
+    size_t n = 0;
+    uint64_t seed = 0;
+    void* args[] = {&p, &n, &seed};
+    cudaError_t e = launch_pdl_try(reinterpret_cast<void*>(&fill_bytes), dim3(1), dim3(32),
+                                   args, 0);
+    cudaGetLastError();
+    CHECK(cudaDeviceSynchronize());
+    if (e != cudaSuccess) {
+      printf("{\"kind\":\"pdl_unavailable\",\"error\":\"%s\"}\n", cudaGetErrorString(e));
+    }
+    return e == cudaSuccess ? 1 : 0;
+  }();
+  return ok;
+}
+
+// The launcher with x prepared first (XP, overlay 0015: x paired and summed by one launch before
+// the staged kernel; the same bits), without or with programmatic dependent launch. Only the
+// staged kernel and x's preparation wait for their inputs (griddepcontrol.wait): where the
+// launcher takes the register kernel, it is launched without.
+template <bool PDL, typename T, int bits, int gs>
+void run_invariant_xp(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
+                      bool broadcast, int sms) {
+  using Q = typename QOf<bits>::type;
+  void* s = scratch(cu::qmv_invariant_prep_bytes<gs, T, Q>(p.m, p.l, p.k, broadcast));
+  const T* sc = b.scales + b.sb_elems * c;
+  const T* bi = b.biases + b.sb_elems * c;
+  bool staged = cu::qmv_invariant_staged_fits<gs>(b.wq(c), sc, bi, p.k);
+  cu::qmv_invariant<gs, true>(x, b.wq(c), sc, bi, out, p.m, p.n, p.k, p.l, broadcast, sms,
+                              PDL && staged ? launch_smem_pdl : launch_smem, s);
+}
+
+// The launcher's three paths, by name: as the library runs it (""), with XP ("_xp") and with XP
+// and programmatic dependent launch ("_xp_pdl", where the device takes it).
+enum class InvPath { Plain, Xp, XpPdl };
+inline const char* inv_path_name(InvPath path) {
+  return path == InvPath::Plain ? "" : (path == InvPath::Xp ? "_xp" : "_xp_pdl");
+}
+inline std::vector<InvPath> inv_paths() {
+  std::vector<InvPath> v = {InvPath::Plain, InvPath::Xp};
+  if (pdl_ok()) v.push_back(InvPath::XpPdl);
+  return v;
+}
+
+template <typename T, int bits, int gs>
+void run_invariant_path(InvPath path, const Buffers<T, bits, gs>& b, Problem p, int c,
+                        const T* x, T* out, bool broadcast, int sms) {
+  if (path == InvPath::Plain) run_invariant(b, p, c, x, out, broadcast, sms);
+  else if (path == InvPath::Xp) run_invariant_xp<false>(b, p, c, x, out, broadcast, sms);
+  else run_invariant_xp<true>(b, p, c, x, out, broadcast, sms);
 }
 
 // n 16-bit values of a device buffer (after the device is idle).

@@ -7,7 +7,9 @@
 //             M = 1..16 each against M = 1 per vector, batch 2 with its own weights, batch 3
 //             broadcast, one vector in all 16 columns, the SM count forced to 1 (the row
 //             tiles to their most, every block walking several tiles), and the staged kernel
-//             with two and four row tiles per warp forced
+//             with two and four row tiles per warp forced; every launcher case also through the
+//             XP path (x paired and summed by a launch before the staged kernel), without and
+//             with programmatic dependent launch, against the same references (the same bits)
 //   accuracy  the same outputs against a float64 reference (dequantized in double), beside
 //             upstream's qmv on the same vectors: max and mean absolute error
 #include "harness.cuh"
@@ -73,8 +75,8 @@ struct Case {
   // The staged kernel with RT row tiles per warp and K in KP parts whatever the launcher would
   // pick, where it takes these weights, against the launcher's M = 1 when KP is the launcher's
   // (8: the K order is the same) and else against its own M = 1 (`ref_kp`: another K split is
-  // another order, the same for every M).
-  template <int RT, int KP>
+  // another order, the same for every M). XP: x prepared by its own launch first.
+  template <int RT, int KP, bool XP = false>
   void rows_forced(const Buffers<T, bits, gs>& b, int m, int n, int k,
                    const std::vector<uint16_t>& h_ref, T* out) {
     using Q = typename QOf<bits>::type;
@@ -93,12 +95,22 @@ struct Case {
         want = fetch(out, row_n * sizeof(T) / 2);
       }
       CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
-      cu::qmv_invariant_staged<RT, gs, KP>(b.x, b.wq(0), b.scales, b.biases, out, m, 1, n, k,
-                                           true, 1, launch_smem);
+      void* s = XP ? scratch(cu::qmv_invariant_prep_bytes<gs, T, Q>(m, 1, k, true)) : nullptr;
+      cu::qmv_invariant_staged<RT, gs, KP, 0, XP>(b.x, b.wq(0), b.scales, b.biases, out, m, 1,
+                                                  n, k, true, 1, launch_smem, s);
       char what[32];
-      snprintf(what, sizeof what, "m_rt%d_kp%d", RT, KP);
+      snprintf(what, sizeof what, "m_rt%d_kp%d%s", RT, KP, XP ? "_xp" : "");
       compare(what, {m, n, k, 1}, want, fetch(out, row_n * sizeof(T) / 2), row_n);
     }
+  }
+
+  // Batch 2 with its own weights at M = 3 and 11, by every path.
+  static std::vector<std::pair<int, InvPath>> batch_cases() {
+    std::vector<std::pair<int, InvPath>> v;
+    for (int m : {3, 11}) {
+      for (InvPath path : inv_paths()) v.push_back({m, path});
+    }
+    return v;
   }
 
   void run(int n, int k) {
@@ -118,14 +130,23 @@ struct Case {
       }
     }
     auto h_ref = fetch(ref, 3 * row_n * sizeof(T) / 2);
-    // Verify: M vectors at once, M = 1..16, and the row tiles forced to their most.
+    // Verify: M vectors at once, M = 1..16, and the row tiles forced to their most, by every
+    // path of the launcher.
+    char what[48];
     for (int m = 1; m <= M; ++m) {
       for (int s : {sms, 1}) {
-        CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
-        run_invariant(b, {m, n, k, 1}, 0, b.x, out, true, s);
-        compare(s == 1 ? "m_rows_forced" : "m", {m, n, k, 1}, h_ref,
-                fetch(out, size_t(m) * n * sizeof(T) / 2), size_t(m) * n);
+        for (InvPath path : inv_paths()) {
+          CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
+          run_invariant_path(path, b, {m, n, k, 1}, 0, b.x, out, true, s);
+          snprintf(what, sizeof what, "%s%s", s == 1 ? "m_rows_forced" : "m",
+                   inv_path_name(path));
+          compare(what, {m, n, k, 1}, h_ref, fetch(out, size_t(m) * n * sizeof(T) / 2),
+                  size_t(m) * n);
+        }
       }
+      rows_forced<1, 8, true>(b, m, n, k, h_ref, out);
+      rows_forced<2, 8, true>(b, m, n, k, h_ref, out);
+      rows_forced<4, 8, true>(b, m, n, k, h_ref, out);
       rows_forced<2, 8>(b, m, n, k, h_ref, out);
       rows_forced<4, 8>(b, m, n, k, h_ref, out);
       rows_forced<1, 1>(b, m, n, k, h_ref, out);
@@ -134,7 +155,7 @@ struct Case {
       rows_forced<2, 2>(b, m, n, k, h_ref, out);
     }
     // Batch 2 with its own weights (M = 3 and 11), batch 3 sharing one (M = 5).
-    for (int m : {3, 11}) {
+    for (auto [m, path] : batch_cases()) {
       CHECK(cudaMemset(out, 0xfe, 3 * row_n * sizeof(T)));
       // x of batch c starts at vector c * m: copy the decode references' vectors into place.
       T* xb;
@@ -143,20 +164,22 @@ struct Case {
         CHECK(cudaMemcpy(xb + size_t(c) * m * k, b.x + size_t(c) * M * k,
                          size_t(m) * k * sizeof(T), cudaMemcpyDeviceToDevice));
       }
-      run_invariant(b, {m, n, k, 2}, 0, xb, out, false, sms);
+      run_invariant_path(path, b, {m, n, k, 2}, 0, xb, out, false, sms);
       auto got = fetch(out, 2 * size_t(m) * n * sizeof(T) / 2);
       std::vector<uint16_t> want;
       for (int c = 0; c < 2; ++c) {
         want.insert(want.end(), h_ref.begin() + size_t(c) * row_n * sizeof(T) / 2,
                     h_ref.begin() + (size_t(c) * row_n + size_t(m) * n) * sizeof(T) / 2);
       }
-      compare("batch_own_weights", {m, n, k, 2}, want, got, want.size());
+      snprintf(what, sizeof what, "batch_own_weights%s", inv_path_name(path));
+      compare(what, {m, n, k, 2}, want, got, want.size());
       cudaFree(xb);
     }
-    {
+    for (InvPath path : inv_paths()) {
       CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
-      run_invariant(b, {5, n, k, 3}, 0, b.x, out, true, sms);
-      compare("batch_broadcast", {5, n, k, 3}, h_ref, fetch(out, 15 * size_t(n) * sizeof(T) / 2),
+      run_invariant_path(path, b, {5, n, k, 3}, 0, b.x, out, true, sms);
+      snprintf(what, sizeof what, "batch_broadcast%s", inv_path_name(path));
+      compare(what, {5, n, k, 3}, h_ref, fetch(out, 15 * size_t(n) * sizeof(T) / 2),
               15 * size_t(n));
     }
     // One vector in every column: all 16 equal to its decode output.
@@ -167,15 +190,17 @@ struct Case {
         CHECK(cudaMemcpy(xs + size_t(v) * k, b.x + size_t(7) * k, size_t(k) * sizeof(T),
                          cudaMemcpyDeviceToDevice));
       }
-      CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
-      run_invariant(b, {M, n, k, 1}, 0, xs, out, true, sms);
       std::vector<uint16_t> want;
       for (int v = 0; v < M; ++v) {
         want.insert(want.end(), h_ref.begin() + size_t(7) * n * sizeof(T) / 2,
                     h_ref.begin() + size_t(8) * n * sizeof(T) / 2);
       }
-      compare("same_vector_every_column", {M, n, k, 1}, want,
-              fetch(out, row_n * sizeof(T) / 2), row_n);
+      for (InvPath path : inv_paths()) {
+        CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
+        run_invariant_path(path, b, {M, n, k, 1}, 0, xs, out, true, sms);
+        snprintf(what, sizeof what, "same_vector_every_column%s", inv_path_name(path));
+        compare(what, {M, n, k, 1}, want, fetch(out, row_n * sizeof(T) / 2), row_n);
+      }
       cudaFree(xs);
     }
     // Accuracy against float64, beside upstream's qmv on the same vectors.

@@ -121,8 +121,15 @@ void inv_bench_shape(int n, int k, const std::vector<int>& ms) {
     row("upstream_qmv", time_us([&](int c) { run_upstream(b, p, c, b.out); }, copies, w_bytes));
     row("streamed_by_m",
         time_us([&](int c) { run_streamed<ByM>(b, p, c, b.out); }, copies, w_bytes));
-    row("invariant",
-        time_us([&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }, copies, w_bytes));
+    // The launcher by each path: "invariant" as the library runs it, "invariant_xp" with x
+    // prepared by a launch before the staged kernel, "invariant_xp_pdl" with that launch
+    // overlapped (programmatic dependent launch).
+    for (InvPath path : inv_paths()) {
+      std::string arm = std::string("invariant") + inv_path_name(path);
+      row(arm.c_str(), time_us([&](int c) {
+            run_invariant_path(path, b, p, c, b.x, b.out, true, sms);
+          }, copies, w_bytes));
+    }
     fflush(stdout);
   }
 }
@@ -152,11 +159,14 @@ void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
   else go.template operator()<1>();
 }
 
-template <int RT, typename T, int bits, int KP = 8, int GU = 0>
+// XP: x prepared by its own launch first (no programmatic dependent launch).
+template <int RT, typename T, int bits, int KP = 8, int GU = 0, bool XP = false>
 void inv_staged_shape(const Buffers<T, bits, 64>& b, Problem p, int c, int sms) {
-  cu::qmv_invariant_staged<RT, 64, KP, GU>(b.x, b.wq(c), b.scales + b.sb_elems * c,
-                                   b.biases + b.sb_elems * c, b.out, p.m, 1, p.n, p.k, true,
-                                   sms, launch_smem);
+  using Q = typename QOf<bits>::type;
+  void* s = XP ? scratch(cu::qmv_invariant_prep_bytes<64, T, Q>(p.m, 1, p.k, true)) : nullptr;
+  cu::qmv_invariant_staged<RT, 64, KP, GU, XP>(b.x, b.wq(c), b.scales + b.sb_elems * c,
+                                               b.biases + b.sb_elems * c, b.out, p.m, 1, p.n,
+                                               p.k, true, sms, launch_smem, s);
 }
 
 template <typename T, int bits>
@@ -171,7 +181,12 @@ void inv_tune_shape(int n, int k) {
     auto row = [&](const char* arm, float us) {
       print_bench<T>(bits, gs, n, k, m, arm, us, w_bytes);
     };
-    row("invariant", time_us([&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }, copies, w_bytes));
+    for (InvPath path : inv_paths()) {
+      std::string arm = std::string("invariant") + inv_path_name(path);
+      row(arm.c_str(), time_us([&](int c) {
+            run_invariant_path(path, b, p, c, b.x, b.out, true, sms);
+          }, copies, w_bytes));
+    }
     row("inv_s1", time_us([&](int c) { inv_staged_shape<1>(b, p, c, sms); }, copies, w_bytes));
     if (getenv("INV_TUNE_REGISTER")) {
 #define INV_TUNE(RT, P, PF) \
@@ -197,6 +212,15 @@ void inv_tune_shape(int n, int k) {
         time_us([&](int c) { inv_staged_shape<RT, T, bits, 8, GU>(b, p, c, sms); }, copies, w_bytes));
     INV_GU(1, 4) INV_GU(1, 1) INV_GU(2, 4) INV_GU(2, 1)
 #undef INV_GU
+    // The XP path (x paired and summed by a launch before the staged kernel) with one and two
+    // row tiles, by the kernel's unroll rule (`inv_s<RT>x`) and by GU forced (`inv_s2u<GU>x`:
+    // with XP the rule's two groups at a time spill 12 bytes at M = 9..16, ptxas).
+#define INV_XP(RT, GU, name) \
+    row(name, time_us([&](int c) { inv_staged_shape<RT, T, bits, 8, GU, true>(b, p, c, sms); }, \
+                      copies, w_bytes));
+    INV_XP(1, 0, "inv_s1x") INV_XP(2, 0, "inv_s2x") INV_XP(2, 1, "inv_s2u1x")
+    INV_XP(2, 4, "inv_s2u4x")
+#undef INV_XP
     row("inv_s4", time_us([&](int c) { inv_staged_shape<4>(b, p, c, sms); }, copies, w_bytes));
     fflush(stdout);
   }

@@ -116,9 +116,9 @@ tune() {
 }
 
 # The invariant tensor-core kernel (overlay 0015) in the kernel harness: parity and accuracy
-# (inv-parity), then its benchmark beside upstream's qmv and the streamed kernel (inv-bench, the
-# shapes INV_SHAPES: indices into the nine of main.cu; default all; INV_TUNE=1: the launch
-# shapes of inv-tune instead).
+# (inv-parity), then its benchmarks INV_MODES (default inv-bench: beside upstream's qmv and the
+# streamed kernel; INV_TUNE=1: inv-tune, the launch shapes, instead; "inv-bench inv-tune": both,
+# in that order) on the shapes INV_SHAPES (indices into each mode's list; default all).
 invariant() {
   unpack && harness_build || return 1
   echo "harness build: $(( $(date +%s) - t0 )) s"
@@ -127,10 +127,12 @@ invariant() {
   export CUDA_VISIBLE_DEVICES=$1
   $W/hb/qmv_harness inv-parity > $OUT/inv-parity.jsonl; echo "inv-parity rc=$?"
   grep -v '"inv_accuracy"' $OUT/inv-parity.jsonl | tail -5
-  local what=inv-bench; [ "${INV_TUNE:-0}" = 1 ] && what=inv-tune
-  timeout $(( $(left) - 10 )) $W/hb/qmv_harness $what ${INV_SHAPES:-} > $OUT/$what.jsonl
-  echo "$what rc=$? ($(left) s left)"
-  python3 $H/summarize.py $OUT/$what.jsonl | cut -c1-250
+  local modes=${INV_MODES:-inv-bench}; [ "${INV_TUNE:-0}" = 1 ] && modes=inv-tune
+  for what in $modes; do
+    timeout $(( $(left) - 10 )) $W/hb/qmv_harness $what ${INV_SHAPES:-} > $OUT/$what.jsonl
+    echo "$what rc=$? ($(left) s left)"
+    python3 $H/summarize.py $OUT/$what.jsonl | cut -c1-250
+  done
 }
 
 # tests GPU...: one policy per GPU given (streamed first); one GPU runs both in turn.
