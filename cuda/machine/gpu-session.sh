@@ -23,9 +23,10 @@
 # that comes back). env: GPU_SESSION_DIR (the state kept between calls, default /tmp/run),
 # DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices into the nine shapes;
 # default all), SKIP_PEERS, SKIP_MARLIN, TEST_SELECT and TEST_TIMEOUT (test-python.sh), TUNE_GPU,
-# PROFILE_SHAPE ("N K"), CONTROL_SELECT. Two invocations may run at once (say `tune` in the
-# background of `build`): unpacking is locked, and the last one to leave packs $OUT. A call
-# without .devcarry/bundle.tar.gz stops at unpack and leaves the state as it is.
+# PROFILE_SHAPE ("N K"), CONTROL_SELECT, INV_MODES, INV_TUNE and INV_SHAPES (invariant). Two
+# invocations may run at once (say `tune` in the background of `build`): unpacking is locked, and
+# the last one to leave packs $OUT. A call without .devcarry/bundle.tar.gz stops at unpack and
+# leaves the state as it is.
 set -uo pipefail
 W=${GPU_SESSION_DIR:-/tmp/run}; mkdir -p $W
 B=$W/mlx-cuda-bundle

@@ -2,7 +2,8 @@
 //! tree taken back to the pin, checked blob by blob), `cuda/bundle/failures.py` (a policy's
 //! failing subtests against the control's), `cuda/bench/collect.py` (a run's results JSON),
 //! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, `cuda/machine/gpu-session.sh`'s
-//! unpack without its bundle, and `cuda/harness/build.sh` with a stand-in nvcc.
+//! unpack without its bundle and its `invariant` phase's benchmark modes (a stand-in harness),
+//! and `cuda/harness/build.sh` with a stand-in nvcc.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1279,6 +1280,89 @@ fn gpu_session_keeps_the_state_when_the_bundle_is_missing() {
     std::fs::create_dir_all(state.join("mlx-cuda-bundle/cuda")).unwrap();
     f.out(run()).code(0);
     assert!(built.exists(), "the same bundle was unpacked again");
+}
+
+/// gpu-session.sh's `invariant` phase runs inv-parity, then the benchmark modes it is asked for in
+/// order, each on the shapes of INV_SHAPES: INV_MODES lists them (the next GPU call runs inv-bench
+/// and inv-tune in one call), INV_TUNE=1 still means inv-tune alone, and the default is inv-bench.
+/// A stand-in build.sh builds a stand-in harness that records its arguments.
+#[test]
+fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let state = f.t().join("state");
+    let checkout = f.t().join("checkout");
+    let out_dir = f.t().join("out");
+    let log = f.t().join("harness.log");
+    let qmv = state.join("mlx-cuda-bundle/mlx/mlx/backend/cuda/quantized/qmm/qmv.cu");
+    std::fs::create_dir_all(qmv.parent().unwrap()).unwrap();
+    std::fs::write(&qmv, "// kernels\n").unwrap();
+    std::fs::create_dir_all(state.join("mlx-cuda-bundle/cuda")).unwrap();
+    std::fs::write(state.join("bundle.tar.gz"), "a bundle\n").unwrap();
+    std::fs::create_dir_all(checkout.join(".devcarry")).unwrap();
+    std::fs::write(checkout.join(".devcarry/bundle.tar.gz"), "a bundle\n").unwrap();
+    for d in ["lib", "harness", "bench", "bundle"] {
+        std::fs::create_dir_all(checkout.join("cuda").join(d)).unwrap();
+    }
+    let harness = checkout.join("cuda/harness");
+    std::fs::copy(
+        workspace().join("cuda/harness/summarize.py"),
+        harness.join("summarize.py"),
+    )
+    .unwrap();
+    std::fs::write(harness.join("main.cu"), "// the harness\n").unwrap();
+    std::fs::write(harness.join("harness.cuh"), "// its header\n").unwrap();
+    let stub = f.t().join("stub_harness");
+    std::fs::write(
+        &stub,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> {}\necho '{}'\n",
+            log.display(),
+            r#"{"kind":"bench","dtype":"bfloat16","bits":4,"gs":64,"n":8,"k":64,"m":1,"arm":"invariant","us":1.0,"bytes":8}"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        harness.join("build.sh"),
+        format!(
+            "mkdir -p \"$5\" && cp {} \"$5/qmv_harness\" && chmod +x \"$5/qmv_harness\"\n",
+            stub.display()
+        ),
+    )
+    .unwrap();
+    let run = |envs: &[(&str, &str)]| {
+        std::fs::create_dir_all(&out_dir).unwrap();
+        let _ = std::fs::remove_file(&log);
+        let mut c = Command::new("bash");
+        c.arg(workspace().join("cuda/machine/gpu-session.sh"))
+            .arg("invariant")
+            .current_dir(&checkout)
+            .env("GPU_SESSION_DIR", &state)
+            .env("OUT", &out_dir)
+            .env_remove("INV_MODES")
+            .env_remove("INV_TUNE")
+            .env_remove("INV_SHAPES");
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        let out = f.out(c.output().unwrap()).code(0);
+        let calls = std::fs::read_to_string(&log).unwrap_or_default();
+        (calls, out)
+    };
+    let (calls, out) = run(&[("INV_MODES", "inv-bench inv-tune"), ("INV_SHAPES", "2 4")]);
+    assert_eq!(
+        calls,
+        "inv-parity\ninv-bench 2 4\ninv-tune 2 4\n",
+        "{}",
+        out.snapshot()
+    );
+    for mode in ["inv-bench", "inv-tune"] {
+        let rows = std::fs::read_to_string(out_dir.join(format!("{mode}.jsonl"))).unwrap();
+        assert!(rows.contains("\"arm\":\"invariant\""), "{mode}: {rows}");
+    }
+    let (calls, out) = run(&[("INV_TUNE", "1")]);
+    assert_eq!(calls, "inv-parity\ninv-tune\n", "{}", out.snapshot());
+    let (calls, out) = run(&[]);
+    assert_eq!(calls, "inv-parity\ninv-bench\n", "{}", out.snapshot());
 }
 
 /// cuda/harness/build.sh end to end with a stand-in nvcc that records its calls: every unit
