@@ -3,7 +3,7 @@
 //! failing subtests against the control's), `cuda/bench/collect.py` (a run's results JSON),
 //! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, `cuda/machine/gpu-session.sh`'s
 //! unpack without its bundle and its `invariant` phase's benchmark modes (a stand-in harness),
-//! and `cuda/harness/build.sh` with a stand-in nvcc.
+//! `cuda/harness/build.sh` with a stand-in nvcc, and `cuda/harness/sass_mix.py` on a small dump.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1363,6 +1363,63 @@ fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
     assert_eq!(calls, "inv-parity\ninv-tune\n", "{}", out.snapshot());
     let (calls, out) = run(&[]);
     assert_eq!(calls, "inv-parity\ninv-bench\n", "{}", out.snapshot());
+}
+
+/// cuda/harness/sass_mix.py on a small `cuobjdump -sass` dump: per kernel, the smallest loop (a
+/// backward branch's range) that holds an HMMA, with its opcodes counted; a kernel without one
+/// says `"loop": null`; the name filter keeps only what it matches.
+#[test]
+fn sass_mix_counts_the_innermost_loop_that_holds_hmma() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let dump = f.t().join("dump.sass");
+    let line =
+        |a: u32, i: &str| format!("        /*{a:04x}*/                   {i} ;   /* 0x0 */\n");
+    let mut text = String::from("\tcode for sm_90a\n\t\tFunction : _Z4mmasPf\n");
+    for (a, i) in [
+        (0x00, "MOV R1, c[0x0][0x28]"),
+        (0x10, "LOP3.LUT R2, R3, 0xf, RZ, 0xc0, !PT"),
+        (0x20, "HMMA.16816.F32.BF16 R4, R8, R12, R4"),
+        (0x30, "FFMA R5, R6, R7, R5"),
+        (0x40, "@!P0 BRA 0x20"),
+        (0x50, "HMMA.16816.F32.BF16 R4, R8, R12, R4"),
+        (0x60, "@P1 BRA 0x10"),
+        (0x70, "@P2 BRA 0x70"),
+        (0x80, "EXIT"),
+    ] {
+        text.push_str(&line(a, i));
+    }
+    text.push_str("\t\tFunction : _Z4nonePf\n");
+    text.push_str(&line(0x00, "FFMA R5, R6, R7, R5"));
+    text.push_str(&line(0x10, "@P0 BRA 0x0"));
+    std::fs::write(&dump, text).unwrap();
+    let run = |filter: Option<&str>| {
+        let mut c = Command::new("python3");
+        c.arg(workspace().join("cuda/harness/sass_mix.py"))
+            .arg(&dump);
+        if let Some(p) = filter {
+            c.arg(p);
+        }
+        let out = f.out(c.output().unwrap()).code(0);
+        out.stdout
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let rows = run(None);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let lp = &rows[0]["loop"];
+    assert_eq!(rows[0]["instructions"], 9);
+    assert_eq!(lp["instructions"], 3, "{lp}");
+    assert_eq!(lp["hmma"], 1);
+    assert_eq!(
+        lp["mix"],
+        serde_json::json!({"HMMA": 1, "FFMA": 1, "BRA": 1})
+    );
+    assert_eq!(rows[0]["hmma_loops"], serde_json::json!([3, 6]));
+    assert!(rows[1]["loop"].is_null(), "{}", rows[1]);
+    let only = run(Some("none"));
+    assert_eq!(only.len(), 1);
+    assert!(only[0]["kernel"].as_str().unwrap().contains("none"));
 }
 
 /// cuda/harness/build.sh end to end with a stand-in nvcc that records its calls: every unit
