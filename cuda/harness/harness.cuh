@@ -273,39 +273,54 @@ inline bool pdl_ok() {
 }
 
 // The launcher with x prepared first (XP, overlay 0015: x paired and summed by one launch before
-// the staged kernel; the same bits), without or with programmatic dependent launch. Only the
-// staged kernel and x's preparation wait for their inputs (griddepcontrol.wait): where the
-// launcher takes the register kernel, it is launched without.
-template <bool PDL, typename T, int bits, int gs>
-void run_invariant_xp(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
+// the staged kernel; the same bits), without or with programmatic dependent launch (PDL), and
+// with the staged kernel's copy addresses from one base per tile (TA; the same bytes copied).
+// Only the staged kernel and x's preparation wait for their inputs (griddepcontrol.wait): where
+// the launcher takes the register kernel, it is launched without.
+template <bool XP, bool TA, bool PDL, typename T, int bits, int gs>
+void run_invariant_as(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
                       bool broadcast, int sms) {
   using Q = typename QOf<bits>::type;
-  void* s = scratch(cu::qmv_invariant_prep_bytes<gs, T, Q>(p.m, p.l, p.k, broadcast));
+  void* s = XP ? scratch(cu::qmv_invariant_prep_bytes<gs, T, Q>(p.m, p.l, p.k, broadcast))
+               : nullptr;
   const T* sc = b.scales + b.sb_elems * c;
   const T* bi = b.biases + b.sb_elems * c;
   bool staged = cu::qmv_invariant_staged_fits<gs>(b.wq(c), sc, bi, p.k);
-  cu::qmv_invariant<gs, true>(x, b.wq(c), sc, bi, out, p.m, p.n, p.k, p.l, broadcast, sms,
-                              PDL && staged ? launch_smem_pdl : launch_smem, s);
+  cu::qmv_invariant<gs, XP, TA>(x, b.wq(c), sc, bi, out, p.m, p.n, p.k, p.l, broadcast, sms,
+                                PDL && staged ? launch_smem_pdl : launch_smem, s);
 }
 
-// The launcher's three paths, by name: as the library runs it (""), with XP ("_xp") and with XP
-// and programmatic dependent launch ("_xp_pdl", where the device takes it).
-enum class InvPath { Plain, Xp, XpPdl };
+// The launcher's paths, by name: as the library runs it (""), with XP ("_xp"), with XP and
+// programmatic dependent launch ("_xp_pdl", where the device takes it), with TA ("_ta") and with
+// both ("_xp_ta").
+enum class InvPath { Plain, Xp, XpPdl, Ta, XpTa };
 inline const char* inv_path_name(InvPath path) {
-  return path == InvPath::Plain ? "" : (path == InvPath::Xp ? "_xp" : "_xp_pdl");
+  switch (path) {
+    case InvPath::Plain: return "";
+    case InvPath::Xp: return "_xp";
+    case InvPath::XpPdl: return "_xp_pdl";
+    case InvPath::Ta: return "_ta";
+    default: return "_xp_ta";
+  }
 }
 inline std::vector<InvPath> inv_paths() {
   std::vector<InvPath> v = {InvPath::Plain, InvPath::Xp};
   if (pdl_ok()) v.push_back(InvPath::XpPdl);
+  v.push_back(InvPath::Ta);
+  v.push_back(InvPath::XpTa);
   return v;
 }
 
 template <typename T, int bits, int gs>
 void run_invariant_path(InvPath path, const Buffers<T, bits, gs>& b, Problem p, int c,
                         const T* x, T* out, bool broadcast, int sms) {
-  if (path == InvPath::Plain) run_invariant(b, p, c, x, out, broadcast, sms);
-  else if (path == InvPath::Xp) run_invariant_xp<false>(b, p, c, x, out, broadcast, sms);
-  else run_invariant_xp<true>(b, p, c, x, out, broadcast, sms);
+  switch (path) {
+    case InvPath::Plain: return run_invariant(b, p, c, x, out, broadcast, sms);
+    case InvPath::Xp: return run_invariant_as<true, false, false>(b, p, c, x, out, broadcast, sms);
+    case InvPath::XpPdl: return run_invariant_as<true, false, true>(b, p, c, x, out, broadcast, sms);
+    case InvPath::Ta: return run_invariant_as<false, true, false>(b, p, c, x, out, broadcast, sms);
+    default: return run_invariant_as<true, true, false>(b, p, c, x, out, broadcast, sms);
+  }
 }
 
 // n 16-bit values of a device buffer (after the device is idle).

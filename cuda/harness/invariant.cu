@@ -9,7 +9,8 @@
 //             tiles to their most, every block walking several tiles), and the staged kernel
 //             with two and four row tiles per warp forced; every launcher case also through the
 //             XP path (x paired and summed by a launch before the staged kernel), without and
-//             with programmatic dependent launch, against the same references (the same bits)
+//             with programmatic dependent launch, the TA path (copy addresses from one base per
+//             tile) and both, against the same references (the same bits)
 //   accuracy  the same outputs against a float64 reference (dequantized in double), beside
 //             upstream's qmv on the same vectors: max and mean absolute error
 #include "harness.cuh"
@@ -75,8 +76,9 @@ struct Case {
   // The staged kernel with RT row tiles per warp and K in KP parts whatever the launcher would
   // pick, where it takes these weights, against the launcher's M = 1 when KP is the launcher's
   // (8: the K order is the same) and else against its own M = 1 (`ref_kp`: another K split is
-  // another order, the same for every M). XP: x prepared by its own launch first.
-  template <int RT, int KP, bool XP = false>
+  // another order, the same for every M). XP: x prepared by its own launch first; TA: copy
+  // addresses from one base per tile; either against the plain kernel's M = 1.
+  template <int RT, int KP, bool XP = false, bool TA = false>
   void rows_forced(const Buffers<T, bits, gs>& b, int m, int n, int k,
                    const std::vector<uint16_t>& h_ref, T* out) {
     using Q = typename QOf<bits>::type;
@@ -86,7 +88,7 @@ struct Case {
       size_t row_n = size_t(m) * n;
       std::vector<uint16_t> want = h_ref;
       if (KP != kWarps) {
-        // Each vector alone through the same forced kernel: its M = 1.
+        // Each vector alone through the same forced kernel (XP and TA off): its M = 1.
         for (int v = 0; v < m; ++v) {
           cu::qmv_invariant_staged<RT, gs, KP>(b.x + size_t(v) * k, b.wq(0), b.scales, b.biases,
                                                out + size_t(v) * n, 1, 1, n, k, true, 1,
@@ -96,10 +98,10 @@ struct Case {
       }
       CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
       void* s = XP ? scratch(cu::qmv_invariant_prep_bytes<gs, T, Q>(m, 1, k, true)) : nullptr;
-      cu::qmv_invariant_staged<RT, gs, KP, 0, XP>(b.x, b.wq(0), b.scales, b.biases, out, m, 1,
-                                                  n, k, true, 1, launch_smem, s);
+      cu::qmv_invariant_staged<RT, gs, KP, 0, XP, TA>(b.x, b.wq(0), b.scales, b.biases, out, m,
+                                                      1, n, k, true, 1, launch_smem, s);
       char what[32];
-      snprintf(what, sizeof what, "m_rt%d_kp%d%s", RT, KP, XP ? "_xp" : "");
+      snprintf(what, sizeof what, "m_rt%d_kp%d%s%s", RT, KP, XP ? "_xp" : "", TA ? "_ta" : "");
       compare(what, {m, n, k, 1}, want, fetch(out, row_n * sizeof(T) / 2), row_n);
     }
   }
@@ -147,6 +149,11 @@ struct Case {
       rows_forced<1, 8, true>(b, m, n, k, h_ref, out);
       rows_forced<2, 8, true>(b, m, n, k, h_ref, out);
       rows_forced<4, 8, true>(b, m, n, k, h_ref, out);
+      rows_forced<4, 8, false, true>(b, m, n, k, h_ref, out);
+      // TA where a block's later warps start past N (their offsets from the tile's first row
+      // are negative).
+      rows_forced<2, 1, false, true>(b, m, n, k, h_ref, out);
+      rows_forced<1, 4, false, true>(b, m, n, k, h_ref, out);
       rows_forced<2, 8>(b, m, n, k, h_ref, out);
       rows_forced<4, 8>(b, m, n, k, h_ref, out);
       rows_forced<1, 1>(b, m, n, k, h_ref, out);

@@ -1,8 +1,8 @@
 // A target for Nsight Compute: one launch of upstream's qmv at M = 1, of a few streamed launch
 // shapes, of the invariant kernel at M = 1, 8, 9 and 16 and of its staged kernel at 16 with four
-// row tiles and with two row tiles in one K part, and of the XP path at M = 1 and 16 (bf16,
-// 4-bit, gs 64) on one weight shape, so that `ncu -k regex:qmv` reports exactly these kernels
-// (gpu-session.sh's profile phase).
+// row tiles and with two row tiles in one K part, and of the XP, TA and XP + TA paths at M = 1
+// and 16 (bf16, 4-bit, gs 64) on one weight shape, so that `ncu -k regex:qmv` reports exactly
+// these kernels (gpu-session.sh's profile phase).
 //
 //   qmv_profile [N K]   (default: the 128256 x 4096 head)
 #include "harness.cuh"
@@ -32,10 +32,12 @@ int main(int argc, char** argv) {
                                   sm_count(), launch_smem);
   cu::qmv_invariant_staged<2, 64, 1>(b.x, b.wq(0), b.scales, b.biases, b.out, 16, 1, n, k, true,
                                      sm_count(), launch_smem);
-  // The XP path at M = 1 and 16: x's preparation (its own kernel) and the staged kernel that
-  // reads it.
-  for (int m : {1, 16}) {
-    run_invariant_xp<false>(b, Problem{m, n, k, 1}, 0, b.x, b.out, true, sm_count());
+  // The launcher's other paths at M = 1 and 16: XP (x's preparation, its own kernel, and the
+  // staged kernel that reads it), TA (copy addresses from one base per tile) and both.
+  for (InvPath path : {InvPath::Xp, InvPath::Ta, InvPath::XpTa}) {
+    for (int m : {1, 16}) {
+      run_invariant_path(path, b, Problem{m, n, k, 1}, 0, b.x, b.out, true, sm_count());
+    }
   }
   CHECK(cudaDeviceSynchronize());
   printf("profile: %d x %d done\n", n, k);
