@@ -106,15 +106,6 @@ struct Case {
     }
   }
 
-  // Batch 2 with its own weights at M = 3 and 11, by every path.
-  static std::vector<std::pair<int, InvPath>> batch_cases() {
-    std::vector<std::pair<int, InvPath>> v;
-    for (int m : {3, 11}) {
-      for (InvPath path : inv_paths()) v.push_back({m, path});
-    }
-    return v;
-  }
-
   void run(int n, int k) {
     constexpr int M = 16;
     Buffers<T, bits, gs> b({M, n, k, 3}, 3, 4321 + n * 7 + k + bits);
@@ -162,7 +153,7 @@ struct Case {
       rows_forced<2, 2>(b, m, n, k, h_ref, out);
     }
     // Batch 2 with its own weights (M = 3 and 11), batch 3 sharing one (M = 5).
-    for (auto [m, path] : batch_cases()) {
+    for (int m : {3, 11}) for (InvPath path : inv_paths()) {
       CHECK(cudaMemset(out, 0xfe, 3 * row_n * sizeof(T)));
       // x of batch c starts at vector c * m: copy the decode references' vectors into place.
       T* xb;

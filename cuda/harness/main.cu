@@ -104,6 +104,19 @@ static long inv_negative_control() {
   return d;
 }
 
+// One row per path of the invariant launcher (harness.cuh's InvPath): "invariant" as the library
+// runs it, then "invariant" + the path's suffix.
+template <typename T, int bits, typename Row>
+void inv_path_rows(const Buffers<T, bits, 64>& b, Problem p, int sms, int copies, size_t w_bytes,
+                   Row&& row) {
+  for (InvPath path : inv_paths()) {
+    std::string arm = std::string("invariant") + inv_path_name(path);
+    row(arm.c_str(), time_us([&](int c) {
+          run_invariant_path(path, b, p, c, b.x, b.out, true, sms);
+        }, copies, w_bytes));
+  }
+}
+
 // Upstream's qmv (grid.y = M), the streamed kernel by M and the invariant kernel, one shape.
 template <typename T, int bits>
 void inv_bench_shape(int n, int k, const std::vector<int>& ms) {
@@ -121,15 +134,7 @@ void inv_bench_shape(int n, int k, const std::vector<int>& ms) {
     row("upstream_qmv", time_us([&](int c) { run_upstream(b, p, c, b.out); }, copies, w_bytes));
     row("streamed_by_m",
         time_us([&](int c) { run_streamed<ByM>(b, p, c, b.out); }, copies, w_bytes));
-    // The launcher by each path: "invariant" as the library runs it, "invariant_xp" with x
-    // prepared by a launch before the staged kernel, "invariant_xp_pdl" with that launch
-    // overlapped (programmatic dependent launch).
-    for (InvPath path : inv_paths()) {
-      std::string arm = std::string("invariant") + inv_path_name(path);
-      row(arm.c_str(), time_us([&](int c) {
-            run_invariant_path(path, b, p, c, b.x, b.out, true, sms);
-          }, copies, w_bytes));
-    }
+    inv_path_rows(b, p, sms, copies, w_bytes, row);
     fflush(stdout);
   }
 }
@@ -181,12 +186,7 @@ void inv_tune_shape(int n, int k) {
     auto row = [&](const char* arm, float us) {
       print_bench<T>(bits, gs, n, k, m, arm, us, w_bytes);
     };
-    for (InvPath path : inv_paths()) {
-      std::string arm = std::string("invariant") + inv_path_name(path);
-      row(arm.c_str(), time_us([&](int c) {
-            run_invariant_path(path, b, p, c, b.x, b.out, true, sms);
-          }, copies, w_bytes));
-    }
+    inv_path_rows(b, p, sms, copies, w_bytes, row);
     row("inv_s1", time_us([&](int c) { inv_staged_shape<1>(b, p, c, sms); }, copies, w_bytes));
     if (getenv("INV_TUNE_REGISTER")) {
 #define INV_TUNE(RT, P, PF) \
