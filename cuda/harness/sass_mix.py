@@ -8,7 +8,8 @@ loop runs several times per pass of the one around it; the count per pass is the
     python3 sass_mix.py DUMP [NAME_REGEX]
 
 The loop is the smallest range [target, branch] of a backward BRA that holds an HMMA. A kernel
-with no such loop prints "loop": null.
+with no such loop prints "loop": null. No dump, an unreadable one or a bad NAME_REGEX: a message on
+stderr, exit 2.
 """
 import collections
 import json
@@ -67,8 +68,15 @@ def main(argv):
     if len(argv) < 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    text = open(argv[1]).read()
-    pattern = re.compile(argv[2]) if len(argv) > 2 else None
+    try:
+        text = open(argv[1]).read()
+        pattern = re.compile(argv[2]) if len(argv) > 2 else None
+    except OSError as e:
+        print(f"sass_mix: cannot read the dump {argv[1]}: {e.strerror}", file=sys.stderr)
+        return 2
+    except re.error as e:
+        print(f"sass_mix: {argv[2]!r} is not a regular expression: {e}", file=sys.stderr)
+        return 2
     funcs = list(functions(text))
     names = demangle([n for n, _ in funcs])
     for (mangled, ins), name in zip(funcs, names):

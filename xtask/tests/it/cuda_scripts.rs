@@ -1420,6 +1420,30 @@ fn sass_mix_counts_the_innermost_loop_that_holds_hmma() {
     let only = run(Some("none"));
     assert_eq!(only.len(), 1);
     assert!(only[0]["kernel"].as_str().unwrap().contains("none"));
+
+    // Bad input: no dump, a missing one, a bad pattern: a message naming it, exit 2, no rows.
+    let script = workspace().join("cuda/harness/sass_mix.py");
+    let missing = f.t().join("missing.sass");
+    for (args, says) in [
+        (vec![], "python3 sass_mix.py DUMP"),
+        (vec![missing.display().to_string()], "missing.sass"),
+        (
+            vec![dump.display().to_string(), "(".to_string()],
+            "not a regular expression",
+        ),
+    ] {
+        let out = f
+            .out(
+                Command::new("python3")
+                    .arg(&script)
+                    .args(&args)
+                    .output()
+                    .unwrap(),
+            )
+            .code(2);
+        assert!(out.stderr.contains(says), "{}", out.snapshot());
+        assert!(out.stdout.is_empty(), "{}", out.snapshot());
+    }
 }
 
 /// cuda/harness/build.sh end to end with a stand-in nvcc that records its calls: every unit
