@@ -164,14 +164,15 @@ void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
   else go.template operator()<1>();
 }
 
-// XP: x prepared by its own launch first (no programmatic dependent launch).
-template <int RT, typename T, int bits, int KP = 8, int GU = 0, bool XP = false>
+// XP: x prepared by its own launch first (no programmatic dependent launch); BPS blocks per SM
+// (qmv_invariant_staged's).
+template <int RT, typename T, int bits, int KP = 8, int GU = 0, bool XP = false, int BPS = 0>
 void inv_staged_shape(const Buffers<T, bits, 64>& b, Problem p, int c, int sms) {
   using Q = typename QOf<bits>::type;
   void* s = XP ? scratch(cu::qmv_invariant_prep_bytes<64, T, Q>(p.m, 1, p.k, true)) : nullptr;
-  cu::qmv_invariant_staged<RT, 64, KP, GU, XP>(b.x, b.wq(c), b.scales + b.sb_elems * c,
-                                               b.biases + b.sb_elems * c, b.out, p.m, 1, p.n,
-                                               p.k, true, sms, launch_smem, s);
+  cu::qmv_invariant_staged<RT, 64, KP, GU, XP, false, BPS>(
+      b.x, b.wq(c), b.scales + b.sb_elems * c, b.biases + b.sb_elems * c, b.out, p.m, 1, p.n,
+      p.k, true, sms, launch_smem, s);
 }
 
 template <typename T, int bits>
@@ -221,6 +222,13 @@ void inv_tune_shape(int n, int k) {
     INV_XP(1, 0, "inv_s1x") INV_XP(2, 0, "inv_s2x") INV_XP(2, 1, "inv_s2u1x")
     INV_XP(2, 4, "inv_s2u4x")
 #undef INV_XP
+    // One block per SM (`inv_s2b1`): each warp's ring twice as deep (four stages), half the
+    // warps; `inv_s2bm`: that with one column tile (M <= 8), the rule with two.
+#define INV_BPS(RT, BPS, name) \
+    row(name, time_us([&](int c) { inv_staged_shape<RT, T, bits, 8, 0, false, BPS>(b, p, c, sms); }, \
+                      copies, w_bytes));
+    INV_BPS(2, 1, "inv_s2b1") INV_BPS(2, -1, "inv_s2bm")
+#undef INV_BPS
     row("inv_s4", time_us([&](int c) { inv_staged_shape<4>(b, p, c, sms); }, copies, w_bytes));
     fflush(stdout);
   }
