@@ -3,7 +3,8 @@
 //! failing subtests against the control's), `cuda/bench/collect.py` (a run's results JSON),
 //! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, `cuda/machine/gpu-session.sh`'s
 //! unpack without its bundle and its `invariant` phase's benchmark modes (a stand-in harness),
-//! `cuda/harness/build.sh` with a stand-in nvcc, and `cuda/harness/sass_mix.py` on a small dump.
+//! `cuda/harness/build.sh` with a stand-in nvcc, `cuda/harness/sass_mix.py` on a small dump, and
+//! `cuda/bench/raw_jsonl.py` (a call's raw records behind its machine's line).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1443,6 +1444,91 @@ fn sass_mix_counts_the_innermost_loop_that_holds_hmma() {
             .code(2);
         assert!(out.stderr.contains(says), "{}", out.snapshot());
         assert!(out.stdout.is_empty(), "{}", out.snapshot());
+    }
+}
+
+/// cuda/bench/raw_jsonl.py: the env line first (collect.py's header and the call's description),
+/// then every JSON line of the inputs in order, a summary table's lines left out and counted; bad
+/// input (a missing env.txt or input, an input without JSON, an env.txt that is not one) is a
+/// message naming the file, exit 2, and the output file as it was.
+#[test]
+fn raw_jsonl_puts_the_machine_first_and_keeps_every_record() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let t = f.t();
+    let env = t.join("env.txt");
+    std::fs::write(
+        &env,
+        "index, name, driver_version, clocks.max.sm [MHz]\n0, NVIDIA H200, 580.159.04, 1980 MHz\n\
+         Cuda compilation tools, release 13.0, V13.0.88\ncmake version 4.4.3\n",
+    )
+    .unwrap();
+    let a = t.join("a.jsonl");
+    std::fs::write(&a, "{\"kind\":\"inv_parity\",\"differ\":0}\n\n").unwrap();
+    let b = t.join("b.jsonl");
+    std::fs::write(
+        &b,
+        "{\"kind\":\"bench\",\"us\":1.5}\nbits n k m invariant\n{\"kind\":\"bench\",\"us\":2.5}\n",
+    )
+    .unwrap();
+    let script = workspace().join("cuda/bench/raw_jsonl.py");
+    let out = t.join("raw.jsonl");
+    let run = |args: &[&Path]| {
+        let mut c = Command::new("python3");
+        c.arg(&script).arg(&out).arg(args[0]).arg("call 1: parity");
+        f.out(c.args(&args[1..]).output().unwrap())
+    };
+    let done = run(&[&env, &a, &b]).code(0);
+    assert!(
+        done.stderr.contains("b.jsonl: 1 line(s) not JSON"),
+        "{}",
+        done.snapshot()
+    );
+    let lines: Vec<serde_json::Value> = f
+        .read(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let head = &lines[0];
+    assert_eq!(
+        (&head["kind"], &head["gpu"], &head["driver"], &head["what"]),
+        (
+            &"env".into(),
+            &"NVIDIA H200".into(),
+            &"580.159.04".into(),
+            &"call 1: parity".into()
+        )
+    );
+    assert_eq!(
+        head["nvcc"],
+        "Cuda compilation tools, release 13.0, V13.0.88"
+    );
+    assert_eq!(head["clocks"]["clocks.max.sm [MHz]"], "1980 MHz");
+    assert_eq!(lines[1]["kind"], "inv_parity");
+    assert_eq!(
+        (&lines[2]["us"], &lines[3]["us"]),
+        (&1.5.into(), &2.5.into())
+    );
+
+    let kept = f.read(&out);
+    let table = t.join("table.txt");
+    std::fs::write(&table, "bits n k m invariant\n").unwrap();
+    let missing = t.join("missing.jsonl");
+    for (args, says) in [
+        (vec![&missing, &a], "missing.jsonl"),
+        (vec![&env, &missing], "missing.jsonl"),
+        (vec![&env, &a, &table], "table.txt: no JSON line"),
+        (vec![&a, &a], "a.jsonl:2: no GPU name"),
+        (vec![&table, &a], "table.txt: no nvidia-smi CSV header"),
+    ] {
+        let args: Vec<&Path> = args.iter().map(|p| p.as_path()).collect();
+        let failed = run(&args).code(2);
+        assert!(
+            failed.stderr.contains(says),
+            "{says}: {}",
+            failed.snapshot()
+        );
+        assert_eq!(f.read(&out), kept, "{says}");
     }
 }
 
