@@ -165,12 +165,13 @@ void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
 }
 
 // XP: x prepared by its own launch first (no programmatic dependent launch); BPS blocks per SM
-// (qmv_invariant_staged's).
-template <int RT, typename T, int bits, int KP = 8, int GU = 0, bool XP = false, int BPS = 0>
+// (qmv_invariant_staged's); XS: x in shared memory where it fits.
+template <int RT, typename T, int bits, int KP = 8, int GU = 0, bool XP = false, int BPS = 0,
+          bool XS = false>
 void inv_staged_shape(const Buffers<T, bits, 64>& b, Problem p, int c, int sms) {
   using Q = typename QOf<bits>::type;
   void* s = XP ? scratch(cu::qmv_invariant_prep_bytes<64, T, Q>(p.m, 1, p.k, true)) : nullptr;
-  cu::qmv_invariant_staged<RT, 64, KP, GU, XP, false, BPS>(
+  cu::qmv_invariant_staged<RT, 64, KP, GU, XP, false, BPS, XS>(
       b.x, b.wq(c), b.scales + b.sb_elems * c, b.biases + b.sb_elems * c, b.out, p.m, 1, p.n,
       p.k, true, sms, launch_smem, s);
 }
@@ -229,6 +230,13 @@ void inv_tune_shape(int n, int k) {
                       copies, w_bytes));
     INV_BPS(2, 1, "inv_s2b1") INV_BPS(2, -1, "inv_s2bm")
 #undef INV_BPS
+    // x in shared memory (`inv_s<RT>xs`, one block per SM, every group of a chunk unrolled;
+    // `inv_s2xsu2` two at a time), where it fits K (else the kernel without: `inv_s<RT>`).
+#define INV_XS(RT, GU, name) \
+    row(name, time_us([&](int c) { inv_staged_shape<RT, T, bits, 8, GU, false, 0, true>(b, p, c, sms); }, \
+                      copies, w_bytes));
+    INV_XS(1, 0, "inv_s1xs") INV_XS(2, 0, "inv_s2xs") INV_XS(2, 2, "inv_s2xsu2")
+#undef INV_XS
     row("inv_s4", time_us([&](int c) { inv_staged_shape<4>(b, p, c, sms); }, copies, w_bytes));
     fflush(stdout);
   }
