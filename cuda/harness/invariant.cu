@@ -79,8 +79,10 @@ struct Case {
   // another order, the same for every M). XP: x prepared by its own launch first; TA: copy
   // addresses from one base per tile; either against the plain kernel's M = 1. BPS: blocks per
   // SM (qmv_invariant_staged's: one gives each warp a deeper ring). XS: x in shared memory
-  // (where it fits K; else the kernel without, which the larger K here check).
-  template <int RT, int KP, bool XP = false, bool TA = false, int BPS = 0, bool XS = false>
+  // (where it fits K; else the kernel without, which the larger K here check). WB: warps per
+  // block (16: two groups of 8 on their own rows).
+  template <int RT, int KP, bool XP = false, bool TA = false, int BPS = 0, bool XS = false,
+            int WB = 8>
   void rows_forced(const Buffers<T, bits, gs>& b, int m, int n, int k,
                    const std::vector<uint16_t>& h_ref, T* out) {
     using Q = typename QOf<bits>::type;
@@ -100,11 +102,12 @@ struct Case {
       }
       CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
       void* s = XP ? scratch(cu::qmv_invariant_prep_bytes<gs, T, Q>(m, 1, k, true)) : nullptr;
-      cu::qmv_invariant_staged<RT, gs, KP, 0, XP, TA, BPS, XS>(
+      cu::qmv_invariant_staged<RT, gs, KP, 0, XP, TA, BPS, XS, WB>(
           b.x, b.wq(0), b.scales, b.biases, out, m, 1, n, k, true, 1, launch_smem, s);
       char what[40];
-      snprintf(what, sizeof what, "m_rt%d_kp%d%s%s%s%s", RT, KP, XP ? "_xp" : "", TA ? "_ta" : "",
-               BPS == 1 ? "_b1" : BPS < 0 ? "_bm" : "", XS ? "_xs" : "");
+      snprintf(what, sizeof what, "m_rt%d_kp%d%s%s%s%s%s", RT, KP, XP ? "_xp" : "",
+               TA ? "_ta" : "", BPS == 1 ? "_b1" : BPS < 0 ? "_bm" : "", XS ? "_xs" : "",
+               WB == 16 ? "_w16" : "");
       compare(what, {m, n, k, 1}, want, fetch(out, row_n * sizeof(T) / 2), row_n);
     }
   }
@@ -156,6 +159,10 @@ struct Case {
       rows_forced<4, 8, false, false, 0, true>(b, m, n, k, h_ref, out);
       rows_forced<2, 8, false, true, 0, true>(b, m, n, k, h_ref, out);
       rows_forced<2, 2, false, false, 0, true>(b, m, n, k, h_ref, out);
+      rows_forced<1, 8, false, false, 0, true, 16>(b, m, n, k, h_ref, out);
+      rows_forced<2, 8, false, false, 0, true, 16>(b, m, n, k, h_ref, out);
+      rows_forced<1, 8, false, false, 0, false, 16>(b, m, n, k, h_ref, out);
+      rows_forced<1, 4, false, false, 0, true, 16>(b, m, n, k, h_ref, out);
       rows_forced<4, 8>(b, m, n, k, h_ref, out);
       rows_forced<1, 1>(b, m, n, k, h_ref, out);
       rows_forced<2, 1>(b, m, n, k, h_ref, out);

@@ -165,13 +165,13 @@ void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
 }
 
 // XP: x prepared by its own launch first (no programmatic dependent launch); BPS blocks per SM
-// (qmv_invariant_staged's); XS: x in shared memory where it fits.
+// (qmv_invariant_staged's); XS: x in shared memory where it fits; WB warps per block.
 template <int RT, typename T, int bits, int KP = 8, int GU = 0, bool XP = false, int BPS = 0,
-          bool XS = false>
+          bool XS = false, int WB = 8>
 void inv_staged_shape(const Buffers<T, bits, 64>& b, Problem p, int c, int sms) {
   using Q = typename QOf<bits>::type;
   void* s = XP ? scratch(cu::qmv_invariant_prep_bytes<64, T, Q>(p.m, 1, p.k, true)) : nullptr;
-  cu::qmv_invariant_staged<RT, 64, KP, GU, XP, false, BPS, XS>(
+  cu::qmv_invariant_staged<RT, 64, KP, GU, XP, false, BPS, XS, WB>(
       b.x, b.wq(c), b.scales + b.sb_elems * c, b.biases + b.sb_elems * c, b.out, p.m, 1, p.n,
       p.k, true, sms, launch_smem, s);
 }
@@ -237,6 +237,13 @@ void inv_tune_shape(int n, int k) {
                       copies, w_bytes));
     INV_XS(1, 0, "inv_s1xs") INV_XS(2, 0, "inv_s2xs") INV_XS(2, 2, "inv_s2xsu2")
 #undef INV_XS
+    // Blocks of 16 warps (two groups of 8 on their own rows, K in 8 parts as always): with x in
+    // shared memory (`inv_s1xs16`: one copy of x for 16 warps, one block per SM, where it fits)
+    // and without (`inv_s1w16`: one block per SM).
+    row("inv_s1xs16", time_us([&](int c) { inv_staged_shape<1, T, bits, 8, 0, false, 0, true, 16>(b, p, c, sms); },
+                              copies, w_bytes));
+    row("inv_s1w16", time_us([&](int c) { inv_staged_shape<1, T, bits, 8, 0, false, 0, false, 16>(b, p, c, sms); },
+                             copies, w_bytes));
     row("inv_s4", time_us([&](int c) { inv_staged_shape<4>(b, p, c, sms); }, copies, w_bytes));
     fflush(stdout);
   }
