@@ -2,6 +2,7 @@
 // the parity totals (parity itself lives in parity.cu, compiled once per dtype).
 #include "harness.cuh"
 
+#include <functional>
 #include <tuple>
 
 // A negative control: a streamed kernel whose reduction differs (the rows are
@@ -249,6 +250,47 @@ void inv_tune_shape(int n, int k) {
   }
 }
 
+// Candidates against the launcher in rounds (`inv-ab`): each round times every arm once, the
+// order rotated by one arm per round, so a drift over the run (clocks, heat) falls on every arm
+// alike; each arm's row is the median of its rounds, and every round is printed (`ab`).
+// `inv_s2` is the launcher's own kernel under another name: how far it lands from `invariant`
+// is what two identical kernels differ by in this run (the check that the method can tell).
+template <typename T, int bits>
+void inv_ab_shape(int n, int k, int rounds) {
+  constexpr int gs = 64;
+  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
+  int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
+  Buffers<T, bits, gs> b({16, n, k, 1}, copies, 5 + n + k);
+  int sms = sm_count();
+  for (int m : {1, 8, 9, 16}) {
+    Problem p{m, n, k, 1};
+    std::vector<std::pair<const char*, std::function<void(int)>>> arms = {
+        {"invariant", [&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }},
+        {"inv_s2", [&](int c) { inv_staged_shape<2>(b, p, c, sms); }},
+        {"inv_s2xs", [&](int c) { inv_staged_shape<2, T, bits, 8, 0, false, 0, true>(b, p, c, sms); }},
+        {"inv_s1xs16",
+         [&](int c) { inv_staged_shape<1, T, bits, 8, 0, false, 0, true, 16>(b, p, c, sms); }},
+        {"inv_s2b1", [&](int c) { inv_staged_shape<2, T, bits, 8, 0, false, 1>(b, p, c, sms); }},
+    };
+    std::vector<std::vector<float>> got(arms.size());
+    for (int r = 0; r < rounds; ++r) {
+      for (size_t i = 0; i < arms.size(); ++i) {
+        size_t a = (i + r) % arms.size();
+        float us = time_us(arms[a].second, copies, w_bytes);
+        got[a].push_back(us);
+        printf("{\"kind\":\"ab\",\"round\":%d,\"dtype\":\"%s\",\"bits\":%d,\"n\":%d,"
+               "\"k\":%d,\"m\":%d,\"arm\":\"%s\",\"us\":%.3f}\n",
+               r, tname<T>(), bits, n, k, m, arms[a].first, us);
+      }
+    }
+    for (size_t a = 0; a < arms.size(); ++a) {
+      std::sort(got[a].begin(), got[a].end());
+      print_bench<T>(bits, gs, n, k, m, arms[a].first, got[a][got[a].size() / 2], w_bytes);
+    }
+    fflush(stdout);
+  }
+}
+
 static void copy_ceiling() {
   size_t bytes = size_t(2) << 30;
   void *a, *c;
@@ -322,6 +364,18 @@ int main(int argc, char** argv) {
       if (picked(s)) inv_tune_shape<cutlass::bfloat16_t, 8>(shapes[s][0], shapes[s][1]);
     return 0;
   }
+  if (mode == "inv-ab") {
+    copy_ceiling();
+    int shapes[][2] = {{4096, 4096}, {28672, 4096}, {128256, 4096}, {3584, 18944}, {18944, 3584}, {152064, 3584}};
+    const char* r = getenv("INV_AB_ROUNDS");
+    int rounds = r ? std::max(1, atoi(r)) : 5;
+    Picked picked(argc, argv);
+    for (int s = 0; s < 6; ++s)
+      if (picked(s)) inv_ab_shape<cutlass::bfloat16_t, 4>(shapes[s][0], shapes[s][1], rounds);
+    for (int s = 0; s < 6; ++s)
+      if (picked(s)) inv_ab_shape<cutlass::bfloat16_t, 8>(shapes[s][0], shapes[s][1], rounds);
+    return 0;
+  }
   if (mode == "mma-peak") {
     mma_peak();
     return 0;
@@ -353,6 +407,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   fprintf(stderr, "usage: qmv_harness parity|parity-shapes|inv-parity|mma-peak|"
-                  "bench|inv-bench|inv-tune [shape-index...]\n");
+                  "bench|inv-bench|inv-tune|inv-ab [shape-index...]\n");
   return 2;
 }
