@@ -119,7 +119,8 @@ tune() {
 # The invariant tensor-core kernel (overlay 0015) in the kernel harness: parity and accuracy
 # (inv-parity), then its benchmarks INV_MODES (default inv-bench: beside upstream's qmv and the
 # streamed kernel; INV_TUNE=1: inv-tune, the launch shapes, instead; "inv-bench inv-tune": both,
-# in that order) on the shapes INV_SHAPES (indices into each mode's list; default all).
+# in that order; inv-ab: candidates against the launcher in rotated rounds, INV_AB_ROUNDS of them)
+# on the shapes INV_SHAPES (indices into each mode's list; default all).
 invariant() {
   unpack && harness_build || return 1
   echo "harness build: $(( $(date +%s) - t0 )) s"
