@@ -47,11 +47,18 @@ void print_bench(int bits, int gs, int n, int k, int m, const std::string& arm, 
          tname<T>(), bits, gs, n, k, m, arm.c_str(), us, bytes);
 }
 
+// What one call reads (weights, scales and biases) and how many copies of them the timing
+// rotates through: 640 MiB in all, at least two, so each timed call's weights come from DRAM.
+template <typename T>
+std::pair<size_t, int> footprint(int n, int k, int bits, int gs) {
+  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
+  return {w_bytes, int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1))};
+}
+
 template <typename T, int bits, typename... Shs>
 void bench_shape(int n, int k, const std::vector<int>& ms) {
   constexpr int gs = 64;
-  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
-  int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
+  auto [w_bytes, copies] = footprint<T>(n, k, bits, gs);
   int mmax = *std::max_element(ms.begin(), ms.end());
   Buffers<T, bits, gs> b({mmax, n, k, 1}, copies, 7 + n + k);
   for (int m : ms) {
@@ -122,8 +129,7 @@ void inv_path_rows(const Buffers<T, bits, 64>& b, Problem p, int sms, int copies
 template <typename T, int bits>
 void inv_bench_shape(int n, int k, const std::vector<int>& ms) {
   constexpr int gs = 64;
-  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
-  int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
+  auto [w_bytes, copies] = footprint<T>(n, k, bits, gs);
   int mmax = *std::max_element(ms.begin(), ms.end());
   Buffers<T, bits, gs> b({mmax, n, k, 1}, copies, 11 + n + k);
   int sms = sm_count();
@@ -180,8 +186,7 @@ void inv_staged_shape(const Buffers<T, bits, 64>& b, Problem p, int c, int sms) 
 template <typename T, int bits>
 void inv_tune_shape(int n, int k) {
   constexpr int gs = 64;
-  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
-  int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
+  auto [w_bytes, copies] = footprint<T>(n, k, bits, gs);
   Buffers<T, bits, gs> b({16, n, k, 1}, copies, 5 + n + k);
   int sms = sm_count();
   for (int m : {1, 8, 9, 16}) {
@@ -258,8 +263,7 @@ void inv_tune_shape(int n, int k) {
 template <typename T, int bits>
 void inv_ab_shape(int n, int k, int rounds) {
   constexpr int gs = 64;
-  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
-  int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
+  auto [w_bytes, copies] = footprint<T>(n, k, bits, gs);
   Buffers<T, bits, gs> b({16, n, k, 1}, copies, 5 + n + k);
   int sms = sm_count();
   for (int m : {1, 8, 9, 16}) {
