@@ -183,14 +183,23 @@ void inv_staged_shape(const Buffers<T, bits, 64>& b, Problem p, int c, int sms) 
       p.k, true, sms, launch_smem, s);
 }
 
-template <typename T, int bits>
-void inv_tune_shape(int n, int k) {
+// The tuning modes' buffers for one shape (16 vectors, gs 64, the weights in as many copies as
+// timing from DRAM takes) and their M = 1, 8, 9 and 16: body(b, p, sms, copies, w_bytes).
+template <typename T, int bits, typename F>
+void for_tune_ms(int n, int k, F&& body) {
   constexpr int gs = 64;
   auto [w_bytes, copies] = footprint<T>(n, k, bits, gs);
   Buffers<T, bits, gs> b({16, n, k, 1}, copies, 5 + n + k);
   int sms = sm_count();
-  for (int m : {1, 8, 9, 16}) {
-    Problem p{m, n, k, 1};
+  for (int m : {1, 8, 9, 16}) body(b, Problem{m, n, k, 1}, sms, copies, w_bytes);
+}
+
+template <typename T, int bits>
+void inv_tune_shape(int n, int k) {
+  constexpr int gs = 64;
+  for_tune_ms<T, bits>(n, k, [&](const Buffers<T, bits, gs>& b, Problem p, int sms, int copies,
+                                 size_t w_bytes) {
+    int m = p.m;
     auto row = [&](const char* arm, float us) {
       print_bench<T>(bits, gs, n, k, m, arm, us, w_bytes);
     };
@@ -252,7 +261,7 @@ void inv_tune_shape(int n, int k) {
                              copies, w_bytes));
     row("inv_s4", time_us([&](int c) { inv_staged_shape<4>(b, p, c, sms); }, copies, w_bytes));
     fflush(stdout);
-  }
+  });
 }
 
 // Candidates against the launcher in rounds (`inv-ab`): each round times every arm once, the
@@ -263,11 +272,9 @@ void inv_tune_shape(int n, int k) {
 template <typename T, int bits>
 void inv_ab_shape(int n, int k, int rounds) {
   constexpr int gs = 64;
-  auto [w_bytes, copies] = footprint<T>(n, k, bits, gs);
-  Buffers<T, bits, gs> b({16, n, k, 1}, copies, 5 + n + k);
-  int sms = sm_count();
-  for (int m : {1, 8, 9, 16}) {
-    Problem p{m, n, k, 1};
+  for_tune_ms<T, bits>(n, k, [&](const Buffers<T, bits, gs>& b, Problem p, int sms, int copies,
+                                 size_t w_bytes) {
+    int m = p.m;
     std::vector<std::pair<const char*, std::function<void(int)>>> arms = {
         {"invariant", [&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }},
         {"inv_s2", [&](int c) { inv_staged_shape<2>(b, p, c, sms); }},
@@ -292,7 +299,7 @@ void inv_ab_shape(int n, int k, int rounds) {
       print_bench<T>(bits, gs, n, k, m, arms[a].first, got[a][got[a].size() / 2], w_bytes);
     }
     fflush(stdout);
-  }
+  });
 }
 
 static void copy_ceiling() {
