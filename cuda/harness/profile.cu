@@ -1,8 +1,9 @@
 // A target for Nsight Compute: one launch of upstream's qmv at M = 1, of a few streamed launch
 // shapes, of the invariant kernel at M = 1, 8, 9 and 16 and of its staged kernel at 16 with four
-// row tiles and with two row tiles in one K part, and of the XP, TA and XP + TA paths at M = 1
-// and 16 (bf16, 4-bit, gs 64) on one weight shape, so that `ncu -k regex:qmv` reports exactly
-// these kernels (gpu-session.sh's profile phase).
+// row tiles and with two row tiles in one K part, of the XP, TA and XP + TA paths at M = 1
+// and 16, and of x in shared memory (XS) with 8 and 16 warps per block at M = 8 and 16 (bf16,
+// 4-bit, gs 64) on one weight shape, so that `ncu -k regex:qmv` reports exactly these kernels
+// (gpu-session.sh's profile phase).
 //
 //   qmv_profile [N K]   (default: the 128256 x 4096 head)
 #include "harness.cuh"
@@ -38,6 +39,15 @@ int main(int argc, char** argv) {
     for (int m : {1, 16}) {
       run_invariant_path(path, b, Problem{m, n, k, 1}, 0, b.x, b.out, true, sm_count());
     }
+  }
+  // x in shared memory (XS, one block per SM) with two row tiles of 8 warps and one of 16, at
+  // M = 8 and 16: which pipe or stall the second column tile adds once x no longer comes through
+  // L1 (docs/kernels/cuda-invariant-qmm.md, "Session 25").
+  for (int m : {8, 16}) {
+    cu::qmv_invariant_staged<2, 64, 8, 0, false, false, 0, true>(
+        b.x, b.wq(0), b.scales, b.biases, b.out, m, 1, n, k, true, sm_count(), launch_smem);
+    cu::qmv_invariant_staged<1, 64, 8, 0, false, false, 0, true, 16>(
+        b.x, b.wq(0), b.scales, b.biases, b.out, m, 1, n, k, true, sm_count(), launch_smem);
   }
   CHECK(cudaDeviceSynchronize());
   printf("profile: %d x %d done\n", n, k);
