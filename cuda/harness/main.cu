@@ -376,15 +376,21 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "inv-ab") {
-    copy_ceiling();
     int shapes[][2] = {{4096, 4096}, {28672, 4096}, {128256, 4096}, {3584, 18944}, {18944, 3584}, {152064, 3584}};
     const char* r = getenv("INV_AB_ROUNDS");
-    int rounds = r ? std::max(1, atoi(r)) : 5;
+    char* end = nullptr;
+    long rounds = r ? strtol(r, &end, 10) : 5;
+    if (r && (*r == '\0' || *end != '\0' || rounds < 1 || rounds > 1000)) {
+      fprintf(stderr, "qmv_harness inv-ab: INV_AB_ROUNDS=%s is not a count of rounds (1 to 1000)\n",
+              r);
+      return 2;
+    }
+    copy_ceiling();
     Picked picked(argc, argv);
     for (int s = 0; s < 6; ++s)
-      if (picked(s)) inv_ab_shape<cutlass::bfloat16_t, 4>(shapes[s][0], shapes[s][1], rounds);
+      if (picked(s)) inv_ab_shape<cutlass::bfloat16_t, 4>(shapes[s][0], shapes[s][1], int(rounds));
     for (int s = 0; s < 6; ++s)
-      if (picked(s)) inv_ab_shape<cutlass::bfloat16_t, 8>(shapes[s][0], shapes[s][1], rounds);
+      if (picked(s)) inv_ab_shape<cutlass::bfloat16_t, 8>(shapes[s][0], shapes[s][1], int(rounds));
     return 0;
   }
   if (mode == "mma-peak") {
