@@ -23,8 +23,9 @@
 # that comes back). env: GPU_SESSION_DIR (the state kept between calls, default /tmp/run),
 # DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices into the nine shapes;
 # default all), SKIP_PEERS, SKIP_MARLIN, TEST_SELECT and TEST_TIMEOUT (test-python.sh), TUNE_GPU,
-# PROFILE_SHAPE ("N K"), CONTROL_SELECT, INV_MODES, INV_TUNE and INV_SHAPES (invariant). Two
-# invocations may run at once (say `tune` in the background of `build`): unpacking is locked, and
+# PROFILE_SHAPE ("N K") and PROFILE_SOURCE (a kernel regex: stalls per SASS line) for profile,
+# CONTROL_SELECT, INV_MODES, INV_TUNE and INV_SHAPES (invariant). Two invocations may run at
+# once (say `tune` in the background of `build`): unpacking is locked, and
 # the last one to leave packs $OUT. A call without .devcarry/bundle.tar.gz stops at unpack and
 # leaves the state as it is.
 set -uo pipefail
@@ -246,6 +247,28 @@ profile() {
     --csv --page details $W/hp/qmv_profile ${PROFILE_SHAPE:-} > $OUT/ncu.csv 2> $OUT/ncu.err
   echo "ncu rc=$? ($(wc -l < $OUT/ncu.csv) lines)"; tail -3 $OUT/ncu.err
   python3 $H/ncu_summary.py $OUT/ncu.csv qmv_invariant | cut -c1-900
+  [ -n "${PROFILE_SOURCE:-}" ] && profile_source $1
+  return 0
+}
+
+# PROFILE_SOURCE (a kernel-name regex): the launches it matches again, with the warp stall
+# reasons per SASS instruction (SourceCounters) into a report, then every metric of each launch
+# ($OUT/ncu-raw.csv: the stall reasons as numbers) and the SASS with its samples
+# ($OUT/ncu-source.csv.gz); cuda/harness/ncu_stalls.py reads both.
+profile_source() {
+  local ncu; ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+  rm -f $W/deep.ncu-rep
+  CUDA_VISIBLE_DEVICES=$1 timeout $(( $(left) - 5 )) $ncu --clock-control none \
+    -k "regex:$PROFILE_SOURCE" --section WarpStateStats --section SourceCounters \
+    --section SchedulerStats -o $W/deep $W/hp/qmv_profile ${PROFILE_SHAPE:-} > $OUT/ncu-deep.log 2>&1
+  echo "ncu deep rc=$?"; tail -3 $OUT/ncu-deep.log
+  [ -f $W/deep.ncu-rep ] || return 0
+  $ncu -i $W/deep.ncu-rep --page raw --csv > $OUT/ncu-raw.csv 2>> $OUT/ncu-deep.log
+  echo "ncu raw rc=$? ($(wc -l < $OUT/ncu-raw.csv) lines)"
+  $ncu -i $W/deep.ncu-rep --page source --print-source sass --csv 2>> $OUT/ncu-deep.log \
+    | gzip > $OUT/ncu-source.csv.gz
+  echo "ncu source rc=${PIPESTATUS[0]} ($(stat -c %s $OUT/ncu-source.csv.gz) bytes)"
+  python3 $H/ncu_stalls.py $OUT/ncu-raw.csv 2>&1 | cut -c1-400
 }
 
 # quantized_matmul on the per-channel shapes upstream sends to qmm_sm90 (sm90_smoke.py), with the

@@ -23,6 +23,7 @@ mod import;
 mod interdiff;
 mod interrupt;
 mod messages;
+mod profile_scripts;
 mod refresh;
 mod render;
 mod reports;

@@ -1,0 +1,241 @@
+//! The Nsight Compute side of the GPU scripts, run without a GPU: `cuda/harness/ncu_stalls.py` on
+//! small raw and source pages shaped like ncu 2025.3's, and `cuda/machine/gpu-session.sh`'s
+//! `profile` phase with PROFILE_SOURCE against a stand-in `ncu` that records how it is called.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::fixture::{Fixture, Out, workspace};
+
+fn stalls(f: &Fixture, args: &[&str]) -> Out {
+    f.out(
+        Command::new("python3")
+            .arg(workspace().join("cuda/harness/ncu_stalls.py"))
+            .args(args)
+            .output()
+            .unwrap(),
+    )
+}
+
+fn json_lines(out: &Out) -> Vec<serde_json::Value> {
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+const RAW: &str = concat!(
+    "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\",",
+    "\"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio\",",
+    "\"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio\",",
+    "\"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio\"\n",
+    "\"\",\"\",\"us\",\"inst\",\"inst\",\"inst\"\n",
+    "\"0\",\"k<1>\",\"115.808\",\"1.054\",\"1.357\",\"0\"\n",
+    "\"1\",\"k<2>\",\"1,172.256\",\"0.49\",\"1.766\",\"1.434\"\n",
+);
+
+/// A launch's table; ncu prints each twice.
+fn source_table(name: &str, lines: &[(&str, u32, u32, u32)]) -> String {
+    let mut t = format!("\"Kernel Name\",\"{name}\",\n");
+    t.push_str("\"Address\",\"Source\",\"Warp Stall Sampling (All Samples)\",");
+    t.push_str("\"stall_barrier\",\"stall_long_sb\",\"stall_barrier (Not Issued)\"\n");
+    for (i, (sass, all, barrier, long_sb)) in lines.iter().enumerate() {
+        t.push_str(&format!(
+            "\"0x{i:x}\",\"      {sass}\",\"{all}\",\"{barrier}\",\"{long_sb}\",\"{barrier}\"\n"
+        ));
+    }
+    t
+}
+
+/// The raw page: every launch's stall reasons, largest first, zeros left out, the units row and
+/// thousands separators read; the source page: one line per launch (its repeated table dropped),
+/// samples per opcode (a predicate is not an opcode) and the most sampled lines with their
+/// reasons (the "Not Issued" columns are not reasons of their own). Bad input is a message
+/// naming what is missing, exit 2, nothing on stdout.
+#[test]
+fn ncu_stalls_reads_the_raw_and_source_pages() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let raw = f.t().join("raw.csv");
+    std::fs::write(&raw, RAW).unwrap();
+    let out = stalls(&f, &[raw.to_str().unwrap()]).code(0);
+    let rows = json_lines(&out);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0]["kernel"], "k<1>");
+    assert_eq!(rows[0]["us"], 115.808);
+    assert_eq!(
+        rows[0]["stalls"],
+        serde_json::json!({"long_scoreboard": 1.357, "barrier": 1.054})
+    );
+    // Largest first, as printed.
+    let second = out.stdout.lines().nth(1).unwrap();
+    let at = |r: &str| second.find(&format!("\"{r}\"")).unwrap();
+    assert!(
+        at("long_scoreboard") < at("wait") && at("wait") < at("barrier"),
+        "{second}"
+    );
+    assert_eq!(rows[1]["us"], 1172.256);
+
+    let m1 = [
+        ("ULDC.64 UR4, c[0x0][0x230]", 60, 60, 0),
+        ("@!P6 LDG.E.128 R44, desc[UR20][R94.64]", 10, 0, 0),
+        ("PRMT R37, R44, 0x7632, R46", 30, 0, 28),
+    ];
+    let m16 = [("HMMA.16816.F32.BF16 R56, R40, R52, RZ", 5, 0, 0)];
+    let page = [
+        source_table("k<1>", &m1),
+        source_table("k<1>", &m1),
+        source_table("k<2>", &m16),
+        source_table("k<2>", &m16),
+    ]
+    .concat();
+    let src = f.t().join("source.csv");
+    std::fs::write(&src, page).unwrap();
+    let rows = json_lines(&stalls(&f, &["--source", src.to_str().unwrap(), "2"]).code(0));
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0]["samples"], 100.0);
+    assert_eq!(
+        rows[0]["by_opcode"],
+        serde_json::json!({"ULDC": 0.6, "PRMT": 0.3, "LDG": 0.1})
+    );
+    let top = rows[0]["top"].as_array().unwrap();
+    assert_eq!(top.len(), 2, "{top:?}");
+    assert_eq!(top[0]["line"], 0);
+    assert_eq!(top[0]["stalls"], serde_json::json!({"barrier": 60.0}));
+    assert_eq!(top[1]["sass"], "PRMT R37, R44, 0x7632, R46");
+    assert_eq!(top[1]["stalls"], serde_json::json!({"long_sb": 28.0}));
+    assert_eq!(rows[1]["launch"], 1);
+
+    let missing = f.t().join("missing.csv");
+    let plain = f.t().join("plain.csv");
+    std::fs::write(&plain, "\"ID\",\"Kernel Name\"\n\"0\",\"k\"\n").unwrap();
+    for (args, says) in [
+        (vec![], "usage"),
+        (vec![missing.to_str().unwrap()], "missing.csv"),
+        (vec![plain.to_str().unwrap()], "WarpStateStats"),
+        (
+            vec!["--source", raw.to_str().unwrap()],
+            "no 'Kernel Name' table",
+        ),
+        (
+            vec!["--source", src.to_str().unwrap(), "many"],
+            "TOP must be a count",
+        ),
+    ] {
+        let out = stalls(&f, &args).code(2);
+        assert!(out.stderr.contains(says), "{}", out.snapshot());
+        assert!(out.stdout.is_empty(), "{}", out.snapshot());
+    }
+}
+
+/// A checkout whose bundle is the one the state already unpacked, with the harness folder the
+/// profile phase reads (its build.sh a stand-in that makes `qmv_profile`).
+fn profile_checkout(state: &Path, checkout: &Path) {
+    std::fs::create_dir_all(state.join("mlx-cuda-bundle/cuda")).unwrap();
+    std::fs::write(state.join("bundle.tar.gz"), "a bundle\n").unwrap();
+    std::fs::create_dir_all(checkout.join(".devcarry")).unwrap();
+    std::fs::write(checkout.join(".devcarry/bundle.tar.gz"), "a bundle\n").unwrap();
+    for d in ["lib", "harness", "bench", "bundle"] {
+        std::fs::create_dir_all(checkout.join("cuda").join(d)).unwrap();
+    }
+    let harness = checkout.join("cuda/harness");
+    for py in ["ncu_summary.py", "ncu_stalls.py"] {
+        std::fs::copy(workspace().join("cuda/harness").join(py), harness.join(py)).unwrap();
+    }
+    std::fs::write(
+        harness.join("build.sh"),
+        "mkdir -p \"$5\" && printf '#!/bin/sh\\n' > \"$5/qmv_profile\" && chmod +x \"$5/qmv_profile\"\n",
+    )
+    .unwrap();
+}
+
+/// gpu-session.sh's profile phase: without PROFILE_SOURCE one ncu call (the details page), as
+/// before; with it a second one into a report with WarpStateStats and SourceCounters for the
+/// kernels it names, then that report's raw page (read by ncu_stalls.py into the call's output)
+/// and its SASS source page, gzipped. A stand-in ncu writes the pages of tests above.
+#[test]
+fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let state = f.t().join("state");
+    let checkout = f.t().join("checkout");
+    let out_dir = f.t().join("out");
+    let bin = f.t().join("bin");
+    let log = f.t().join("ncu.log");
+    profile_checkout(&state, &checkout);
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(f.t().join("raw.csv"), RAW).unwrap();
+    let src = source_table("k<1>", &[("PRMT R37, R44, 0x7632, R46", 3, 0, 3)]);
+    std::fs::write(f.t().join("source.csv"), src).unwrap();
+    let stub = format!(
+        "#!/bin/sh\necho \"$*\" >> {log}\n\
+         prev=\n\
+         for a in \"$@\"; do [ \"$prev\" = -o ] && touch \"$a.ncu-rep\"; prev=$a; done\n\
+         case \"$*\" in\n\
+         *'--page raw'*) cat {t}/raw.csv ;;\n\
+         *'--page source'*) cat {t}/source.csv ;;\n\
+         *' -o '*) ;;\n\
+         *) echo '\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Value\",\"Metric Unit\"' ;;\n\
+         esac\n",
+        log = log.display(),
+        t = f.t().display()
+    );
+    std::fs::write(bin.join("ncu"), stub).unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(bin.join("ncu"))
+        .status()
+        .unwrap();
+    for nvidia in ["nvidia-smi", "nvcc"] {
+        std::fs::write(bin.join(nvidia), "#!/bin/sh\necho stand-in\n").unwrap();
+        Command::new("chmod")
+            .arg("+x")
+            .arg(bin.join(nvidia))
+            .status()
+            .unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let run = |source: Option<&str>| {
+        std::fs::create_dir_all(&out_dir).unwrap();
+        let _ = std::fs::remove_file(&log);
+        let mut c = Command::new("bash");
+        c.arg(workspace().join("cuda/machine/gpu-session.sh"))
+            .arg("profile")
+            .current_dir(&checkout)
+            .env("GPU_SESSION_DIR", &state)
+            .env("OUT", &out_dir)
+            .env("PATH", &path)
+            .env_remove("PROFILE_SOURCE")
+            .env_remove("PROFILE_SHAPE");
+        if let Some(s) = source {
+            c.env("PROFILE_SOURCE", s);
+        }
+        let out = f.out(c.output().unwrap()).code(0);
+        (std::fs::read_to_string(&log).unwrap_or_default(), out)
+    };
+    let (calls, out) = run(None);
+    assert_eq!(calls.lines().count(), 1, "{calls}\n{}", out.snapshot());
+    assert!(calls.contains("--page details"), "{calls}");
+
+    let (calls, out) = run(Some("qmv_invariant_staged"));
+    let calls: Vec<_> = calls.lines().collect();
+    assert_eq!(calls.len(), 4, "{calls:?}\n{}", out.snapshot());
+    assert!(
+        calls[1].contains("-k regex:qmv_invariant_staged")
+            && calls[1].contains("--section SourceCounters")
+            && calls[1].contains("--section WarpStateStats"),
+        "{}",
+        calls[1]
+    );
+    assert!(calls[2].contains("--page raw"), "{}", calls[2]);
+    assert!(
+        calls[3].contains("--page source --print-source sass"),
+        "{}",
+        calls[3]
+    );
+    assert!(
+        out.stdout.contains("\"long_scoreboard\": 1.357"),
+        "{}",
+        out.snapshot()
+    );
+    let gz = std::fs::read(out_dir.join("ncu-source.csv.gz")).unwrap();
+    assert_eq!(&gz[..2], &[0x1f, 0x8b], "not gzip");
+}
