@@ -80,14 +80,17 @@ struct Case {
   // addresses from one base per tile; either against the plain kernel's M = 1. BPS: blocks per
   // SM (qmv_invariant_staged's: one gives each warp a deeper ring). XS: x in shared memory
   // (where it fits K; else the kernel without, which the larger K here check). WB: warps per
-  // block (16: two groups of 8 on their own rows).
+  // block (16: two groups of 8 on their own rows). DR: each tile's partials added up after the
+  // next tile (mbarriers, two reduction buffers), where two buffers fit. XF: each group's x
+  // loaded one group ahead.
   template <int RT, int KP, bool XP = false, bool TA = false, int BPS = 0, bool XS = false,
-            int WB = 8>
+            int WB = 8, bool DR = false, bool XF = false>
   void rows_forced(const Buffers<T, bits, gs>& b, int m, int n, int k,
                    const std::vector<uint16_t>& h_ref, T* out) {
     using Q = typename QOf<bits>::type;
     using namespace cu::qmv_invariant_detail;
-    if constexpr (Plan<RT, 1, gs, Q>::fits && Plan<RT, 2, gs, Q>::fits) {
+    if constexpr (Plan<RT, 1, gs, Q, 0, false, 8, DR>::fits &&
+                  Plan<RT, 2, gs, Q, 0, false, 8, DR>::fits) {
       if (!cu::qmv_invariant_staged_fits<gs>(b.wq(0), b.scales, b.biases, k)) return;
       size_t row_n = size_t(m) * n;
       std::vector<uint16_t> want = h_ref;
@@ -102,12 +105,12 @@ struct Case {
       }
       CHECK(cudaMemset(out, 0xfe, row_n * sizeof(T)));
       void* s = XP ? scratch(cu::qmv_invariant_prep_bytes<gs, T, Q>(m, 1, k, true)) : nullptr;
-      cu::qmv_invariant_staged<RT, gs, KP, 0, XP, TA, BPS, XS, WB>(
+      cu::qmv_invariant_staged<RT, gs, KP, 0, XP, TA, BPS, XS, WB, DR, XF>(
           b.x, b.wq(0), b.scales, b.biases, out, m, 1, n, k, true, 1, launch_smem, s);
-      char what[40];
-      snprintf(what, sizeof what, "m_rt%d_kp%d%s%s%s%s%s", RT, KP, XP ? "_xp" : "",
+      char what[48];
+      snprintf(what, sizeof what, "m_rt%d_kp%d%s%s%s%s%s%s%s", RT, KP, XP ? "_xp" : "",
                TA ? "_ta" : "", BPS == 1 ? "_b1" : BPS < 0 ? "_bm" : "", XS ? "_xs" : "",
-               WB == 16 ? "_w16" : "");
+               WB == 16 ? "_w16" : "", DR ? "_dr" : "", XF ? "_xf" : "");
       compare(what, {m, n, k, 1}, want, fetch(out, row_n * sizeof(T) / 2), row_n);
     }
   }
@@ -168,6 +171,22 @@ struct Case {
       rows_forced<2, 1>(b, m, n, k, h_ref, out);
       rows_forced<1, 4>(b, m, n, k, h_ref, out);
       rows_forced<2, 2>(b, m, n, k, h_ref, out);
+      // Session 26: the deferred reduction with one, two and four row tiles, K in 8 and 2
+      // parts, with XS and with 16 warps (the SM count forced to 1: many tiles per block).
+      rows_forced<1, 8, false, false, 0, false, 8, true>(b, m, n, k, h_ref, out);
+      rows_forced<2, 8, false, false, 0, false, 8, true>(b, m, n, k, h_ref, out);
+      rows_forced<4, 8, false, false, 0, false, 8, true>(b, m, n, k, h_ref, out);
+      rows_forced<2, 2, false, false, 0, false, 8, true>(b, m, n, k, h_ref, out);
+      rows_forced<2, 8, false, true, 0, true, 8, true>(b, m, n, k, h_ref, out);
+      rows_forced<1, 8, false, false, 0, false, 16, true>(b, m, n, k, h_ref, out);
+      // x loaded one group ahead, with one, two and four row tiles, K in 8, 2 and 1 parts (the
+      // next group of the last is the part's first again), with XP and with TA.
+      rows_forced<1, 8, false, false, 0, false, 8, false, true>(b, m, n, k, h_ref, out);
+      rows_forced<2, 8, false, false, 0, false, 8, false, true>(b, m, n, k, h_ref, out);
+      rows_forced<4, 8, false, false, 0, false, 8, false, true>(b, m, n, k, h_ref, out);
+      rows_forced<2, 2, false, false, 0, false, 8, false, true>(b, m, n, k, h_ref, out);
+      rows_forced<2, 1, false, false, 0, false, 8, false, true>(b, m, n, k, h_ref, out);
+      rows_forced<2, 8, true, true, 0, false, 8, false, true>(b, m, n, k, h_ref, out);
     }
     // Batch 2 with its own weights (M = 3 and 11), batch 3 sharing one (M = 5).
     for (int m : {3, 11}) for (InvPath path : inv_paths()) {

@@ -172,13 +172,15 @@ void inv_launch_shape(const Buffers<T, bits, 64>& b, Problem p, int c) {
 }
 
 // XP: x prepared by its own launch first (no programmatic dependent launch); BPS blocks per SM
-// (qmv_invariant_staged's); XS: x in shared memory where it fits; WB warps per block.
+// (qmv_invariant_staged's); XS: x in shared memory where it fits; WB warps per block; DR: each
+// tile's partials added up after the next tile, not at a block barrier; XF: each group's x
+// loaded one group ahead.
 template <int RT, typename T, int bits, int KP = 8, int GU = 0, bool XP = false, int BPS = 0,
-          bool XS = false, int WB = 8>
+          bool XS = false, int WB = 8, bool DR = false, bool XF = false>
 void inv_staged_shape(const Buffers<T, bits, 64>& b, Problem p, int c, int sms) {
   using Q = typename QOf<bits>::type;
   void* s = XP ? scratch(cu::qmv_invariant_prep_bytes<64, T, Q>(p.m, 1, p.k, true)) : nullptr;
-  cu::qmv_invariant_staged<RT, 64, KP, GU, XP, false, BPS, XS, WB>(
+  cu::qmv_invariant_staged<RT, 64, KP, GU, XP, false, BPS, XS, WB, DR, XF>(
       b.x, b.wq(c), b.scales + b.sb_elems * c, b.biases + b.sb_elems * c, b.out, p.m, 1, p.n,
       p.k, true, sms, launch_smem, s);
 }
@@ -275,13 +277,22 @@ void inv_ab_shape(int n, int k, int rounds) {
   for_tune_ms<T, bits>(n, k, [&](const Buffers<T, bits, gs>& b, Problem p, int sms, int copies,
                                  size_t w_bytes) {
     int m = p.m;
+    // Session 26: x loaded one group ahead (`inv_s2xf`: the kernel's unroll rule, which with XF
+    // and two column tiles is one group at a time: it spilled nothing in session 22 but lost
+    // the overlap of the next group's loads, which XF gives back; `inv_s2u2xf`: two at a time;
+    // `inv_s2u1`: one at a time without XF). The deferred reduction (`inv_s<RT>dr`, a
+    // tile's partials added up after the next tile) was slower with two row tiles on the H100
+    // (docs/kernels/cuda-invariant-qmm.md, "Session 26").
     std::vector<std::pair<const char*, std::function<void(int)>>> arms = {
         {"invariant", [&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }},
         {"inv_s2", [&](int c) { inv_staged_shape<2>(b, p, c, sms); }},
-        {"inv_s2xs", [&](int c) { inv_staged_shape<2, T, bits, 8, 0, false, 0, true>(b, p, c, sms); }},
-        {"inv_s1xs16",
-         [&](int c) { inv_staged_shape<1, T, bits, 8, 0, false, 0, true, 16>(b, p, c, sms); }},
-        {"inv_s2b1", [&](int c) { inv_staged_shape<2, T, bits, 8, 0, false, 1>(b, p, c, sms); }},
+        {"inv_s2xf", [&](int c) {
+           inv_staged_shape<2, T, bits, 8, 0, false, 0, false, 8, false, true>(b, p, c, sms);
+         }},
+        {"inv_s2u2xf", [&](int c) {
+           inv_staged_shape<2, T, bits, 8, 2, false, 0, false, 8, false, true>(b, p, c, sms);
+         }},
+        {"inv_s2u1", [&](int c) { inv_staged_shape<2, T, bits, 8, 1>(b, p, c, sms); }},
     };
     std::vector<std::vector<float>> got(arms.size());
     for (int r = 0; r < rounds; ++r) {
