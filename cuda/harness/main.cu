@@ -261,6 +261,14 @@ void inv_tune_shape(int n, int k) {
                               copies, w_bytes));
     row("inv_s1w16", time_us([&](int c) { inv_staged_shape<1, T, bits, 8, 0, false, 0, false, 16>(b, p, c, sms); },
                              copies, w_bytes));
+    // Session 26: the deferred reduction (`inv_s<RT>dr`) and x one group ahead (`inv_s2xf`, by
+    // the kernel's unroll rule; `inv_s2u2xf` two groups at a time), as `inv-ab` timed them.
+#define INV_DR_XF(RT, GU, DR, XF, name) \
+    row(name, time_us([&](int c) { inv_staged_shape<RT, T, bits, 8, GU, false, 0, false, 8, DR, XF>(b, p, c, sms); }, \
+                      copies, w_bytes));
+    INV_DR_XF(1, 0, true, false, "inv_s1dr") INV_DR_XF(2, 0, true, false, "inv_s2dr")
+    INV_DR_XF(2, 0, false, true, "inv_s2xf") INV_DR_XF(2, 2, false, true, "inv_s2u2xf")
+#undef INV_DR_XF
     row("inv_s4", time_us([&](int c) { inv_staged_shape<4>(b, p, c, sms); }, copies, w_bytes));
     fflush(stdout);
   });
