@@ -23,7 +23,8 @@
 # that comes back). env: GPU_SESSION_DIR (the state kept between calls, default /tmp/run),
 # DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices into the nine shapes;
 # default all), SKIP_PEERS, SKIP_MARLIN, TEST_SELECT and TEST_TIMEOUT (test-python.sh), TUNE_GPU,
-# PROFILE_SHAPE ("N K") and PROFILE_SOURCE (a kernel regex: stalls per SASS line) for profile,
+# PROFILE_SHAPE ("N K"), PROFILE_SOURCE (a kernel regex: stalls per SASS line) and
+# PROFILE_METRICS (more metrics for it) for profile,
 # CONTROL_SELECT, INV_MODES, INV_TUNE and INV_SHAPES (invariant). Two invocations may run at
 # once (say `tune` in the background of `build`): unpacking is locked, and
 # the last one to leave packs $OUT. A call without .devcarry/bundle.tar.gz stops at unpack and
@@ -254,13 +255,15 @@ profile() {
 # PROFILE_SOURCE (a kernel-name regex): the launches it matches again, with the warp stall
 # reasons per SASS instruction (SourceCounters) into a report, then every metric of each launch
 # ($OUT/ncu-raw.csv: the stall reasons as numbers) and the SASS with its samples
-# ($OUT/ncu-source.csv.gz); cuda/harness/ncu_stalls.py reads both.
+# ($OUT/ncu-source.csv.gz); cuda/harness/ncu_stalls.py reads both. PROFILE_METRICS (a comma list)
+# adds those metrics to the report, so to the raw page.
 profile_source() {
   local ncu; ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
   rm -f $W/deep.ncu-rep
   CUDA_VISIBLE_DEVICES=$1 timeout $(( $(left) - 5 )) $ncu --clock-control none \
     -k "regex:$PROFILE_SOURCE" --section WarpStateStats --section SourceCounters \
-    --section SchedulerStats -o $W/deep $W/hp/qmv_profile ${PROFILE_SHAPE:-} > $OUT/ncu-deep.log 2>&1
+    --section SchedulerStats ${PROFILE_METRICS:+--metrics "$PROFILE_METRICS"} -o $W/deep \
+    $W/hp/qmv_profile ${PROFILE_SHAPE:-} > $OUT/ncu-deep.log 2>&1
   echo "ncu deep rc=$?"; tail -3 $OUT/ncu-deep.log
   [ -f $W/deep.ncu-rep ] || return 0
   $ncu -i $W/deep.ncu-rep --page raw --csv > $OUT/ncu-raw.csv 2>> $OUT/ncu-deep.log

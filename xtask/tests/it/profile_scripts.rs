@@ -149,9 +149,10 @@ fn profile_checkout(state: &Path, checkout: &Path) {
 }
 
 /// gpu-session.sh's profile phase: without PROFILE_SOURCE one ncu call (the details page), as
-/// before; with it a second one into a report with WarpStateStats and SourceCounters for the
-/// kernels it names, then that report's raw page (read by ncu_stalls.py into the call's output)
-/// and its SASS source page, gzipped. A stand-in ncu writes the pages of tests above.
+/// before (PROFILE_METRICS alone changes nothing); with it a second one into a report with
+/// WarpStateStats and SourceCounters for the kernels it names (and PROFILE_METRICS's metrics),
+/// then that report's raw page (read by ncu_stalls.py into the call's output) and its SASS source
+/// page, gzipped. A stand-in ncu writes the pages of the test above.
 #[test]
 fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
     let f = Fixture::new(&[("a", "a\n")]);
@@ -193,7 +194,7 @@ fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
             .unwrap();
     }
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let run = |source: Option<&str>| {
+    let run = |source: Option<&str>, metrics: Option<&str>| {
         std::fs::create_dir_all(&out_dir).unwrap();
         let _ = std::fs::remove_file(&log);
         let mut c = Command::new("bash");
@@ -204,18 +205,22 @@ fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
             .env("OUT", &out_dir)
             .env("PATH", &path)
             .env_remove("PROFILE_SOURCE")
+            .env_remove("PROFILE_METRICS")
             .env_remove("PROFILE_SHAPE");
         if let Some(s) = source {
             c.env("PROFILE_SOURCE", s);
         }
+        if let Some(m) = metrics {
+            c.env("PROFILE_METRICS", m);
+        }
         let out = f.out(c.output().unwrap()).code(0);
         (std::fs::read_to_string(&log).unwrap_or_default(), out)
     };
-    let (calls, out) = run(None);
+    let (calls, out) = run(None, Some("dram__bytes_read.sum"));
     assert_eq!(calls.lines().count(), 1, "{calls}\n{}", out.snapshot());
     assert!(calls.contains("--page details"), "{calls}");
 
-    let (calls, out) = run(Some("qmv_invariant_staged"));
+    let (calls, out) = run(Some("qmv_invariant_staged"), None);
     let calls: Vec<_> = calls.lines().collect();
     assert_eq!(calls.len(), 4, "{calls:?}\n{}", out.snapshot());
     assert!(
@@ -238,4 +243,17 @@ fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
     );
     let gz = std::fs::read(out_dir.join("ncu-source.csv.gz")).unwrap();
     assert_eq!(&gz[..2], &[0x1f, 0x8b], "not gzip");
+    assert!(!calls[1].contains("--metrics"), "{}", calls[1]);
+
+    // PROFILE_METRICS: the deep report collects them too.
+    let (calls, out) = run(
+        Some("qmv_invariant_staged"),
+        Some("dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum"),
+    );
+    let deep = calls.lines().nth(1).unwrap_or_default().to_string();
+    assert!(
+        deep.contains("--metrics dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum"),
+        "{deep}\n{}",
+        out.snapshot()
+    );
 }
