@@ -1283,6 +1283,20 @@ fn gpu_session_keeps_the_state_when_the_bundle_is_missing() {
     assert!(built.exists(), "the same bundle was unpacked again");
 }
 
+/// A checkout for gpu-session.sh whose carried bundle is the one `state` already unpacked (so
+/// nothing is unpacked again), with the folders its unpack copies over the bundle's; returns its
+/// `cuda/harness`.
+pub(crate) fn unpacked_checkout(state: &Path, checkout: &Path) -> PathBuf {
+    std::fs::create_dir_all(state.join("mlx-cuda-bundle/cuda")).unwrap();
+    std::fs::write(state.join("bundle.tar.gz"), "a bundle\n").unwrap();
+    std::fs::create_dir_all(checkout.join(".devcarry")).unwrap();
+    std::fs::write(checkout.join(".devcarry/bundle.tar.gz"), "a bundle\n").unwrap();
+    for d in ["lib", "harness", "bench", "bundle"] {
+        std::fs::create_dir_all(checkout.join("cuda").join(d)).unwrap();
+    }
+    checkout.join("cuda/harness")
+}
+
 /// gpu-session.sh's `invariant` phase runs inv-parity, then the benchmark modes it is asked for in
 /// order, each on the shapes of INV_SHAPES: INV_MODES lists them (the next GPU call runs inv-bench
 /// and inv-tune in one call), INV_TUNE=1 still means inv-tune alone, and the default is inv-bench.
@@ -1297,14 +1311,7 @@ fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
     let qmv = state.join("mlx-cuda-bundle/mlx/mlx/backend/cuda/quantized/qmm/qmv.cu");
     std::fs::create_dir_all(qmv.parent().unwrap()).unwrap();
     std::fs::write(&qmv, "// kernels\n").unwrap();
-    std::fs::create_dir_all(state.join("mlx-cuda-bundle/cuda")).unwrap();
-    std::fs::write(state.join("bundle.tar.gz"), "a bundle\n").unwrap();
-    std::fs::create_dir_all(checkout.join(".devcarry")).unwrap();
-    std::fs::write(checkout.join(".devcarry/bundle.tar.gz"), "a bundle\n").unwrap();
-    for d in ["lib", "harness", "bench", "bundle"] {
-        std::fs::create_dir_all(checkout.join("cuda").join(d)).unwrap();
-    }
-    let harness = checkout.join("cuda/harness");
+    let harness = unpacked_checkout(&state, &checkout);
     std::fs::copy(
         workspace().join("cuda/harness/summarize.py"),
         harness.join("summarize.py"),

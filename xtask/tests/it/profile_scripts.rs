@@ -130,14 +130,7 @@ fn ncu_stalls_reads_the_raw_and_source_pages() {
 /// A checkout whose bundle is the one the state already unpacked, with the harness folder the
 /// profile phase reads (its build.sh a stand-in that makes `qmv_profile`).
 fn profile_checkout(state: &Path, checkout: &Path) {
-    std::fs::create_dir_all(state.join("mlx-cuda-bundle/cuda")).unwrap();
-    std::fs::write(state.join("bundle.tar.gz"), "a bundle\n").unwrap();
-    std::fs::create_dir_all(checkout.join(".devcarry")).unwrap();
-    std::fs::write(checkout.join(".devcarry/bundle.tar.gz"), "a bundle\n").unwrap();
-    for d in ["lib", "harness", "bench", "bundle"] {
-        std::fs::create_dir_all(checkout.join("cuda").join(d)).unwrap();
-    }
-    let harness = checkout.join("cuda/harness");
+    let harness = crate::cuda_scripts::unpacked_checkout(state, checkout);
     for py in ["ncu_summary.py", "ncu_stalls.py"] {
         std::fs::copy(workspace().join("cuda/harness").join(py), harness.join(py)).unwrap();
     }
