@@ -1,14 +1,15 @@
 """Where the warps of each profiled launch wait, from an Nsight Compute report's pages
 (gpu-session.sh's PROFILE_SOURCE writes both).
 
-    python3 ncu_stalls.py RAW.csv                  # ncu -i REPORT --page raw --csv
+    python3 ncu_stalls.py RAW.csv [--with NAME,...]   # ncu -i REPORT --page raw --csv
     python3 ncu_stalls.py --source SOURCE.csv[.gz] [TOP]
                                                    # ncu -i REPORT --page source --print-source sass --csv
 
 RAW: one JSON line per launch ("kind": "stalls"): its ID, kernel name, duration ("us", the page's
 gpu__time_duration.sum, in its unit) and "stalls" {reason: cycles per issued instruction},
 largest first, from the metrics `smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio`
-(reasons at zero left out).
+(reasons at zero left out); with --with, "counters" {NAME: value} of those metrics too (the
+memory counters gpu-session.sh's PROFILE_METRICS adds; a name the page lacks is an error).
 
 SOURCE: one JSON line per launch ("kind": "sass_stalls", launches numbered from 0 in the page's
 order; the page prints each launch's table twice, and a table identical to the one before it is
@@ -42,7 +43,7 @@ def number(text):
         return None
 
 
-def raw(path):
+def raw(path, keep=()):
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     start = next((i for i, r in enumerate(rows) if r[:1] == ["ID"]), None)
@@ -57,13 +58,20 @@ def raw(path):
                   "--section WarpStateStats")
     if not body:
         raise Bad(f"{path}: no launch in the page")
+    missing = [k for k in keep if k not in head]
+    if missing:
+        raise Bad(f"{path}: no metric {', '.join(missing)} in the page")
     name = head.index("Kernel Name") if "Kernel Name" in head else None
     dur = head.index("gpu__time_duration.sum") if "gpu__time_duration.sum" in head else None
     for r in body:
         got = {reason: number(r[i]) or 0.0 for i, reason in stalls.items()}
-        got = {k: round(v, 3) for k, v in sorted(got.items(), key=lambda kv: -kv[1]) if v}
-        yield {"kind": "stalls", "id": r[0], "kernel": r[name] if name is not None else None,
-               "us": number(r[dur]) if dur is not None else None, "stalls": got}
+        got = {k: round(v, 3) for k, v in sorted(got.items(), key=lambda kv: -kv[1])
+               if round(v, 3)}
+        line = {"kind": "stalls", "id": r[0], "kernel": r[name] if name is not None else None,
+                "us": number(r[dur]) if dur is not None else None, "stalls": got}
+        if keep:
+            line["counters"] = {k: number(r[head.index(k)]) for k in keep}
+        yield line
 
 
 def tables(path):
@@ -123,12 +131,15 @@ def source(path, top):
 def main(argv):
     if len(argv) == 1:
         lines = raw(argv[0])
+    elif len(argv) == 3 and argv[1] == "--with":
+        lines = raw(argv[0], [k for k in argv[2].split(",") if k])
     elif argv[:1] == ["--source"] and len(argv) in (2, 3):
         if len(argv) == 3 and not argv[2].isdigit():
             raise Bad(f"TOP must be a count, not {argv[2]!r}")
         lines = source(argv[1], int(argv[2]) if len(argv) == 3 else 12)
     else:
-        raise Bad("usage: ncu_stalls.py RAW.csv | ncu_stalls.py --source SOURCE.csv[.gz] [TOP]")
+        raise Bad("usage: ncu_stalls.py RAW.csv [--with NAME,...] | "
+                  "ncu_stalls.py --source SOURCE.csv[.gz] [TOP]")
     for line in lines:
         print(json.dumps(line))
 

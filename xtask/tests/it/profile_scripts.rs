@@ -74,6 +74,17 @@ fn ncu_stalls_reads_the_raw_and_source_pages() {
         "{second}"
     );
     assert_eq!(rows[1]["us"], 1172.256);
+    // --with: the named metrics' values beside the stalls.
+    let with =
+        "gpu__time_duration.sum,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio";
+    let rows = json_lines(&stalls(&f, &[raw.to_str().unwrap(), "--with", with]).code(0));
+    assert_eq!(
+        rows[1]["counters"],
+        serde_json::json!({
+            "gpu__time_duration.sum": 1172.256,
+            "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio": 1.434
+        })
+    );
 
     let m1 = [
         ("ULDC.64 UR4, c[0x0][0x230]", 60, 60, 0),
@@ -119,6 +130,10 @@ fn ncu_stalls_reads_the_raw_and_source_pages() {
         (
             vec!["--source", src.to_str().unwrap(), "many"],
             "TOP must be a count",
+        ),
+        (
+            vec![raw.to_str().unwrap(), "--with", "dram__bytes_read.sum"],
+            "no metric dram__bytes_read.sum",
         ),
     ] {
         let out = stalls(&f, &args).code(2);
