@@ -235,13 +235,16 @@ pack_out() {
 
 # Nsight Compute on the profile target (cuda/harness/profile.cu): speed of light, occupancy,
 # warp stall reasons, memory and scheduler statistics of each qmv kernel it launches.
+# Nsight Compute: on PATH, else the image's install.
+ncu_bin() { command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1; }
+
 profile() {
   unpack || return 1
   rm -rf $W/hp
   PROFILE_ONLY=1 bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hp \
     > $OUT/profile-build.log 2>&1 || { tail -30 $OUT/profile-build.log; return 1; }
   echo "profile build: $(( $(date +%s) - t0 )) s"
-  local ncu; ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+  local ncu; ncu=$(ncu_bin)
   CUDA_VISIBLE_DEVICES=$1 timeout $(( $(left) - 5 )) $ncu --clock-control none -k regex:qmv \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
     --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
@@ -258,7 +261,7 @@ profile() {
 # ($OUT/ncu-source.csv.gz); cuda/harness/ncu_stalls.py reads both. PROFILE_METRICS (a comma list)
 # adds those metrics to the report, so to the raw page.
 profile_source() {
-  local ncu; ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+  local ncu; ncu=$(ncu_bin)
   rm -f $W/deep.ncu-rep
   CUDA_VISIBLE_DEVICES=$1 timeout $(( $(left) - 5 )) $ncu --clock-control none \
     -k "regex:$PROFILE_SOURCE" --section WarpStateStats --section SourceCounters \
