@@ -8,7 +8,8 @@
 #
 # NVCC (default: nvcc on PATH), ARCH (default: sm_90a) and CUDA_LIBDIR (extra -L for
 # cudart, e.g. the pip wheel's lib folder) may be set; PROFILE_ONLY=1 builds only
-# profile.cu (qmv_profile, the target of gpu-session.sh's profile phase).
+# profile.cu (qmv_profile, the target of gpu-session.sh's profile phase), WGMMA_ONLY=1 only
+# wgmma.cu (qmv_wgmma, the warpgroup-mma prototype of gpu-session.sh's wgmma phase).
 set -euo pipefail
 tree=$1 cutlass=$2 cccl=$3 fmt=$4 out=$5
 shift 5
@@ -30,6 +31,10 @@ nvcc=${NVCC:-nvcc}
 if [ "${PROFILE_ONLY:-0}" = 1 ]; then
   # Only the Nsight Compute target (profile.cu): seconds, for a short GPU call.
   "$nvcc" "${flags[@]}" -lineinfo ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} -o "$out/qmv_profile" "$here/profile.cu"
+  exit
+fi
+if [ "${WGMMA_ONLY:-0}" = 1 ]; then
+  "$nvcc" "${flags[@]}" ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} -o "$out/qmv_wgmma" "$here/wgmma.cu"
   exit
 fi
 pids=()

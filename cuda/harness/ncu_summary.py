@@ -9,7 +9,7 @@ import sys
 WANT = ["Duration", "DRAM Throughput", "Memory Throughput", "L2 Hit Rate", "L1/TEX Hit Rate",
         "Achieved Occupancy", "Theoretical Occupancy", "Registers Per Thread", "No Eligible",
         "Issued Warp Per Scheduler", "Compute (SM) Throughput", "Mem Busy", "Max Bandwidth",
-        "Warp Cycles Per Issued Instruction"]
+        "Warp Cycles Per Issued Instruction", "smsp__inst_executed.sum"]
 
 
 def main():

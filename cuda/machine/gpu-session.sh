@@ -13,6 +13,11 @@
 #           kernel harness benchmark (inv-bench), all on one GPU, then collect.py -> $OUT/results.json
 #   both    tests (both policies at once) on the second GPU while bench runs on the first
 #   profile Nsight Compute on cuda/harness/profile.cu (no MLX build): ncu.csv
+#   wgmma   the warpgroup-mma prototype (cuda/harness/wgmma.cu, no MLX build): its invariance,
+#           accuracy and negative control (wgmma-check.jsonl), then WG_AB_ROUNDS rotated rounds
+#           against the launcher (wgmma-ab.jsonl); WG_NCU=1: then Nsight Compute on one launch of
+#           each at M = 1 and 16, stalls per launch and per SASS line (wgmma-ncu-raw.csv,
+#           wgmma-ncu-source.csv.gz, read by ncu_stalls.py)
 #   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
 #           as .devcarry/ptx-cache.tar.xz: every later session's tests start warm)
 #   smoke   quantized_matmul on the shapes upstream sends to qmm_sm90 (sm90_smoke.py), on SMOKE_GPU
@@ -277,6 +282,36 @@ profile_source() {
   python3 $H/ncu_stalls.py $OUT/ncu-raw.csv 2>&1 | cut -c1-400
 }
 
+# The warpgroup-mma prototype (cuda/harness/wgmma.cu): built alone in seconds, checked, timed.
+wgmma() {
+  unpack || return 1
+  rm -rf $W/hw
+  WGMMA_ONLY=1 bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hw \
+    -Xptxas=-v > $OUT/wgmma-build.log 2>&1 || { tail -30 $OUT/wgmma-build.log; return 1; }
+  echo "wgmma build: $(( $(date +%s) - t0 )) s"
+  grep -A3 "Compiling entry.*qmv_wg" $OUT/wgmma-build.log \
+    | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | paste - - | sort | uniq -c
+  export CUDA_VISIBLE_DEVICES=$1
+  timeout $(( $(left) - 10 )) $W/hw/qmv_wgmma check > $OUT/wgmma-check.jsonl
+  echo "wgmma check rc=$?"; tail -6 $OUT/wgmma-check.jsonl
+  timeout $(( $(left) - 10 )) $W/hw/qmv_wgmma ab ${WG_AB_ROUNDS:-5} > $OUT/wgmma-ab.jsonl
+  echo "wgmma ab rc=$? ($(left) s left)"
+  grep -v '"kind":"ab"' $OUT/wgmma-ab.jsonl | python3 $H/summarize.py /dev/stdin | cut -c1-250
+  [ "${WG_NCU:-0}" = 1 ] || return 0
+  local ncu; ncu=$(ncu_bin)
+  rm -f $W/wg.ncu-rep
+  timeout $(( $(left) - 5 )) $ncu --clock-control none -k regex:qmv --section SpeedOfLight \
+    --section WarpStateStats --section SchedulerStats --section SourceCounters \
+    --metrics smsp__inst_executed.sum -o $W/wg $W/hw/qmv_wgmma one > $OUT/wgmma-ncu.log 2>&1
+  echo "wgmma ncu rc=$?"; tail -2 $OUT/wgmma-ncu.log
+  [ -f $W/wg.ncu-rep ] || return 0
+  $ncu -i $W/wg.ncu-rep --page raw --csv > $OUT/wgmma-ncu-raw.csv 2>> $OUT/wgmma-ncu.log
+  $ncu -i $W/wg.ncu-rep --page source --print-source sass --csv 2>> $OUT/wgmma-ncu.log \
+    | gzip > $OUT/wgmma-ncu-source.csv.gz
+  python3 $H/ncu_stalls.py $OUT/wgmma-ncu-raw.csv --with smsp__inst_executed.sum 2>&1 | cut -c1-700
+  python3 $H/ncu_stalls.py --source $OUT/wgmma-ncu-source.csv.gz 8 2>&1 | cut -c1-1500
+}
+
 # quantized_matmul on the per-channel shapes upstream sends to qmm_sm90 (sm90_smoke.py), with the
 # upstream policy's PTX cache: a minute, where MLX's tests reach them after many minutes.
 smoke() {
@@ -321,6 +356,7 @@ for phase in "$@"; do
            [ $ngpu -gt 1 ] || { echo "both needs two GPUs"; exit 2; }
            (tests 1 1) & tp=$!; bench 0; wait $tp ;;
     profile) profile 0 || exit 1 ;;
+    wgmma) wgmma 0 || exit 1 ;;
     keep-ptx) keep_ptx ;;
     control) [ -f $W/built ] || { echo "build first"; exit 2; }; control 0 || exit 1 ;;
     smoke) [ -f $W/built ] || { echo "build first"; exit 2; }; smoke ${SMOKE_GPU:-0} || exit 1 ;;

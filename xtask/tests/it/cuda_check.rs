@@ -31,6 +31,7 @@ fn fixture() -> Fixture {
         ("cuda/bundle/build.sh", "echo build\n"),
         ("cuda/harness/profile.cu", "// profile\n"),
         ("cuda/harness/peak.cu", "// peak\n"),
+        ("cuda/harness/wgmma.cu", "// wgmma\n"),
         ("cuda/bench/marlin_bench.cu", "// marlin\n"),
     ] {
         let path = f.root.join(p);
@@ -93,7 +94,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
     let f = fixture();
     let out = check(&f, &["compile"], "").code(0);
     assert!(
-        out.stdout.starts_with("cuda-compile-check: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu and peak.cu, and marlin_bench.cu compile ("),
+        out.stdout.starts_with("cuda-compile-check: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile ("),
         "{}",
         out.snapshot()
     );
@@ -102,7 +103,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         .lines()
         .filter(|l| l.starts_with("nvcc ") || l.starts_with("c++ "))
         .collect();
-    assert_eq!(units.len(), 7, "{calls}");
+    assert_eq!(units.len(), 8, "{calls}");
     let mlx_flags = "-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --extended-lambda";
     for unit in [
         "qmv.cu",
@@ -110,6 +111,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         "qmm_sm90.cu",
         "profile.cu",
         "peak.cu",
+        "wgmma.cu",
     ] {
         let l = call(&calls, unit);
         assert!(l.starts_with(&format!("nvcc {mlx_flags} ")), "{l}");
@@ -117,7 +119,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         assert!(l.contains("/mlx-cuda-bundle/deps/cutlass/include "), "{l}");
     }
     assert!(call(&calls, "qmm_sm90.cu").contains("/gen -I "), "{calls}");
-    for unit in ["profile.cu", "peak.cu"] {
+    for unit in ["profile.cu", "peak.cu", "wgmma.cu"] {
         let l = call(&calls, unit);
         assert!(l.contains("/h -I cuda/harness -I "), "{l}");
     }

@@ -2,8 +2,8 @@
 //! nvcc 13.0 (the GPU machine's release), the bundle's pinned CUTLASS/CCCL/NVTX/fmt, sm_90a as on
 //! the H200. qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu are compiled to objects
 //! (device code included); quantized.cpp is checked by the host compiler, as MLX builds it;
-//! cuda/harness/profile.cu (which includes every harness header) and peak.cu are compiled against
-//! the tree;
+//! cuda/harness/profile.cu (which includes every harness header), peak.cu and wgmma.cu are
+//! compiled against the tree;
 //! cuda/bench/marlin_bench.cu against the bundle's pinned Marlin. The first unit that does not
 //! compile stops the check (exit 1, the unit named).
 
@@ -56,6 +56,9 @@ pub fn run(g: &Global, t: &Toolkit) -> Result<()> {
     // The tensor-core ceiling's microbenchmark (`qmv_harness mma-peak`): the kernel's mma helper.
     let out = words!["-c", "cuda/harness/peak.cu", "-o", s.w("peak.o")];
     s.nvcc("peak.cu", &[&flags[..], &dirs, &inc, &out].concat())?;
+    // The warpgroup-mma prototype (`qmv_wgmma`): its wgmma (sm_90a only) and the launcher beside it.
+    let out = words!["-c", "cuda/harness/wgmma.cu", "-o", s.w("wgmma.o")];
+    s.nvcc("wgmma.cu", &[&flags[..], &dirs, &inc, &out].concat())?;
     // The qmv benchmark's Marlin arm (cuda/bench/marlin_bench.cu) with the pinned kernel file, built
     // as cuda/machine/gpu-session.sh builds it (the wheels have no CCCL: <nv/target> from the
     // bundle's).
@@ -73,7 +76,7 @@ pub fn run(g: &Global, t: &Toolkit) -> Result<()> {
     ];
     s.nvcc("marlin_bench.cu", &[&marlin[..], &rest].concat())?;
     println!(
-        "{NAME}: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu and peak.cu, and marlin_bench.cu compile ({} s)",
+        "{NAME}: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile ({} s)",
         start.elapsed().as_secs()
     );
     Ok(())

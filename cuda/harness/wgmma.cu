@@ -1,0 +1,580 @@
+// A prototype beside overlay 0015's launcher (`qmv_wgmma`, gpu-session.sh's `wgmma` phase):
+// the batch-invariant quantized mat-vec on Hopper's warpgroup mma (wgmma.mma_async, sm_90a)
+// instead of mma.sync, bf16 4-bit gs 64 only, to measure whether it is flatter and faster.
+//
+// What changes against the launcher's staged kernel (docs/kernels/cuda-invariant-qmm.md,
+// "Session 27"):
+//   - one instruction shape for every M <= 16: wgmma m64n16k16, weights as A from registers (the
+//     same dequantized registers, the same k pairing), x as B from shared memory; columns past
+//     the last vector are zeros and their folds are skipped (M <= 8: one half of the
+//     accumulator is folded, no operation of a live column changes);
+//   - a block of two warpgroups takes 128 rows over all of K (no K parts, no reduction): its
+//     chunk of x (16 vectors x 256 values) is staged once per block through the ring beside the
+//     weights, paired and in the layout wgmma reads, with each (vector, group)'s sum of x
+//     (`xs`) in fp32 in a fixed order (16 values in index order per thread, then two
+//     butterfly adds: the same bits whichever thread holds them);
+//   - the fold is the launcher's: p = fma(bias', xs, fma(scale, acc, p)), groups in order.
+// So every output is a fixed sequence of operations of its own row, its own vector and K: M,
+// the column a vector lands in and the tile a block walks change no bit. Its bits differ from
+// the launcher's (another xs, another instruction), which the run reports.
+//
+//   qmv_wgmma check      invariance (M = 1..16 against M = 1 per vector, one vector in all 16
+//                        columns), accuracy against float64 beside the launcher's, and a
+//                        negative control (the launcher's bits against these: they differ)
+//   qmv_wgmma ab [R]     the launcher and this kernel in R rotated rounds (default 5) on
+//                        28672x4096 and the two heads, M = 1, 8, 9, 16
+//   qmv_wgmma one        one launch of each at M = 1 and 16 on the 128256x4096 head (for ncu)
+#include "harness.cuh"
+
+#include <functional>
+
+namespace wg {
+
+using T = cutlass::bfloat16_t;
+using Q = cutlass::uint4b_t;
+constexpr int kGs = 64;
+constexpr int kChunk = 256;                  // k per stage
+constexpr int kGroups = kChunk / kGs;        // 4
+constexpr int kRowBytes = kChunk / 2;        // 128 weight bytes per row per chunk
+constexpr int kStride = kRowBytes + 16;      // padded: fragment loads start in other banks
+constexpr int kSteps = kChunk / 16;          // wgmma k steps per chunk
+constexpr int kXStep = 16 * 16 * 2;          // B of one step: 16 vectors x 16 k, bf16
+
+// A block of WGS warpgroups (64 rows each) and its ring of S stages: each stage x (kSteps
+// core-matrix tiles), the weights (rows x kStride), scales and biases (rows x kGroups bf16)
+// and xs (kGroups x 16 fp32) of one chunk.
+template <int WGS, int S>
+struct Geo {
+  static constexpr int rows = 64 * WGS;
+  static constexpr int threads = 128 * WGS;
+  static constexpr int x = 0;
+  static constexpr int w = x + kSteps * kXStep;
+  static constexpr int s = w + rows * kStride;
+  static constexpr int b = s + rows * kGroups * 2;
+  static constexpr int xs = b + rows * kGroups * 2;
+  static constexpr int stage = (xs + kGroups * 16 * 4 + 127) / 128 * 128;
+  static constexpr int smem = S * stage;
+  // Blocks per SM: as many as fit 227 KiB (1 KiB reserved each), at most two.
+  static constexpr int blocks = 2 * (smem + 1024) <= 228 * 1024 && WGS <= 2 ? 2 : 1;
+};
+
+__device__ __forceinline__ uint32_t saddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// K-major, no swizzle: core matrices of 8 vectors x 16 bytes (8 k), the next 8 k at LBO = 128
+// bytes, the next 8 vectors at SBO = 256 bytes. `lo` is the descriptor's low word: the start
+// address >> 4 (shared addresses are below 2^18) with LBO >> 4 at bit 16, so a start further
+// on by 16 j bytes is lo + j.
+__device__ __forceinline__ uint32_t b_desc_lo(uint32_t addr) {
+  return (addr >> 4) | (uint32_t(128 >> 4) << 16);
+}
+constexpr uint32_t kDescHi = 256 >> 4;
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait0() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void keep(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void keep(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+
+// d (+)= A B: A 64 x 16 from the warpgroup's registers (this warp's 16 rows, mma.sync's A
+// fragment), B 16 k x 16 vectors at desc; accumulate unless `first`.
+__device__ __forceinline__ void wgmma_16(float (&d)[8], const uint32_t (&a)[4], uint32_t lo,
+                                         bool first) {
+  const uint64_t desc = (uint64_t(kDescHi) << 32) | lo;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(!first)));
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void cp16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp8(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src));
+}
+
+// Where a step of the ring is: its chunk of K, its stage, its tile's first row. Steps follow
+// each other as a block walks its tiles (tile blockIdx.x, + gridDim.x, ...), chunk by chunk.
+struct Pos {
+  int c, slot, row0;
+  template <int S, int rows>
+  __device__ __forceinline__ void next(int chunks) {
+    slot = slot + 1 == S ? 0 : slot + 1;
+    if (++c == chunks) c = 0, row0 += int(gridDim.x) * rows;
+  }
+};
+
+// WGS warpgroups per block, S stages; NT: accumulator halves folded (1: M <= 8, 2: M = 9..16).
+// Each group's wgmma runs while the next group's weights are dequantized.
+template <int WGS, int S, int NT>
+__global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
+    qmv_wg_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
+                  int tokens, int n, int k) {
+  using namespace cu::qmv_invariant_detail;
+  using G = Geo<WGS, S>;
+  constexpr int kRows = G::rows, kThreads = G::threads, kStage = G::stage;
+  constexpr int kX = G::x, kW = G::w, kS = G::s, kB = G::b, kXs = G::xs;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int gid = lane / 4, tig = lane % 4;
+  const int tok0 = blockIdx.y * 16;
+  const int n_tok = min(16, tokens - tok0);
+  const int chunks = k / kChunk;
+  const int tiles = (n + kRows - 1) / kRows;
+  const int my_tiles = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+  const int total = my_tiles * chunks;
+  const int64_t w_row = k / 2, sb_row = k / kGs;
+  const uint32_t smem0 = saddr(smem);
+
+  // Every stage's x and xs zeroed once: the vectors past the last stay zeros.
+  for (int i = t; i < S * kStage / 16; i += kThreads) {
+    int off = (i * 16) % kStage;
+    if (off < kW || off >= kXs) reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+
+  // Weights, scales and biases of the step at `p` into its stage (cp.async, one commit group):
+  // thread t copies 16 bytes of rows t / 8 + (threads / 8) q and the 8 bytes of scales (t < 128) or
+  // biases of row t % 128; rows past N repeat the last.
+  constexpr int kRowsPerQ = kThreads / 8;
+  static_assert(kRowsPerQ * 4 == kRows);
+  auto issue = [&](bool live, const Pos& p) {
+    if (live) {
+      const uint32_t st = smem0 + p.slot * kStage;
+      const int r = t / 8, seg = t % 8;
+      const uint8_t* src = w + int64_t(p.c) * kRowBytes + seg * 16;
+      if (p.row0 + kRows <= n) {
+        const uint8_t* at = src + int64_t(p.row0 + r) * w_row;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          cp16(st + kW + (q * kRowsPerQ + r) * kStride + seg * 16, at);
+          at += kRowsPerQ * w_row;
+        }
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          int row = min(p.row0 + q * kRowsPerQ + r, n - 1);
+          cp16(st + kW + (q * kRowsPerQ + r) * kStride + seg * 16, src + int64_t(row) * w_row);
+        }
+      }
+      const int rs = t % kRows;
+      const int row = min(p.row0 + rs, n - 1);
+      cp8(st + (t < kRows ? kS : kB) + rs * kGroups * 2,
+          (t < kRows ? scales : biases) + int64_t(row) * sb_row + p.c * kGroups);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  };
+  // x of the step at `p`: warp (g, nb) = (warp / 2, warp % 2) of the first 8 stages group g
+  // of vectors 8 nb .. 8 nb + 7 where any is live, as the launcher's warp takes a group: lane
+  // (gid, tig) loads vector 8 nb + gid's 16 values at tig * 16 of the group, pairs them as the
+  // weights, stores them where wgmma reads B (steps 4 g .. 4 g + 3, slots 2 tig, + 1 of core
+  // rows 0 and 1) and sums them by the launcher's instructions: four mma.sync with A = 1, from
+  // zero, in step order (the same xs bits as the launcher's).
+  const int xg = warp / 2, xnb = warp % 2;
+  const bool x_warp = warp < 8 && xnb * 8 < n_tok;
+  const bool x_live = xnb * 8 + gid < n_tok;
+  const T* x_at = x + int64_t(tok0 + min(xnb * 8 + gid, n_tok - 1)) * k + xg * kGs + tig * 16;
+  uint4 xr[2];
+  auto load_x = [&](bool live, const Pos& p) {
+    if (!x_warp || !live) return;
+    const uint4* src = reinterpret_cast<const uint4*>(x_at + p.c * kChunk);
+    xr[0] = x_live ? src[0] : make_uint4(0, 0, 0, 0);
+    xr[1] = x_live ? src[1] : make_uint4(0, 0, 0, 0);
+  };
+  auto store_x = [&](bool live, const Pos& p) {
+    if (!x_warp || !live) return;
+    uint8_t* st = smem + p.slot * kStage;
+    const uint32_t r[8] = {xr[0].x, xr[0].y, xr[0].z, xr[0].w,
+                           xr[1].x, xr[1].y, xr[1].z, xr[1].w};
+    uint32_t pr[8];
+    pair_like_weights<Q, 16>(r, pr);
+    constexpr uint32_t one = kOnes<T>;
+    const uint32_t ones[4] = {one, one, one, one};
+    float xs[4] = {};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        *reinterpret_cast<uint32_t*>(st + kX + (xg * 4 + i) * kXStep + xnb * 256 + h * 128 +
+                                     gid * 16 + 4 * tig) = pr[2 * i + h];
+      }
+      mma_16816<T>(xs, ones, pr[2 * i], pr[2 * i + 1]);
+    }
+    if (gid == 0) {
+      *reinterpret_cast<float2*>(st + kXs + (xg * 16 + xnb * 8 + 2 * tig) * 4) =
+          make_float2(xs[0], xs[1]);
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  };
+
+  const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
+  float part[NT * 4] = {};
+  float acc[8] = {};
+  auto compute = [&](int slot) {
+    const uint8_t* st = smem + slot * kStage;
+    const uint32_t lo0 = b_desc_lo(smem0 + slot * kStage + kX);
+    // This lane's rows' scales and biases of the chunk: two words (4 groups) each.
+    uint2 sw[2], bw[2];
+    uint32_t a[2][2][8];
+    auto dequant = [&](int j, uint32_t (&aj)[2][8]) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = rbase + h * 8 + gid;
+        uint2 wb = *reinterpret_cast<const uint2*>(st + kW + r * kStride + j * 32 + tig * 8);
+        dequant_ints<T, Q, 16>(reinterpret_cast<const uint8_t*>(&wb), aj[h]);
+      }
+    };
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = rbase + h * 8 + gid;
+      sw[h] = *reinterpret_cast<const uint2*>(st + kS + r * kGroups * 2);
+      bw[h] = *reinterpret_cast<const uint2*>(st + kB + r * kGroups * 2);
+    }
+    dequant(0, a[0]);
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+      uint32_t(&aj)[2][8] = a[j % 2];
+      wgmma_fence();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t frag[4] = {aj[0][2 * i], aj[1][2 * i], aj[0][2 * i + 1],
+                                  aj[1][2 * i + 1]};
+        wgmma_16(acc, frag, lo0 + (j * 4 + i) * (kXStep >> 4), i == 0);
+      }
+      wgmma_commit();
+      if (j + 1 < kGroups) dequant(j + 1, a[(j + 1) % 2]);
+      float sc[2], bi[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t s16 = j / 2 ? sw[h].y : sw[h].x, b16 = j / 2 ? bw[h].y : bw[h].x;
+        sc[h] = __uint_as_float(j % 2 ? s16 & 0xffff0000u : s16 << 16);
+        float bv = __uint_as_float(j % 2 ? b16 & 0xffff0000u : b16 << 16);
+        bi[h] = __fmaf_rn(-kIntOffset<T, Q>, sc[h], bv);
+      }
+      const float* xs = reinterpret_cast<const float*>(st + kXs) + j * 16 + tig * 2;
+      float2 s2[NT];
+#pragma unroll
+      for (int v = 0; v < NT; ++v) s2[v] = *reinterpret_cast<const float2*>(xs + v * 8);
+      wgmma_wait0();
+#pragma unroll
+      for (int e = 0; e < 8; ++e) keep(acc[e]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) keep(aj[h][e]);
+#pragma unroll
+      for (int v = 0; v < NT; ++v) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int h = e / 2;
+          part[v * 4 + e] = __fmaf_rn(bi[h], e % 2 ? s2[v].y : s2[v].x,
+                                      __fmaf_rn(sc[h], acc[v * 4 + e], part[v * 4 + e]));
+        }
+      }
+    }
+  };
+
+  Pos in{0, 0, int(blockIdx.x) * kRows};  // the next step to issue
+  int s_in = 0;
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i, ++s_in, in.next<S, kRows>(chunks)) {
+    issue(s_in < total, in);
+    load_x(s_in < total, in);
+    store_x(s_in < total, in);
+  }
+  // Step s computes stage s % S: the loop is unrolled S times so that every stage's address
+  // (and so every wgmma descriptor) is a constant.
+  Pos at{0, 0, int(blockIdx.x) * kRows};  // the step computed
+  for (int s0 = 0; s0 < total; s0 += S) {
+#pragma unroll
+    for (int u = 0; u < S; ++u) {
+      if (s0 + u >= total) break;
+      const bool live = s_in < total;
+      load_x(live, in);
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2));
+      __syncthreads();
+      issue(live, in);
+      compute(u);
+      if (at.c == chunks - 1) {
+#pragma unroll
+        for (int e = 0; e < NT * 4; ++e) {
+          int row = at.row0 + rbase + ((e % 4) / 2) * 8 + gid;
+          int tk = (e / 4) * 8 + tig * 2 + e % 2;
+          if (row < n && tk < n_tok) out[int64_t(tok0 + tk) * n + row] = T(part[e]);
+          part[e] = 0.f;
+        }
+      }
+      store_x(live, in);
+      ++s_in, in.next<S, kRows>(chunks), at.next<S, kRows>(chunks);
+    }
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+// Whether the prototype takes these arrays: K a multiple of its chunk, the weights and x
+// 16-byte aligned, the scales and biases 8-byte aligned.
+inline bool fits(const void* x, const void* w, const void* s, const void* b, int k) {
+  auto al = [](const void* p, int a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+  return k % kChunk == 0 && al(x, 16) && al(w, 16) && al(s, 8) && al(b, 8);
+}
+
+template <int WGS = 2, int S = 3>
+void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out, int tokens,
+         int n, int k, int sms) {
+  using G = Geo<WGS, S>;
+  if (!fits(x, w, scales, biases, k)) {
+    fprintf(stderr, "qmv_wgmma: K = %d or an array's alignment is not the prototype's\n", k);
+    exit(2);
+  }
+  int tiles = (n + G::rows - 1) / G::rows;
+  dim3 grid(std::min(tiles, G::blocks * sms), (tokens + 15) / 16);
+  void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k};
+  void* kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2>)
+                          : reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 1>);
+  launch_smem(kern, grid, dim3(G::threads), args, G::smem);
+}
+
+} // namespace wg
+
+namespace wg_run {
+
+using wg::T;
+using B = Buffers<T, 4, 64>;
+
+template <int WGS = 2, int S = 3>
+void run_wg_as(const B& b, Problem p, int c, const T* x, T* out, int sms) {
+  wg::run<WGS, S>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c, b.biases + b.sb_elems * c,
+                  out, p.m, p.n, p.k, sms);
+}
+
+void run_wg(const B& b, Problem p, int c, const T* x, T* out, int sms) {
+  run_wg_as(b, p, c, x, out, sms);
+}
+
+struct Tally {
+  long checked = 0, differ = 0;
+  void add(const char* what, int m, int n, int k, const std::vector<uint16_t>& want,
+           const std::vector<uint16_t>& got) {
+    long d = 0;
+    for (size_t i = 0; i < want.size(); ++i) d += want[i] != got[i];
+    checked += long(want.size());
+    differ += d;
+    if (d)
+      printf("{\"kind\":\"wg_parity_fail\",\"what\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
+             "\"differ\":%ld}\n", what, m, n, k, d);
+  }
+};
+
+double bf(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// y[v, row] in double (the same as invariant.cu's reference, bf16 4-bit gs 64).
+__global__ void ref_f64(const T* x, const uint8_t* w, const T* s, const T* bias, double* y,
+                        int n, int k) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x, v = blockIdx.y;
+  if (row >= n) return;
+  double acc = 0;
+  for (int i = 0; i < k; ++i) {
+    int q = (w[(int64_t(row) * k + i) / 2] >> (4 * (i % 2))) & 15;
+    double sc = float(s[int64_t(row) * (k / 64) + i / 64]);
+    double bb = float(bias[int64_t(row) * (k / 64) + i / 64]);
+    acc += double(float(x[int64_t(v) * k + i])) * (sc * q + bb);
+  }
+  y[int64_t(v) * n + row] = acc;
+}
+
+void check_shape(int n, int k, Tally& tally, long& launcher_differ) {
+  constexpr int M = 16;
+  B b({M, n, k, 1}, 1, 99 + n + k);
+  int sms = sm_count();
+  size_t all = size_t(M) * n;
+  T *ref, *out, *rep;
+  CHECK(cudaMalloc(&ref, all * 2));
+  CHECK(cudaMalloc(&out, all * 2));
+  CHECK(cudaMalloc(&rep, size_t(M) * k * 2));
+  for (int v = 0; v < M; ++v) run_wg(b, {1, n, k, 1}, 0, b.x + size_t(v) * k, ref + size_t(v) * n, sms);
+  auto h_ref = fetch(ref, all);
+  // Every block shape against the same references: how many warpgroups share a chunk of x and
+  // how deep the ring is move no operation of an output.
+  using Run = void (*)(const B&, Problem, int, const T*, T*, int);
+  const std::pair<const char*, Run> shapes[] = {
+      {"wg2_s3", &run_wg_as<2, 3>}, {"wg4_s4", &run_wg_as<4, 4>}, {"wg4_s3", &run_wg_as<4, 3>}};
+  char what[64];
+  for (auto [name, run] : shapes) {
+    for (int m = 1; m <= M; ++m) {
+      for (int s : {sms, 1}) {
+        CHECK(cudaMemset(out, 0xfe, all * 2));
+        run(b, {m, n, k, 1}, 0, b.x, out, s);
+        std::vector<uint16_t> want(h_ref.begin(), h_ref.begin() + size_t(m) * n);
+        snprintf(what, sizeof what, "%s_%s", name, s == 1 ? "m_one_sm" : "m");
+        tally.add(what, m, n, k, want, fetch(out, size_t(m) * n));
+      }
+    }
+    // One vector in every column: each column its M = 1.
+    for (int v = 0; v < M; ++v)
+      CHECK(cudaMemcpy(rep + size_t(v) * k, b.x + size_t(5) * k, k * 2, cudaMemcpyDeviceToDevice));
+    run(b, {M, n, k, 1}, 0, rep, out, sms);
+    std::vector<uint16_t> want;
+    for (int v = 0; v < M; ++v)
+      want.insert(want.end(), h_ref.begin() + size_t(5) * n, h_ref.begin() + size_t(6) * n);
+    snprintf(what, sizeof what, "%s_one_vector_all_columns", name);
+    tally.add(what, M, n, k, want, fetch(out, all));
+  }
+  // Accuracy against float64, beside the launcher's, and how many outputs differ from the
+  // launcher's (the same operations per output but for the instruction that sums a group).
+  double* y;
+  CHECK(cudaMalloc(&y, all * sizeof(double)));
+  ref_f64<<<dim3((n + 127) / 128, M), 128>>>(b.x, b.w, b.scales, b.biases, y, n, k);
+  std::vector<double> hy(all);
+  CHECK(cudaMemcpy(hy.data(), y, all * sizeof(double), cudaMemcpyDeviceToHost));
+  run_invariant(b, {M, n, k, 1}, 0, b.x, out, true, sms);
+  auto h_inv = fetch(out, all);
+  double wmax = 0, wsum = 0, imax = 0, isum = 0;
+  long d = 0;
+  for (size_t i = 0; i < all; ++i) {
+    double ew = std::abs(bf(h_ref[i]) - hy[i]), ei = std::abs(bf(h_inv[i]) - hy[i]);
+    wmax = std::max(wmax, ew), wsum += ew, imax = std::max(imax, ei), isum += ei;
+    d += h_ref[i] != h_inv[i];
+  }
+  launcher_differ += d;
+  printf("{\"kind\":\"wg_accuracy\",\"n\":%d,\"k\":%d,\"outputs\":%zu,\"wg_max\":%.6g,"
+         "\"wg_mean\":%.6g,\"launcher_max\":%.6g,\"launcher_mean\":%.6g,"
+         "\"differ_from_launcher\":%ld}\n",
+         n, k, all, wmax, wsum / all, imax, isum / all, d);
+  fflush(stdout);
+  cudaFree(ref), cudaFree(out), cudaFree(rep), cudaFree(y);
+}
+
+// The negative control: the same sums with their groups folded in another order (groups 2i and
+// 2i + 1 swapped in x, the weights, the scales and the biases: the same products, another
+// order) must change some output bits, or the comparisons above could not see an order change.
+long negative_control() {
+  constexpr int M = 16, gs = 64;
+  Problem p{M, 4096, 4096, 1};
+  B a(p, 1, 77), s(p, 1, 78);
+  int groups = p.k / gs;
+  auto swap_groups = [&](void* dst, const void* src, size_t rows, size_t row_bytes,
+                         size_t group_bytes) {
+    std::vector<uint8_t> h(rows * row_bytes);
+    CHECK(cudaMemcpy(h.data(), src, h.size(), cudaMemcpyDeviceToHost));
+    for (size_t r = 0; r < rows; ++r) {
+      for (int g = 0; g + 1 < groups; g += 2) {
+        uint8_t* g0 = h.data() + r * row_bytes + g * group_bytes;
+        std::swap_ranges(g0, g0 + group_bytes, g0 + group_bytes);
+      }
+    }
+    CHECK(cudaMemcpy(dst, h.data(), h.size(), cudaMemcpyHostToDevice));
+  };
+  swap_groups(s.w, a.w, p.n, size_t(p.k) / 2, gs / 2);
+  swap_groups(s.scales, a.scales, p.n, groups * sizeof(T), sizeof(T));
+  swap_groups(s.biases, a.biases, p.n, groups * sizeof(T), sizeof(T));
+  swap_groups(s.x, a.x, M, size_t(p.k) * sizeof(T), gs * sizeof(T));
+  run_wg(a, p, 0, a.x, a.out, sm_count());
+  run_wg(s, p, 0, s.x, s.out, sm_count());
+  size_t outn = size_t(M) * p.n;
+  auto ha = fetch(a.out, outn), hs = fetch(s.out, outn);
+  long d = 0;
+  for (size_t i = 0; i < outn; ++i) d += ha[i] != hs[i];
+  printf("{\"kind\":\"wg_negative_control\",\"differ\":%ld,\"of\":%zu}\n", d, outn);
+  return d;
+}
+
+void ab_shape(int n, int k, int rounds) {
+  constexpr int gs = 64;
+  size_t w_bytes = size_t(n) * k / 2 + size_t(n) * (k / gs) * 4;
+  int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
+  B b({16, n, k, 1}, copies, 5 + n + k);
+  int sms = sm_count();
+  for (int m : {1, 8, 9, 16}) {
+    Problem p{m, n, k, 1};
+    std::vector<std::pair<const char*, std::function<void(int)>>> arms = {
+        {"invariant", [&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }},
+        {"wg2_s3", [&](int c) { run_wg(b, p, c, b.x, b.out, sms); }},
+        {"wg4_s4", [&](int c) { run_wg_as<4, 4>(b, p, c, b.x, b.out, sms); }},
+        {"wg4_s3", [&](int c) { run_wg_as<4, 3>(b, p, c, b.x, b.out, sms); }},
+    };
+    std::vector<std::vector<float>> got(arms.size());
+    for (int r = 0; r < rounds; ++r) {
+      for (size_t i = 0; i < arms.size(); ++i) {
+        size_t a = (i + r) % arms.size();
+        float us = time_us(arms[a].second, copies, w_bytes);
+        got[a].push_back(us);
+        printf("{\"kind\":\"ab\",\"round\":%d,\"dtype\":\"bfloat16\",\"bits\":4,\"n\":%d,"
+               "\"k\":%d,\"m\":%d,\"arm\":\"%s\",\"us\":%.3f}\n",
+               r, n, k, m, arms[a].first, us);
+      }
+    }
+    for (size_t a = 0; a < arms.size(); ++a) {
+      std::sort(got[a].begin(), got[a].end());
+      printf("{\"kind\":\"bench\",\"dtype\":\"bfloat16\",\"bits\":4,\"gs\":64,\"n\":%d,"
+             "\"k\":%d,\"m\":%d,\"arm\":\"%s\",\"us\":%.3f,\"bytes\":%zu}\n",
+             n, k, m, arms[a].first, got[a][got[a].size() / 2], w_bytes);
+    }
+    fflush(stdout);
+  }
+}
+
+} // namespace wg_run
+
+using namespace wg_run;
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "check") {
+    Tally tally;
+    long launcher_differ = 0;
+    for (auto [n, k] : {std::pair{453, 2048}, std::pair{1000, 256}, std::pair{4096, 4096},
+                        std::pair{28672, 4096}, std::pair{2000, 3584}})
+      check_shape(n, k, tally, launcher_differ);
+    long control = negative_control();
+    CHECK(cudaGetLastError());
+    printf("{\"kind\":\"wg_parity\",\"checked\":%ld,\"differ\":%ld,"
+           "\"negative_control_differ\":%ld,\"differ_from_launcher\":%ld}\n", tally.checked,
+           tally.differ, control, launcher_differ);
+    return tally.differ == 0 && control > 0 ? 0 : 1;
+  }
+  if (mode == "ab") {
+    int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    if (rounds < 1 || rounds > 1000) {
+      fprintf(stderr, "qmv_wgmma ab: %s is not a count of rounds (1 to 1000)\n", argv[2]);
+      return 2;
+    }
+    for (auto [n, k] : {std::pair{28672, 4096}, std::pair{128256, 4096}, std::pair{152064, 3584}})
+      ab_shape(n, k, rounds);
+    return 0;
+  }
+  if (mode == "one") {
+    // One launch of each, for Nsight Compute: the launcher and the prototype at M = 1 and 16 on
+    // the 128256 x 4096 head.
+    int n = 128256, k = 4096;
+    B b({16, n, k, 1}, 1, 7);
+    for (int m : {1, 16}) {
+      run_invariant(b, {m, n, k, 1}, 0, b.x, b.out, true, sm_count());
+      run_wg(b, {m, n, k, 1}, 0, b.x, b.out, sm_count());
+    }
+    CHECK(cudaDeviceSynchronize());
+    return 0;
+  }
+  fprintf(stderr, "usage: qmv_wgmma check|ab [rounds]|one\n");
+  return 2;
+}
