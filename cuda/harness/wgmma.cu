@@ -150,33 +150,26 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   __syncthreads();
 
   // Weights, scales and biases of the step at `p` into its stage (cp.async, one commit group):
-  // thread t copies 16 bytes of rows t / 8 + (threads / 8) q and the 8 bytes of scales (t < 128) or
-  // biases of row t % 128; rows past N repeat the last.
-  constexpr int kRowsPerQ = kThreads / 8;
-  static_assert(kRowsPerQ * 4 == kRows);
+  // thread t copies segments t % 2 + 2 q (16 bytes each, q = 0..3) of row t / 2 (two lanes
+  // read a whole 32-byte sector of a row per instruction), and the 8 bytes of scales (t < rows)
+  // or biases of row t % rows; rows past N repeat the last. Its source rows are set once per
+  // tile: a chunk adds a constant (c * 128 bytes, c * 8).
+  static_assert(kThreads / 2 == kRows);
+  const uint8_t* w_src = nullptr;
+  const T* sb_src = nullptr;
+  const uint32_t w_dst = kW + (t / 2) * kStride + (t % 2) * 16;
+  const uint32_t sb_dst = (t < kRows ? kS : kB) + (t % kRows) * kGroups * 2;
   auto issue = [&](bool live, const Pos& p) {
     if (live) {
-      const uint32_t st = smem0 + p.slot * kStage;
-      const int r = t / 8, seg = t % 8;
-      const uint8_t* src = w + int64_t(p.c) * kRowBytes + seg * 16;
-      if (p.row0 + kRows <= n) {
-        const uint8_t* at = src + int64_t(p.row0 + r) * w_row;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          cp16(st + kW + (q * kRowsPerQ + r) * kStride + seg * 16, at);
-          at += kRowsPerQ * w_row;
-        }
-      } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          int row = min(p.row0 + q * kRowsPerQ + r, n - 1);
-          cp16(st + kW + (q * kRowsPerQ + r) * kStride + seg * 16, src + int64_t(row) * w_row);
-        }
+      if (p.c == 0) {
+        w_src = w + int64_t(min(p.row0 + t / 2, n - 1)) * w_row + (t % 2) * 16;
+        sb_src = (t < kRows ? scales : biases) + int64_t(min(p.row0 + t % kRows, n - 1)) * sb_row;
       }
-      const int rs = t % kRows;
-      const int row = min(p.row0 + rs, n - 1);
-      cp8(st + (t < kRows ? kS : kB) + rs * kGroups * 2,
-          (t < kRows ? scales : biases) + int64_t(row) * sb_row + p.c * kGroups);
+      const uint32_t st = smem0 + p.slot * kStage;
+      const uint8_t* src = w_src + p.c * kRowBytes;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) cp16(st + w_dst + q * 32, src + q * 32);
+      cp8(st + sb_dst, sb_src + p.c * kGroups);
     }
     asm volatile("cp.async.commit_group;\n" ::);
   };
@@ -418,7 +411,8 @@ void check_shape(int n, int k, Tally& tally, long& launcher_differ) {
   // how deep the ring is move no operation of an output.
   using Run = void (*)(const B&, Problem, int, const T*, T*, int);
   const std::pair<const char*, Run> shapes[] = {
-      {"wg2_s3", &run_wg_as<2, 3>}, {"wg4_s4", &run_wg_as<4, 4>}, {"wg4_s3", &run_wg_as<4, 3>}};
+      {"wg2_s3", &run_wg_as<2, 3>}, {"wg2_s4", &run_wg_as<2, 4>}, {"wg4_s4", &run_wg_as<4, 4>},
+      {"wg4_s3", &run_wg_as<4, 3>}};
   char what[64];
   for (auto [name, run] : shapes) {
     for (int m = 1; m <= M; ++m) {
@@ -510,6 +504,7 @@ void ab_shape(int n, int k, int rounds) {
     std::vector<std::pair<const char*, std::function<void(int)>>> arms = {
         {"invariant", [&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }},
         {"wg2_s3", [&](int c) { run_wg(b, p, c, b.x, b.out, sms); }},
+        {"wg2_s4", [&](int c) { run_wg_as<2, 4>(b, p, c, b.x, b.out, sms); }},
         {"wg4_s4", [&](int c) { run_wg_as<4, 4>(b, p, c, b.x, b.out, sms); }},
         {"wg4_s3", [&](int c) { run_wg_as<4, 3>(b, p, c, b.x, b.out, sms); }},
     };

@@ -1539,12 +1539,9 @@ fn raw_jsonl_puts_the_machine_first_and_keeps_every_record() {
     }
 }
 
-/// cuda/harness/build.sh end to end with a stand-in nvcc that records its calls: every unit
-/// compiled with the one flag list (cuda/bundle/nvcc-flags.sh) for the architecture asked, and the
-/// link line for the same architecture. The link line once named a variable the flag-list change
-/// had dropped (`set -u` stopped the script on the GPU machine after every compile had run).
-#[test]
-fn harness_build_compiles_and_links_for_one_architecture() {
+/// cuda/harness/build.sh with a stand-in nvcc that records its calls, for sm_100a, with `env`
+/// set: the calls, one per line.
+fn harness_build_calls(env: &[(&str, &str)]) -> String {
     let f = Fixture::new(&[("a", "a\n")]);
     let tree = f.t().join("tree");
     let qmv = tree.join("mlx/backend/cuda/quantized/qmm/qmv.cu");
@@ -1570,10 +1567,20 @@ fn harness_build_compiles_and_links_for_one_architecture() {
         ])
         .env("NVCC", &nvcc)
         .env("ARCH", "sm_100a")
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     f.out(out).code(0);
-    let calls = std::fs::read_to_string(&log).unwrap();
+    std::fs::read_to_string(&log).unwrap()
+}
+
+/// cuda/harness/build.sh end to end: every unit compiled with the one flag list
+/// (cuda/bundle/nvcc-flags.sh) for the architecture asked, and the link line for the same
+/// architecture. The link line once named a variable the flag-list change had dropped (`set -u`
+/// stopped the script on the GPU machine after every compile had run).
+#[test]
+fn harness_build_compiles_and_links_for_one_architecture() {
+    let calls = harness_build_calls(&[]);
     let lines: Vec<&str> = calls.lines().collect();
     // main, peak, 4 parity units, 12 invariant units, the link.
     assert_eq!(lines.len(), 19, "{calls}");
@@ -1594,4 +1601,23 @@ fn harness_build_compiles_and_links_for_one_architecture() {
             .any(|l| l.contains("-o ") && l.contains("qmv_harness")),
         "{calls}"
     );
+}
+
+/// WGMMA_ONLY=1 builds the warpgroup-mma prototype alone: one nvcc call, wgmma.cu into
+/// qmv_wgmma, with the flag list for the architecture asked (and PROFILE_ONLY=1 profile.cu alone).
+#[test]
+fn harness_build_builds_one_target_alone_when_asked() {
+    for (var, unit, target) in [
+        ("WGMMA_ONLY", "wgmma.cu", "qmv_wgmma"),
+        ("PROFILE_ONLY", "profile.cu", "qmv_profile"),
+    ] {
+        let calls = harness_build_calls(&[(var, "1")]);
+        let lines: Vec<&str> = calls.lines().collect();
+        assert_eq!(lines.len(), 1, "{var}: {calls}");
+        let l = lines[0];
+        assert!(l.contains("-gencode=arch=compute_100a,code=sm_100a"), "{l}");
+        assert!(l.contains("--extended-lambda"), "{l}");
+        assert!(l.ends_with(&format!("/{unit}")), "{l}");
+        assert!(l.contains(&format!("/{target} ")), "{l}");
+    }
 }
