@@ -85,9 +85,8 @@ __device__ __forceinline__ void keep(uint32_t& r) { asm volatile("" : "+r"(r)::"
 
 // d (+)= A B: A 64 x 16 from the warpgroup's registers (this warp's 16 rows, mma.sync's A
 // fragment), B 16 k x 16 vectors at desc; accumulate unless `first`.
-__device__ __forceinline__ void wgmma_16(float (&d)[8], const uint32_t (&a)[4], uint32_t lo,
+__device__ __forceinline__ void wgmma_16(float (&d)[8], const uint32_t (&a)[4], uint64_t desc,
                                          bool first) {
-  const uint64_t desc = (uint64_t(kDescHi) << 32) | lo;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
@@ -221,7 +220,8 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   float acc[8] = {};
   auto compute = [&](int slot) {
     const uint8_t* st = smem + slot * kStage;
-    const uint32_t lo0 = b_desc_lo(smem0 + slot * kStage + kX);
+    const uint64_t desc0 =
+        (uint64_t(kDescHi) << 32) | b_desc_lo(smem0 + slot * kStage + kX);
     // This lane's rows' scales and biases of the chunk: two words (4 groups) each.
     uint2 sw[2], bw[2];
     uint32_t a[2][2][8];
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       for (int i = 0; i < 4; ++i) {
         const uint32_t frag[4] = {aj[0][2 * i], aj[1][2 * i], aj[0][2 * i + 1],
                                   aj[1][2 * i + 1]};
-        wgmma_16(acc, frag, lo0 + (j * 4 + i) * (kXStep >> 4), i == 0);
+        wgmma_16(acc, frag, desc0 + (j * 4 + i) * (kXStep >> 4), i == 0);
       }
       wgmma_commit();
       if (j + 1 < kGroups) dequant(j + 1, a[(j + 1) % 2]);
