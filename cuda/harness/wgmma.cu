@@ -77,8 +77,9 @@ __device__ __forceinline__ void wgmma_fence() {
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void wgmma_wait0() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ void keep(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 __device__ __forceinline__ void keep(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
@@ -118,9 +119,10 @@ struct Pos {
   }
 };
 
-// WGS warpgroups per block, S stages; NT: accumulator halves folded (1: M <= 8, 2: M = 9..16).
-// Each group's wgmma runs while the next group's weights are dequantized.
-template <int WGS, int S, int NT>
+// WGS warpgroups per block, S stages; NT: accumulator halves folded (1: M <= 8, 2: M = 9..16);
+// D groups' wgmma in flight (1: each runs while the next group is dequantized; 2: the next
+// group's is issued before a group is folded). Where an instruction waits moves no operation.
+template <int WGS, int S, int NT, int D = 1>
 __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
     qmv_wg_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
                   int tokens, int n, int k) {
@@ -217,7 +219,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
 
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
   float part[NT * 4] = {};
-  float acc[8] = {};
+  float acc[D][8] = {};
   auto compute = [&](int slot) {
     const uint8_t* st = smem + slot * kStage;
     const uint64_t desc0 =
@@ -239,19 +241,31 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       sw[h] = *reinterpret_cast<const uint2*>(st + kS + r * kGroups * 2);
       bw[h] = *reinterpret_cast<const uint2*>(st + kB + r * kGroups * 2);
     }
-    dequant(0, a[0]);
-#pragma unroll
-    for (int j = 0; j < kGroups; ++j) {
+    // Group j's four k steps, one wgmma each, from A = a[j % 2] into acc[j % D].
+    auto mma_group = [&](int j) {
       uint32_t(&aj)[2][8] = a[j % 2];
       wgmma_fence();
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const uint32_t frag[4] = {aj[0][2 * i], aj[1][2 * i], aj[0][2 * i + 1],
                                   aj[1][2 * i + 1]};
-        wgmma_16(acc, frag, desc0 + (j * 4 + i) * (kXStep >> 4), i == 0);
+        wgmma_16(acc[j % D], frag, desc0 + (j * 4 + i) * (kXStep >> 4), i == 0);
       }
       wgmma_commit();
+#pragma unroll
+      for (int e = 0; e < 8; ++e) keep(acc[j % D][e]);
+    };
+    dequant(0, a[0]);
+    if constexpr (D == 2) mma_group(0);
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+      // D = 1: group j's wgmma runs while group j + 1 is dequantized. D = 2: group j + 1's is
+      // issued before group j is folded (two in flight).
+      if constexpr (D == 1) mma_group(j);
       if (j + 1 < kGroups) dequant(j + 1, a[(j + 1) % 2]);
+      if constexpr (D == 2) {
+        if (j + 1 < kGroups) mma_group(j + 1);
+      }
       float sc[2], bi[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -264,20 +278,25 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       float2 s2[NT];
 #pragma unroll
       for (int v = 0; v < NT; ++v) s2[v] = *reinterpret_cast<const float2*>(xs + v * 8);
-      wgmma_wait0();
+      if (D == 2 && j + 1 < kGroups) {
+        wgmma_wait<1>();
+      } else {
+        wgmma_wait<0>();
+      }
+      float(&acj)[8] = acc[j % D];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) keep(acc[e]);
+      for (int e = 0; e < 8; ++e) keep(acj[e]);
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int e = 0; e < 8; ++e) keep(aj[h][e]);
+        for (int e = 0; e < 8; ++e) keep(a[j % 2][h][e]);
 #pragma unroll
       for (int v = 0; v < NT; ++v) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           int h = e / 2;
           part[v * 4 + e] = __fmaf_rn(bi[h], e % 2 ? s2[v].y : s2[v].x,
-                                      __fmaf_rn(sc[h], acc[v * 4 + e], part[v * 4 + e]));
+                                      __fmaf_rn(sc[h], acj[v * 4 + e], part[v * 4 + e]));
         }
       }
     }
@@ -327,7 +346,7 @@ inline bool fits(const void* x, const void* w, const void* s, const void* b, int
   return k % kChunk == 0 && al(x, 16) && al(w, 16) && al(s, 8) && al(b, 8);
 }
 
-template <int WGS = 2, int S = 3>
+template <int WGS = 2, int S = 3, int D = 1>
 void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out, int tokens,
          int n, int k, int sms) {
   using G = Geo<WGS, S>;
@@ -338,8 +357,8 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   int tiles = (n + G::rows - 1) / G::rows;
   dim3 grid(std::min(tiles, G::blocks * sms), (tokens + 15) / 16);
   void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k};
-  void* kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2>)
-                          : reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 1>);
+  void* kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2, D>)
+                          : reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 1, D>);
   launch_smem(kern, grid, dim3(G::threads), args, G::smem);
 }
 
@@ -350,9 +369,9 @@ namespace wg_run {
 using wg::T;
 using B = Buffers<T, 4, 64>;
 
-template <int WGS = 2, int S = 3>
+template <int WGS = 2, int S = 3, int D = 1>
 void run_wg_as(const B& b, Problem p, int c, const T* x, T* out, int sms) {
-  wg::run<WGS, S>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c, b.biases + b.sb_elems * c,
+  wg::run<WGS, S, D>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c, b.biases + b.sb_elems * c,
                   out, p.m, p.n, p.k, sms);
 }
 
@@ -412,7 +431,7 @@ void check_shape(int n, int k, Tally& tally, long& launcher_differ) {
   using Run = void (*)(const B&, Problem, int, const T*, T*, int);
   const std::pair<const char*, Run> shapes[] = {
       {"wg2_s3", &run_wg_as<2, 3>}, {"wg2_s4", &run_wg_as<2, 4>}, {"wg4_s4", &run_wg_as<4, 4>},
-      {"wg4_s3", &run_wg_as<4, 3>}};
+      {"wg4_s3", &run_wg_as<4, 3>}, {"wg2_s3_d2", &run_wg_as<2, 3, 2>}};
   char what[64];
   for (auto [name, run] : shapes) {
     for (int m = 1; m <= M; ++m) {
@@ -507,6 +526,7 @@ void ab_shape(int n, int k, int rounds) {
         {"wg2_s4", [&](int c) { run_wg_as<2, 4>(b, p, c, b.x, b.out, sms); }},
         {"wg4_s4", [&](int c) { run_wg_as<4, 4>(b, p, c, b.x, b.out, sms); }},
         {"wg4_s3", [&](int c) { run_wg_as<4, 3>(b, p, c, b.x, b.out, sms); }},
+        {"wg2_s3_d2", [&](int c) { run_wg_as<2, 3, 2>(b, p, c, b.x, b.out, sms); }},
     };
     std::vector<std::vector<float>> got(arms.size());
     for (int r = 0; r < rounds; ++r) {
