@@ -108,6 +108,62 @@ __device__ __forceinline__ void cp8(uint32_t dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src));
 }
 
+// XP: x prepared once per launch by qmv_wg_prep_kernel, per (16-vector block, chunk) a tile of
+// kPrepTile bytes: the chunk's B as the kernel's stage holds it (kSteps x kXStep), then its xs
+// (kGroups x 16 fp32). The kernel then copies x like the weights (cp.async): no staging warp.
+constexpr int kPrepX = kSteps * kXStep;
+constexpr int kPrepTile = kPrepX + kGroups * 16 * 4;
+
+// Stores x of one group and 8 vectors as wgmma reads B, and their xs, for warp (g, nb) (lane
+// (gid, tig): vector 8 nb + gid's 16 values at tig * 16 of group g, paired as the weights, in
+// steps 4 g .. 4 g + 3, slots 2 tig, + 1 of core rows 0 and 1; xs by the launcher's
+// instructions: four mma.sync with A = 1, from zero, in step order). The kernel's staging and
+// qmv_wg_prep_kernel share it: the same bits either way.
+template <typename Store>
+__device__ __forceinline__ void stage_group(const uint4 (&xr)[2], int g, int nb, int gid,
+                                            int tig, uint8_t* xb, float* xsb, Store&& store) {
+  using namespace cu::qmv_invariant_detail;
+  const uint32_t r[8] = {xr[0].x, xr[0].y, xr[0].z, xr[0].w, xr[1].x, xr[1].y, xr[1].z, xr[1].w};
+  uint32_t pr[8];
+  pair_like_weights<Q, 16>(r, pr);
+  constexpr uint32_t one = kOnes<T>;
+  const uint32_t ones[4] = {one, one, one, one};
+  float xs[4] = {};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      store(reinterpret_cast<uint32_t*>(xb + (g * 4 + i) * kXStep + nb * 256 + h * 128 +
+                                        gid * 16 + 4 * tig),
+            pr[2 * i + h]);
+    }
+    mma_16816<T>(xs, ones, pr[2 * i], pr[2 * i + 1]);
+  }
+  if (gid == 0) {
+    *reinterpret_cast<float2*>(xsb + g * 16 + nb * 8 + 2 * tig) = make_float2(xs[0], xs[1]);
+  }
+}
+
+// One block per (chunk, 16-vector block): warp (g, nb) = (warp / 2, warp % 2) stages group g of
+// vectors 8 nb..8 nb + 7 into `prep` (zeros past the last vector).
+__global__ void __launch_bounds__(256) qmv_wg_prep_kernel(const T* x, uint8_t* prep, int tokens,
+                                                          int k) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int gid = lane / 4, tig = lane % 4, g = warp / 2, nb = warp % 2;
+  const int c = blockIdx.x, tok0 = blockIdx.y * 16;
+  const int n_tok = min(16, tokens - tok0);
+  const int v = nb * 8 + gid;
+  uint4 xr[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  if (v < n_tok) {
+    const uint4* src = reinterpret_cast<const uint4*>(x + int64_t(tok0 + v) * k + c * kChunk +
+                                                      g * kGs + tig * 16);
+    xr[0] = src[0], xr[1] = src[1];
+  }
+  uint8_t* tile = prep + (int64_t(blockIdx.y) * gridDim.x + c) * kPrepTile;
+  stage_group(xr, g, nb, gid, tig, tile, reinterpret_cast<float*>(tile + kPrepX),
+              [](uint32_t* at, uint32_t val) { *at = val; });
+}
+
 // Where a step of the ring is: its chunk of K, its stage, its tile's first row. Steps follow
 // each other as a block walks its tiles (tile blockIdx.x, + gridDim.x, ...), chunk by chunk.
 struct Pos {
@@ -122,10 +178,11 @@ struct Pos {
 // WGS warpgroups per block, S stages; NT: accumulator halves folded (1: M <= 8, 2: M = 9..16);
 // D groups' wgmma in flight (1: each runs while the next group is dequantized; 2: the next
 // group's is issued before a group is folded). Where an instruction waits moves no operation.
-template <int WGS, int S, int NT, int D = 1>
+// XP: x comes prepared (qmv_wg_prep_kernel, in `prep`) and is copied with the weights.
+template <int WGS, int S, int NT, int D = 1, bool XP = false>
 __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
     qmv_wg_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
-                  int tokens, int n, int k) {
+                  int tokens, int n, int k, const uint8_t* prep) {
   using namespace cu::qmv_invariant_detail;
   using G = Geo<WGS, S>;
   constexpr int kRows = G::rows, kThreads = G::threads, kStage = G::stage;
@@ -171,6 +228,18 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
 #pragma unroll
       for (int q = 0; q < 4; ++q) cp16(st + w_dst + q * 32, src + q * 32);
       cp8(st + sb_dst, sb_src + p.c * kGroups);
+      if constexpr (XP) {
+        // The chunk's prepared x (M <= 8: the first 8 vectors' half of each step) and xs.
+        const uint8_t* tile = prep + (int64_t(blockIdx.y) * chunks + p.c) * kPrepTile;
+        if (t < 256) {
+#pragma unroll
+          for (int q = 0; q < NT; ++q) {
+            const int off = NT == 2 ? (q * 256 + t) * 16 : (t / 16) * kXStep + (t % 16) * 16;
+            cp16(st + kX + off, tile + off);
+          }
+        }
+        if (t < 16) cp16(st + kXs + t * 16, tile + kPrepX + t * 16);
+      }
     }
     asm volatile("cp.async.commit_group;\n" ::);
   };
@@ -181,7 +250,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   // rows 0 and 1) and sums them by the launcher's instructions: four mma.sync with A = 1, from
   // zero, in step order (the same xs bits as the launcher's).
   const int xg = warp / 2, xnb = warp % 2;
-  const bool x_warp = warp < 8 && xnb * 8 < n_tok;
+  const bool x_warp = !XP && warp < 8 && xnb * 8 < n_tok;
   const bool x_live = xnb * 8 + gid < n_tok;
   const T* x_at = x + int64_t(tok0 + min(xnb * 8 + gid, n_tok - 1)) * k + xg * kGs + tig * 16;
   uint4 xr[2];
@@ -194,26 +263,8 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   auto store_x = [&](bool live, const Pos& p) {
     if (!x_warp || !live) return;
     uint8_t* st = smem + p.slot * kStage;
-    const uint32_t r[8] = {xr[0].x, xr[0].y, xr[0].z, xr[0].w,
-                           xr[1].x, xr[1].y, xr[1].z, xr[1].w};
-    uint32_t pr[8];
-    pair_like_weights<Q, 16>(r, pr);
-    constexpr uint32_t one = kOnes<T>;
-    const uint32_t ones[4] = {one, one, one, one};
-    float xs[4] = {};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        *reinterpret_cast<uint32_t*>(st + kX + (xg * 4 + i) * kXStep + xnb * 256 + h * 128 +
-                                     gid * 16 + 4 * tig) = pr[2 * i + h];
-      }
-      mma_16816<T>(xs, ones, pr[2 * i], pr[2 * i + 1]);
-    }
-    if (gid == 0) {
-      *reinterpret_cast<float2*>(st + kXs + (xg * 16 + xnb * 8 + 2 * tig) * 4) =
-          make_float2(xs[0], xs[1]);
-    }
+    stage_group(xr, xg, xnb, gid, tig, st + kX, reinterpret_cast<float*>(st + kXs),
+                [](uint32_t* at, uint32_t val) { *at = val; });
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   };
 
@@ -320,6 +371,8 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       const bool live = s_in < total;
       load_x(live, in);
       asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2));
+      // XP: x landed by cp.async (the generic proxy) and wgmma reads it (the async proxy).
+      if constexpr (XP) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       __syncthreads();
       issue(live, in);
       compute(u);
@@ -346,19 +399,29 @@ inline bool fits(const void* x, const void* w, const void* s, const void* b, int
   return k % kChunk == 0 && al(x, 16) && al(w, 16) && al(s, 8) && al(b, 8);
 }
 
-template <int WGS = 2, int S = 3, int D = 1>
+// Bytes of the XP path's prepared x for `tokens` vectors and K.
+inline size_t prep_bytes(int tokens, int k) {
+  return size_t((tokens + 15) / 16) * (k / kChunk) * kPrepTile;
+}
+
+template <int WGS = 2, int S = 3, int D = 1, bool XP = false>
 void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out, int tokens,
-         int n, int k, int sms) {
+         int n, int k, int sms, uint8_t* prep = nullptr) {
   using G = Geo<WGS, S>;
-  if (!fits(x, w, scales, biases, k)) {
+  if (!fits(x, w, scales, biases, k) || (XP && !prep)) {
     fprintf(stderr, "qmv_wgmma: K = %d or an array's alignment is not the prototype's\n", k);
     exit(2);
   }
+  if constexpr (XP) {
+    void* pargs[] = {&x, &prep, &tokens, &k};
+    launch(reinterpret_cast<void*>(&qmv_wg_prep_kernel), dim3(k / kChunk, (tokens + 15) / 16),
+           dim3(256), pargs);
+  }
   int tiles = (n + G::rows - 1) / G::rows;
   dim3 grid(std::min(tiles, G::blocks * sms), (tokens + 15) / 16);
-  void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k};
-  void* kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2, D>)
-                          : reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 1, D>);
+  void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k, &prep};
+  void* kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2, D, XP>)
+                          : reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 1, D, XP>);
   launch_smem(kern, grid, dim3(G::threads), args, G::smem);
 }
 
@@ -369,10 +432,12 @@ namespace wg_run {
 using wg::T;
 using B = Buffers<T, 4, 64>;
 
-template <int WGS = 2, int S = 3, int D = 1>
+template <int WGS = 2, int S = 3, int D = 1, bool XP = false>
 void run_wg_as(const B& b, Problem p, int c, const T* x, T* out, int sms) {
-  wg::run<WGS, S, D>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c, b.biases + b.sb_elems * c,
-                  out, p.m, p.n, p.k, sms);
+  uint8_t* prep =
+      XP ? static_cast<uint8_t*>(scratch(wg::prep_bytes(p.m, p.k))) : nullptr;
+  wg::run<WGS, S, D, XP>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c,
+                         b.biases + b.sb_elems * c, out, p.m, p.n, p.k, sms, prep);
 }
 
 void run_wg(const B& b, Problem p, int c, const T* x, T* out, int sms) {
@@ -431,7 +496,8 @@ void check_shape(int n, int k, Tally& tally, long& launcher_differ) {
   using Run = void (*)(const B&, Problem, int, const T*, T*, int);
   const std::pair<const char*, Run> shapes[] = {
       {"wg2_s3", &run_wg_as<2, 3>}, {"wg2_s4", &run_wg_as<2, 4>}, {"wg4_s4", &run_wg_as<4, 4>},
-      {"wg4_s3", &run_wg_as<4, 3>}, {"wg2_s3_d2", &run_wg_as<2, 3, 2>}};
+      {"wg4_s3", &run_wg_as<4, 3>}, {"wg2_s3_d2", &run_wg_as<2, 3, 2>},
+      {"wg2_s3_xp", &run_wg_as<2, 3, 1, true>}, {"wg4_s4_xp", &run_wg_as<4, 4, 1, true>}};
   char what[64];
   for (auto [name, run] : shapes) {
     for (int m = 1; m <= M; ++m) {
@@ -527,6 +593,8 @@ void ab_shape(int n, int k, int rounds) {
         {"wg4_s4", [&](int c) { run_wg_as<4, 4>(b, p, c, b.x, b.out, sms); }},
         {"wg4_s3", [&](int c) { run_wg_as<4, 3>(b, p, c, b.x, b.out, sms); }},
         {"wg2_s3_d2", [&](int c) { run_wg_as<2, 3, 2>(b, p, c, b.x, b.out, sms); }},
+        {"wg2_s3_xp", [&](int c) { run_wg_as<2, 3, 1, true>(b, p, c, b.x, b.out, sms); }},
+        {"wg4_s4_xp", [&](int c) { run_wg_as<4, 4, 1, true>(b, p, c, b.x, b.out, sms); }},
     };
     std::vector<std::vector<float>> got(arms.size());
     for (int r = 0; r < rounds; ++r) {
