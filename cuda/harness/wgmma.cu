@@ -8,22 +8,29 @@
 //     same dequantized registers, the same k pairing), x as B from shared memory; columns past
 //     the last vector are zeros and their folds are skipped (M <= 8: one half of the
 //     accumulator is folded, no operation of a live column changes);
-//   - a block of two warpgroups takes 128 rows over all of K (no K parts, no reduction): its
-//     chunk of x (16 vectors x 256 values) is staged once per block through the ring beside the
-//     weights, paired and in the layout wgmma reads, with each (vector, group)'s sum of x
-//     (`xs`) in fp32 in a fixed order (16 values in index order per thread, then two
-//     butterfly adds: the same bits whichever thread holds them);
-//   - the fold is the launcher's: p = fma(bias', xs, fma(scale, acc, p)), groups in order.
+//   - a block of two (or four) warpgroups takes 128 (256) rows over all of K (no K parts, no
+//     reduction): each chunk of x (16 vectors x 256 values) is staged once per block through
+//     the ring beside the weights, paired and in the layout wgmma reads, with each (vector,
+//     group)'s sum of x (`xs`) summed by the launcher's own instructions (four mma.sync with
+//     A = 1, from zero, in step order: the same xs bits); with XP a first launch stages every
+//     chunk once into a scratch buffer and the kernel copies it like the weights;
+//   - the fold is the launcher's: p = fma(bias', xs, fma(scale, acc, p)), groups in order, each
+//     group's four k steps chained in fp32 from zero as the launcher's four mma.sync are.
 // So every output is a fixed sequence of operations of its own row, its own vector and K: M,
-// the column a vector lands in and the tile a block walks change no bit. Its bits differ from
-// the launcher's (another xs, another instruction), which the run reports.
+// the column a vector lands in, the block shape and the tile a block walks change no bit.
+// Whether its bits are also the launcher's depends on whether one wgmma k step sums as one
+// mma.sync does; `check` counts the outputs that differ.
 //
-//   qmv_wgmma check      invariance (M = 1..16 against M = 1 per vector, one vector in all 16
-//                        columns), accuracy against float64 beside the launcher's, and a
-//                        negative control (the launcher's bits against these: they differ)
-//   qmv_wgmma ab [R]     the launcher and this kernel in R rotated rounds (default 5) on
-//                        28672x4096 and the two heads, M = 1, 8, 9, 16
-//   qmv_wgmma one        one launch of each at M = 1 and 16 on the 128256x4096 head (for ncu)
+//   qmv_wgmma arms             the arms' names (kArms: block shapes, groups in flight, x prepared)
+//   qmv_wgmma check [arm...]   invariance of each arm named (all by default) against wg2_s3's
+//                              M = 1 (M = 1..16 per vector, the grid's blocks and one, one
+//                              vector in all 16 columns), accuracy against float64 beside the
+//                              launcher's, how many outputs differ from the launcher's, and a
+//                              reordered-fold negative control; exit 1 on a difference
+//   qmv_wgmma ab [R] [arm...]  the launcher and the arms in R rotated rounds (default 5) on
+//                              28672x4096 and the two heads, M = 1, 8, 9, 16
+//   qmv_wgmma one [arm...]     one launch of the launcher and each arm at M = 1 and 16 on the
+//                              128256x4096 head (for Nsight Compute)
 #include "harness.cuh"
 
 #include <functional>
@@ -480,7 +487,33 @@ __global__ void ref_f64(const T* x, const uint8_t* w, const T* s, const T* bias,
   y[int64_t(v) * n + row] = acc;
 }
 
-void check_shape(int n, int k, Tally& tally, long& launcher_differ) {
+// The prototype's arms by name: block shapes (warpgroups, stages), groups in flight, prepared x.
+// Every arm is checked against wg2_s3's M = 1: none moves an operation of an output.
+using Run = void (*)(const B&, Problem, int, const T*, T*, int);
+const std::pair<const char*, Run> kArms[] = {
+    {"wg2_s3", &run_wg_as<2, 3>},           {"wg2_s4", &run_wg_as<2, 4>},
+    {"wg4_s4", &run_wg_as<4, 4>},           {"wg4_s3", &run_wg_as<4, 3>},
+    {"wg2_s3_d2", &run_wg_as<2, 3, 2>},     {"wg2_s3_xp", &run_wg_as<2, 3, 1, true>},
+    {"wg4_s4_xp", &run_wg_as<4, 4, 1, true>}};
+
+// The arms named (all when none is): an unknown name is an error.
+std::vector<std::pair<const char*, Run>> pick_arms(int argc, char** argv, int first) {
+  std::vector<std::pair<const char*, Run>> out;
+  for (int i = first; i < argc; ++i) {
+    auto it = std::find_if(std::begin(kArms), std::end(kArms),
+                           [&](const auto& a) { return std::string(a.first) == argv[i]; });
+    if (it == std::end(kArms)) {
+      fprintf(stderr, "qmv_wgmma: no arm %s (qmv_wgmma arms lists them)\n", argv[i]);
+      exit(2);
+    }
+    out.push_back(*it);
+  }
+  if (out.empty()) out.assign(std::begin(kArms), std::end(kArms));
+  return out;
+}
+
+void check_shape(int n, int k, const std::vector<std::pair<const char*, Run>>& arms,
+                 Tally& tally, long& launcher_differ) {
   constexpr int M = 16;
   B b({M, n, k, 1}, 1, 99 + n + k);
   int sms = sm_count();
@@ -493,13 +526,8 @@ void check_shape(int n, int k, Tally& tally, long& launcher_differ) {
   auto h_ref = fetch(ref, all);
   // Every block shape against the same references: how many warpgroups share a chunk of x and
   // how deep the ring is move no operation of an output.
-  using Run = void (*)(const B&, Problem, int, const T*, T*, int);
-  const std::pair<const char*, Run> shapes[] = {
-      {"wg2_s3", &run_wg_as<2, 3>}, {"wg2_s4", &run_wg_as<2, 4>}, {"wg4_s4", &run_wg_as<4, 4>},
-      {"wg4_s3", &run_wg_as<4, 3>}, {"wg2_s3_d2", &run_wg_as<2, 3, 2>},
-      {"wg2_s3_xp", &run_wg_as<2, 3, 1, true>}, {"wg4_s4_xp", &run_wg_as<4, 4, 1, true>}};
   char what[64];
-  for (auto [name, run] : shapes) {
+  for (auto [name, run] : arms) {
     for (int m = 1; m <= M; ++m) {
       for (int s : {sms, 1}) {
         CHECK(cudaMemset(out, 0xfe, all * 2));
@@ -578,7 +606,7 @@ long negative_control() {
   return d;
 }
 
-void ab_shape(int n, int k, int rounds) {
+void ab_shape(int n, int k, int rounds, const std::vector<std::pair<const char*, Run>>& picked) {
   constexpr int gs = 64;
   size_t w_bytes = size_t(n) * k / 2 + size_t(n) * (k / gs) * 4;
   int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
@@ -587,15 +615,9 @@ void ab_shape(int n, int k, int rounds) {
   for (int m : {1, 8, 9, 16}) {
     Problem p{m, n, k, 1};
     std::vector<std::pair<const char*, std::function<void(int)>>> arms = {
-        {"invariant", [&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }},
-        {"wg2_s3", [&](int c) { run_wg(b, p, c, b.x, b.out, sms); }},
-        {"wg2_s4", [&](int c) { run_wg_as<2, 4>(b, p, c, b.x, b.out, sms); }},
-        {"wg4_s4", [&](int c) { run_wg_as<4, 4>(b, p, c, b.x, b.out, sms); }},
-        {"wg4_s3", [&](int c) { run_wg_as<4, 3>(b, p, c, b.x, b.out, sms); }},
-        {"wg2_s3_d2", [&](int c) { run_wg_as<2, 3, 2>(b, p, c, b.x, b.out, sms); }},
-        {"wg2_s3_xp", [&](int c) { run_wg_as<2, 3, 1, true>(b, p, c, b.x, b.out, sms); }},
-        {"wg4_s4_xp", [&](int c) { run_wg_as<4, 4, 1, true>(b, p, c, b.x, b.out, sms); }},
-    };
+        {"invariant", [&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }}};
+    for (auto [name, run] : picked)
+      arms.push_back({name, [&, run](int c) { run(b, p, c, b.x, b.out, sms); }});
     std::vector<std::vector<float>> got(arms.size());
     for (int r = 0; r < rounds; ++r) {
       for (size_t i = 0; i < arms.size(); ++i) {
@@ -623,41 +645,51 @@ using namespace wg_run;
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "arms") {
+    for (auto [name, run] : kArms) printf("%s\n", name);
+    return 0;
+  }
   if (mode == "check") {
+    auto arms = pick_arms(argc, argv, 2);
     Tally tally;
     long launcher_differ = 0;
     for (auto [n, k] : {std::pair{453, 2048}, std::pair{1000, 256}, std::pair{4096, 4096},
                         std::pair{28672, 4096}, std::pair{2000, 3584}})
-      check_shape(n, k, tally, launcher_differ);
+      check_shape(n, k, arms, tally, launcher_differ);
     long control = negative_control();
     CHECK(cudaGetLastError());
-    printf("{\"kind\":\"wg_parity\",\"checked\":%ld,\"differ\":%ld,"
-           "\"negative_control_differ\":%ld,\"differ_from_launcher\":%ld}\n", tally.checked,
-           tally.differ, control, launcher_differ);
+    std::string names;
+    for (auto [name, run] : arms) names += std::string(names.empty() ? "" : " ") + name;
+    printf("{\"kind\":\"wg_parity\",\"arms\":\"%s\",\"checked\":%ld,\"differ\":%ld,"
+           "\"negative_control_differ\":%ld,\"differ_from_launcher\":%ld}\n",
+           names.c_str(), tally.checked, tally.differ, control, launcher_differ);
     return tally.differ == 0 && control > 0 ? 0 : 1;
   }
   if (mode == "ab") {
-    int rounds = argc > 2 ? atoi(argv[2]) : 5;
-    if (rounds < 1 || rounds > 1000) {
+    char* end = nullptr;
+    long rounds = argc > 2 ? strtol(argv[2], &end, 10) : 5;
+    if (argc > 2 && (*argv[2] == '\0' || *end != '\0' || rounds < 1 || rounds > 1000)) {
       fprintf(stderr, "qmv_wgmma ab: %s is not a count of rounds (1 to 1000)\n", argv[2]);
       return 2;
     }
+    auto arms = pick_arms(argc, argv, 3);
     for (auto [n, k] : {std::pair{28672, 4096}, std::pair{128256, 4096}, std::pair{152064, 3584}})
-      ab_shape(n, k, rounds);
+      ab_shape(n, k, int(rounds), arms);
     return 0;
   }
   if (mode == "one") {
-    // One launch of each, for Nsight Compute: the launcher and the prototype at M = 1 and 16 on
-    // the 128256 x 4096 head.
+    // One launch of each, for Nsight Compute: the launcher and the named arms (all by default)
+    // at M = 1 and 16 on the 128256 x 4096 head.
+    auto arms = pick_arms(argc, argv, 2);
     int n = 128256, k = 4096;
     B b({16, n, k, 1}, 1, 7);
     for (int m : {1, 16}) {
       run_invariant(b, {m, n, k, 1}, 0, b.x, b.out, true, sm_count());
-      run_wg(b, {m, n, k, 1}, 0, b.x, b.out, sm_count());
+      for (auto [name, run] : arms) run(b, {m, n, k, 1}, 0, b.x, b.out, sm_count());
     }
     CHECK(cudaDeviceSynchronize());
     return 0;
   }
-  fprintf(stderr, "usage: qmv_wgmma check|ab [rounds]|one\n");
+  fprintf(stderr, "usage: qmv_wgmma arms | check [arm...] | ab [rounds] [arm...] | one [arm...]\n");
   return 2;
 }

@@ -13,11 +13,12 @@
 #           kernel harness benchmark (inv-bench), all on one GPU, then collect.py -> $OUT/results.json
 #   both    tests (both policies at once) on the second GPU while bench runs on the first
 #   profile Nsight Compute on cuda/harness/profile.cu (no MLX build): ncu.csv
-#   wgmma   the warpgroup-mma prototype (cuda/harness/wgmma.cu, no MLX build): its invariance,
-#           accuracy and negative control (wgmma-check.jsonl), then WG_AB_ROUNDS rotated rounds
-#           against the launcher (wgmma-ab.jsonl); WG_NCU=1: then Nsight Compute on one launch of
-#           each at M = 1 and 16, stalls per launch and per SASS line (wgmma-ncu-raw.csv,
-#           wgmma-ncu-source.csv.gz, read by ncu_stalls.py)
+#   wgmma   the warpgroup-mma prototype (cuda/harness/wgmma.cu, no MLX build): each arm's
+#           invariance, accuracy and negative control in its own process (wgmma-check.jsonl),
+#           then WG_AB_ROUNDS rotated rounds of the arms that passed against the launcher
+#           (wgmma-ab.jsonl); WG_NCU=1: then Nsight Compute on one launch of the launcher and of
+#           the arms WG_NCU_ARMS (default wg2_s3) at M = 1 and 16, stalls per launch and per
+#           SASS line (wgmma-ncu-raw.csv, wgmma-ncu-source.csv.gz, read by ncu_stalls.py)
 #   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
 #           as .devcarry/ptx-cache.tar.xz: every later session's tests start warm)
 #   smoke   quantized_matmul on the shapes upstream sends to qmm_sm90 (sm90_smoke.py), on SMOKE_GPU
@@ -292,9 +293,17 @@ wgmma() {
   grep -A3 "Compiling entry.*qmv_wg" $OUT/wgmma-build.log \
     | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | paste - - | sort | uniq -c
   export CUDA_VISIBLE_DEVICES=$1
-  timeout $(( $(left) - 10 )) $W/hw/qmv_wgmma check > $OUT/wgmma-check.jsonl
-  echo "wgmma check rc=$?"; tail -6 $OUT/wgmma-check.jsonl
-  timeout $(( $(left) - 10 )) $W/hw/qmv_wgmma ab ${WG_AB_ROUNDS:-5} > $OUT/wgmma-ab.jsonl
+  # Each arm checked in its own process (a fault or a hang costs that arm only); the rounds time
+  # the arms that passed.
+  local ok=() a
+  : > $OUT/wgmma-check.jsonl
+  for a in $($W/hw/qmv_wgmma arms); do
+    timeout 90 $W/hw/qmv_wgmma check $a >> $OUT/wgmma-check.jsonl && ok+=($a) \
+      || echo "wgmma check $a rc=$?"
+  done
+  echo "wgmma check passed: ${ok[*]:-none}"; grep '"wg_parity"' $OUT/wgmma-check.jsonl
+  [ ${#ok[@]} -gt 0 ] || return 1
+  timeout $(( $(left) - 10 )) $W/hw/qmv_wgmma ab ${WG_AB_ROUNDS:-5} "${ok[@]}" > $OUT/wgmma-ab.jsonl
   echo "wgmma ab rc=$? ($(left) s left)"
   grep -v '"kind":"ab"' $OUT/wgmma-ab.jsonl | python3 $H/summarize.py /dev/stdin | cut -c1-250
   [ "${WG_NCU:-0}" = 1 ] || return 0
@@ -302,7 +311,8 @@ wgmma() {
   rm -f $W/wg.ncu-rep
   timeout $(( $(left) - 5 )) $ncu --clock-control none -k regex:qmv --section SpeedOfLight \
     --section WarpStateStats --section SchedulerStats --section SourceCounters \
-    --metrics smsp__inst_executed.sum -o $W/wg $W/hw/qmv_wgmma one > $OUT/wgmma-ncu.log 2>&1
+    --metrics smsp__inst_executed.sum -o $W/wg $W/hw/qmv_wgmma one ${WG_NCU_ARMS:-wg2_s3} \
+    > $OUT/wgmma-ncu.log 2>&1
   echo "wgmma ncu rc=$?"; tail -2 $OUT/wgmma-ncu.log
   [ -f $W/wg.ncu-rep ] || return 0
   $ncu -i $W/wg.ncu-rep --page raw --csv > $OUT/wgmma-ncu-raw.csv 2>> $OUT/wgmma-ncu.log

@@ -1,6 +1,7 @@
 //! The Nsight Compute side of the GPU scripts, run without a GPU: `cuda/harness/ncu_stalls.py` on
-//! small raw and source pages shaped like ncu 2025.3's, and `cuda/machine/gpu-session.sh`'s
-//! `profile` phase with PROFILE_SOURCE against a stand-in `ncu` that records how it is called.
+//! small raw and source pages shaped like ncu 2025.3's, `cuda/machine/gpu-session.sh`'s
+//! `profile` phase with PROFILE_SOURCE against a stand-in `ncu` that records how it is called, and
+//! its `wgmma` phase against a stand-in prototype.
 
 use std::path::Path;
 use std::process::Command;
@@ -142,6 +143,20 @@ fn ncu_stalls_reads_the_raw_and_source_pages() {
     }
 }
 
+/// `bin` with stand-ins for nvidia-smi and nvcc (the machine's line), first on a PATH.
+fn stand_in_path(bin: &Path) -> String {
+    std::fs::create_dir_all(bin).unwrap();
+    for nvidia in ["nvidia-smi", "nvcc"] {
+        std::fs::write(bin.join(nvidia), "#!/bin/sh\necho stand-in\n").unwrap();
+        Command::new("chmod")
+            .arg("+x")
+            .arg(bin.join(nvidia))
+            .status()
+            .unwrap();
+    }
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
 /// A checkout whose bundle is the one the state already unpacked, with the harness folder the
 /// profile phase reads (its build.sh a stand-in that makes `qmv_profile`).
 fn profile_checkout(state: &Path, checkout: &Path) {
@@ -193,15 +208,7 @@ fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
         .arg(bin.join("ncu"))
         .status()
         .unwrap();
-    for nvidia in ["nvidia-smi", "nvcc"] {
-        std::fs::write(bin.join(nvidia), "#!/bin/sh\necho stand-in\n").unwrap();
-        Command::new("chmod")
-            .arg("+x")
-            .arg(bin.join(nvidia))
-            .status()
-            .unwrap();
-    }
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let path = stand_in_path(&bin);
     let run = |source: Option<&str>, metrics: Option<&str>| {
         std::fs::create_dir_all(&out_dir).unwrap();
         let _ = std::fs::remove_file(&log);
@@ -262,6 +269,106 @@ fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
     assert!(
         deep.contains("--metrics dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum"),
         "{deep}\n{}",
+        out.snapshot()
+    );
+}
+
+/// gpu-session.sh's wgmma phase checks each arm the prototype lists in its own process, and times
+/// only the arms that passed (with WG_AB_ROUNDS); an arm that fails is named with its exit code,
+/// and when none passes the phase fails (exit 1) without timing. A stand-in build.sh makes a
+/// stand-in `qmv_wgmma` that records its arguments and fails `check bad`.
+#[test]
+fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let state = f.t().join("state");
+    let checkout = f.t().join("checkout");
+    let out_dir = f.t().join("out");
+    let log = f.t().join("wgmma.log");
+    let harness = crate::cuda_scripts::unpacked_checkout(&state, &checkout);
+    std::fs::copy(
+        workspace().join("cuda/harness/summarize.py"),
+        harness.join("summarize.py"),
+    )
+    .unwrap();
+    let parity = r#"{"kind":"wg_parity","arms":"ARM","checked":1,"differ":0}"#;
+    let bench = r#"{"kind":"bench","dtype":"bfloat16","bits":4,"gs":64,"n":8,"k":256,"m":1,"arm":"good","us":1.0,"bytes":8}"#;
+    let stub = format!(
+        "#!/bin/sh\necho \"$*\" >> {log}\ncase \"$1 $2\" in\n\
+         'arms '*) echo good; echo bad; echo also ;;\n\
+         'check bad') exit 1 ;;\n\
+         check*) echo '{parity}' | sed \"s/ARM/$2/\" ;;\n\
+         ab*) echo '{bench}' ;;\n\
+         esac\n",
+        log = log.display()
+    );
+    std::fs::write(f.t().join("stub"), &stub).unwrap();
+    std::fs::write(
+        harness.join("build.sh"),
+        format!(
+            "mkdir -p \"$5\" && cp {} \"$5/qmv_wgmma\" && chmod +x \"$5/qmv_wgmma\"\n",
+            f.t().join("stub").display()
+        ),
+    )
+    .unwrap();
+    let path = stand_in_path(&f.t().join("bin"));
+    let run = || {
+        std::fs::create_dir_all(&out_dir).unwrap();
+        let _ = std::fs::remove_file(&log);
+        let out = Command::new("bash")
+            .arg(workspace().join("cuda/machine/gpu-session.sh"))
+            .arg("wgmma")
+            .current_dir(&checkout)
+            .env("GPU_SESSION_DIR", &state)
+            .env("OUT", &out_dir)
+            .env("PATH", &path)
+            .env("WG_AB_ROUNDS", "3")
+            .env_remove("WG_NCU")
+            .output()
+            .unwrap();
+        (
+            f.out(out),
+            std::fs::read_to_string(&log).unwrap_or_default(),
+        )
+    };
+    let (out, calls) = run();
+    let out = out.code(0);
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(
+        calls,
+        [
+            "arms",
+            "check good",
+            "check bad",
+            "check also",
+            "ab 3 good also"
+        ],
+        "{}",
+        out.snapshot()
+    );
+    assert!(
+        out.stdout.contains("wgmma check bad rc=1"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(
+        out.stdout.contains("wgmma check passed: good also"),
+        "{}",
+        out.snapshot()
+    );
+    let checked = std::fs::read_to_string(out_dir.join("wgmma-check.jsonl")).unwrap();
+    assert_eq!(checked.lines().count(), 2, "{checked}");
+    assert!(checked.contains(r#""arms":"also""#), "{checked}");
+    let timed = std::fs::read_to_string(out_dir.join("wgmma-ab.jsonl")).unwrap();
+    assert!(timed.contains(r#""arm":"good""#), "{timed}");
+
+    // Every arm failing: no rounds, and the phase fails.
+    std::fs::write(f.t().join("stub"), stub.replace("'check bad')", "check*)")).unwrap();
+    let (out, calls) = run();
+    let out = out.code(1);
+    assert!(!calls.contains("ab "), "{calls}\n{}", out.snapshot());
+    assert!(
+        out.stdout.contains("wgmma check passed: none"),
+        "{}",
         out.snapshot()
     );
 }
