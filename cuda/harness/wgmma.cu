@@ -203,7 +203,6 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   const int tiles = (n + kRows - 1) / kRows;
   const int my_tiles = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
   const int total = my_tiles * chunks;
-  const int64_t w_row = k / 2, sb_row = k / kGs;
   const uint32_t smem0 = saddr(smem);
 
   // Every stage's x and xs zeroed once: the vectors past the last stay zeros.
@@ -217,24 +216,27 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   // Weights, scales and biases of the step at `p` into its stage (cp.async, one commit group):
   // thread t copies segments t % 2 + 2 q (16 bytes each, q = 0..3) of row t / 2 (two lanes
   // read a whole 32-byte sector of a row per instruction), and the 8 bytes of scales (t < rows)
-  // or biases of row t % rows; rows past N repeat the last. Its source rows are set once per
-  // tile: a chunk adds a constant (c * 128 bytes, c * 8).
+  // or biases of row t % rows; rows past N repeat the last. Its rows are set once per tile; the
+  // copies of a chunk are at constant offsets from one address.
   static_assert(kThreads / 2 == kRows);
-  const uint8_t* w_src = nullptr;
-  const T* sb_src = nullptr;
+  // The rows this thread copies in the tile being issued (set at its first chunk).
+  int w_r = 0, sb_r = 0;
+  const int w_row32 = k / 2, sb_row32 = k / kGs;
+  const uint8_t* w_lane = w + (t % 2) * 16;
+  const T* sb_base = t < kRows ? scales : biases;
   const uint32_t w_dst = kW + (t / 2) * kStride + (t % 2) * 16;
   const uint32_t sb_dst = (t < kRows ? kS : kB) + (t % kRows) * kGroups * 2;
   auto issue = [&](bool live, const Pos& p) {
     if (live) {
       if (p.c == 0) {
-        w_src = w + int64_t(min(p.row0 + t / 2, n - 1)) * w_row + (t % 2) * 16;
-        sb_src = (t < kRows ? scales : biases) + int64_t(min(p.row0 + t % kRows, n - 1)) * sb_row;
+        w_r = min(p.row0 + t / 2, n - 1);
+        sb_r = min(p.row0 + t % kRows, n - 1);
       }
       const uint32_t st = smem0 + p.slot * kStage;
-      const uint8_t* src = w_src + p.c * kRowBytes;
+      const uint8_t* src = w_lane + uint64_t(uint32_t(w_r)) * uint32_t(w_row32) + p.c * kRowBytes;
 #pragma unroll
       for (int q = 0; q < 4; ++q) cp16(st + w_dst + q * 32, src + q * 32);
-      cp8(st + sb_dst, sb_src + p.c * kGroups);
+      cp8(st + sb_dst, sb_base + uint64_t(uint32_t(sb_r)) * uint32_t(sb_row32) + p.c * kGroups);
       if constexpr (XP) {
         // The chunk's prepared x (M <= 8: the first 8 vectors' half of each step) and xs.
         const uint8_t* tile = prep + (int64_t(blockIdx.y) * chunks + p.c) * kPrepTile;
