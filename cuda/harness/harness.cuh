@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,39 @@ template <> struct QOf<4> { using type = cutlass::uint4b_t; };
 template <> struct QOf<5> { using type = cutlass::uint5b_t; };
 template <> struct QOf<6> { using type = cutlass::uint6b_t; };
 template <> struct QOf<8> { using type = uint8_t; };
+
+// ---------------------------------------------------------------- bench
+// One benchmark record (the shape of every "bench" line the Rust side reads).
+template <typename T>
+void print_bench(int bits, int gs, int n, int k, int m, const std::string& arm, float us,
+                 size_t bytes) {
+  printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,"
+         "\"m\":%d,\"arm\":\"%s\",\"us\":%.3f,\"bytes\":%zu}\n",
+         tname<T>(), bits, gs, n, k, m, arm.c_str(), us, bytes);
+}
+
+// Arms timed in rotated rounds (round r starts at arm r): one "ab" line per arm and round, then
+// each arm's median as a "bench" line (inv-ab and qmv_wgmma ab).
+template <typename T>
+void ab_rounds(int bits, int gs, int n, int k, int m,
+               const std::vector<std::pair<const char*, std::function<void(int)>>>& arms,
+               int rounds, int copies, size_t w_bytes) {
+  std::vector<std::vector<float>> got(arms.size());
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < arms.size(); ++i) {
+      size_t a = (i + r) % arms.size();
+      float us = time_us(arms[a].second, copies, w_bytes);
+      got[a].push_back(us);
+      printf("{\"kind\":\"ab\",\"round\":%d,\"dtype\":\"%s\",\"bits\":%d,\"n\":%d,"
+             "\"k\":%d,\"m\":%d,\"arm\":\"%s\",\"us\":%.3f}\n",
+             r, tname<T>(), bits, n, k, m, arms[a].first, us);
+    }
+  }
+  for (size_t a = 0; a < arms.size(); ++a) {
+    std::sort(got[a].begin(), got[a].end());
+    print_bench<T>(bits, gs, n, k, m, arms[a].first, got[a][got[a].size() / 2], w_bytes);
+  }
+}
 
 // ---------------------------------------------------------------- shapes
 // Launch shapes of the streamed kernel under test (the overlay's default is
@@ -332,6 +366,47 @@ std::vector<uint16_t> fetch(const T* d, size_t n) {
   return h;
 }
 
+
+// The invariant kernels' negative controls: `s` gets `a`'s weights, scales, biases and x with
+// groups 2i and 2i + 1 swapped in every row (the same products, folded in another order).
+template <typename T, int bits, int gs>
+void swap_group_pairs(Buffers<T, bits, gs>& s, const Buffers<T, bits, gs>& a, Problem p) {
+  int groups = p.k / gs;
+  auto swap_groups = [&](void* dst, const void* src, size_t rows, size_t row_bytes,
+                         size_t group_bytes) {
+    std::vector<uint8_t> h(rows * row_bytes);
+    CHECK(cudaMemcpy(h.data(), src, h.size(), cudaMemcpyDeviceToHost));
+    for (size_t r = 0; r < rows; ++r) {
+      for (int g = 0; g + 1 < groups; g += 2) {
+        uint8_t* g0 = h.data() + r * row_bytes + g * group_bytes;
+        std::swap_ranges(g0, g0 + group_bytes, g0 + group_bytes);
+      }
+    }
+    CHECK(cudaMemcpy(dst, h.data(), h.size(), cudaMemcpyHostToDevice));
+  };
+  swap_groups(s.w, a.w, p.n, size_t(p.k) * bits / 8, size_t(gs) * bits / 8);
+  swap_groups(s.scales, a.scales, p.n, groups * sizeof(T), sizeof(T));
+  swap_groups(s.biases, a.biases, p.n, groups * sizeof(T), sizeof(T));
+  swap_groups(s.x, a.x, p.m, size_t(p.k) * sizeof(T), gs * sizeof(T));
+}
+
+// The reordered-fold negative control of an invariant kernel: `run(buffers)` on random data and on
+// the same data with groups 2i and 2i + 1 swapped (the same products, another fold order) must
+// change some output bits, or the parity comparisons could not see an order change. Prints one
+// `kind` line; returns how many outputs differ.
+template <typename T, int bits, int gs, typename Run>
+long reordered_fold_control(const char* kind, Problem p, Run&& run) {
+  Buffers<T, bits, gs> a(p, 1, 77), s(p, 1, 78);
+  swap_group_pairs(s, a, p);
+  run(a);
+  run(s);
+  size_t outn = size_t(p.m) * p.n;
+  auto ha = fetch(a.out, outn), hs = fetch(s.out, outn);
+  long d = 0;
+  for (size_t i = 0; i < outn; ++i) d += ha[i] != hs[i];
+  printf("{\"kind\":\"%s\",\"differ\":%ld,\"of\":%zu}\n", kind, d, outn);
+  return d;
+}
 
 // ---------------------------------------------------------------- parity
 // Totals across the parity translation units.

@@ -38,15 +38,6 @@ bool negative_control() {
 }
 
 // ---------------------------------------------------------------- bench
-// One benchmark record (the shape of every "bench" line the Rust side reads).
-template <typename T>
-void print_bench(int bits, int gs, int n, int k, int m, const std::string& arm, float us,
-                 size_t bytes) {
-  printf("{\"kind\":\"bench\",\"dtype\":\"%s\",\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,"
-         "\"m\":%d,\"arm\":\"%s\",\"us\":%.3f,\"bytes\":%zu}\n",
-         tname<T>(), bits, gs, n, k, m, arm.c_str(), us, bytes);
-}
-
 // What one call reads (weights, scales and biases) and how many copies of them the timing
 // rotates through: 640 MiB in all, at least two, so each timed call's weights come from DRAM.
 template <typename T>
@@ -82,34 +73,10 @@ void bench_shape(int n, int k, const std::vector<int>& ms) {
 // f16 outputs (3 more mantissa bits than bf16 show more of the fp32 order).
 static long inv_negative_control() {
   using T = cutlass::half_t;
-  constexpr int bits = 4, gs = 64, M = 16;
-  Problem p{M, 1024, 4096, 1};
-  Buffers<T, bits, gs> a(p, 1, 77), s(p, 1, 78);
-  int groups = p.k / gs;
-  auto swap_groups = [&](void* dst, const void* src, size_t rows, size_t row_bytes,
-                         size_t group_bytes) {
-    std::vector<uint8_t> h(rows * row_bytes);
-    CHECK(cudaMemcpy(h.data(), src, h.size(), cudaMemcpyDeviceToHost));
-    for (size_t r = 0; r < rows; ++r) {
-      for (int g = 0; g + 1 < groups; g += 2) {
-        uint8_t* g0 = h.data() + r * row_bytes + g * group_bytes;
-        std::swap_ranges(g0, g0 + group_bytes, g0 + group_bytes);
-      }
-    }
-    CHECK(cudaMemcpy(dst, h.data(), h.size(), cudaMemcpyHostToDevice));
-  };
-  swap_groups(s.w, a.w, p.n, size_t(p.k) * bits / 8, size_t(gs) * bits / 8);
-  swap_groups(s.scales, a.scales, p.n, groups * sizeof(T), sizeof(T));
-  swap_groups(s.biases, a.biases, p.n, groups * sizeof(T), sizeof(T));
-  swap_groups(s.x, a.x, M, size_t(p.k) * sizeof(T), gs * sizeof(T));
-  run_invariant(a, p, 0, a.x, a.out, true, sm_count());
-  run_invariant(s, p, 0, s.x, s.out, true, sm_count());
-  size_t outn = size_t(M) * p.n;
-  auto ha = fetch(a.out, outn), hs = fetch(s.out, outn);
-  long d = 0;
-  for (size_t i = 0; i < outn; ++i) d += ha[i] != hs[i];
-  printf("{\"kind\":\"inv_negative_control\",\"differ\":%ld,\"of\":%zu}\n", d, outn);
-  return d;
+  const Problem p{16, 1024, 4096, 1};
+  return reordered_fold_control<T, 4, 64>("inv_negative_control", p, [&](const Buffers<T, 4, 64>& b) {
+    run_invariant(b, p, 0, b.x, b.out, true, sm_count());
+  });
 }
 
 // One row per path of the invariant launcher (harness.cuh's InvPath): "invariant" as the library
@@ -302,21 +269,7 @@ void inv_ab_shape(int n, int k, int rounds) {
          }},
         {"inv_s2u1", [&](int c) { inv_staged_shape<2, T, bits, 8, 1>(b, p, c, sms); }},
     };
-    std::vector<std::vector<float>> got(arms.size());
-    for (int r = 0; r < rounds; ++r) {
-      for (size_t i = 0; i < arms.size(); ++i) {
-        size_t a = (i + r) % arms.size();
-        float us = time_us(arms[a].second, copies, w_bytes);
-        got[a].push_back(us);
-        printf("{\"kind\":\"ab\",\"round\":%d,\"dtype\":\"%s\",\"bits\":%d,\"n\":%d,"
-               "\"k\":%d,\"m\":%d,\"arm\":\"%s\",\"us\":%.3f}\n",
-               r, tname<T>(), bits, n, k, m, arms[a].first, us);
-      }
-    }
-    for (size_t a = 0; a < arms.size(); ++a) {
-      std::sort(got[a].begin(), got[a].end());
-      print_bench<T>(bits, gs, n, k, m, arms[a].first, got[a][got[a].size() / 2], w_bytes);
-    }
+    ab_rounds<T>(bits, gs, n, k, m, arms, rounds, copies, w_bytes);
     fflush(stdout);
   });
 }

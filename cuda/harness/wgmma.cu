@@ -578,34 +578,9 @@ void check_shape(int n, int k, const std::vector<std::pair<const char*, Run>>& a
 // 2i + 1 swapped in x, the weights, the scales and the biases: the same products, another
 // order) must change some output bits, or the comparisons above could not see an order change.
 long negative_control() {
-  constexpr int M = 16, gs = 64;
-  Problem p{M, 4096, 4096, 1};
-  B a(p, 1, 77), s(p, 1, 78);
-  int groups = p.k / gs;
-  auto swap_groups = [&](void* dst, const void* src, size_t rows, size_t row_bytes,
-                         size_t group_bytes) {
-    std::vector<uint8_t> h(rows * row_bytes);
-    CHECK(cudaMemcpy(h.data(), src, h.size(), cudaMemcpyDeviceToHost));
-    for (size_t r = 0; r < rows; ++r) {
-      for (int g = 0; g + 1 < groups; g += 2) {
-        uint8_t* g0 = h.data() + r * row_bytes + g * group_bytes;
-        std::swap_ranges(g0, g0 + group_bytes, g0 + group_bytes);
-      }
-    }
-    CHECK(cudaMemcpy(dst, h.data(), h.size(), cudaMemcpyHostToDevice));
-  };
-  swap_groups(s.w, a.w, p.n, size_t(p.k) / 2, gs / 2);
-  swap_groups(s.scales, a.scales, p.n, groups * sizeof(T), sizeof(T));
-  swap_groups(s.biases, a.biases, p.n, groups * sizeof(T), sizeof(T));
-  swap_groups(s.x, a.x, M, size_t(p.k) * sizeof(T), gs * sizeof(T));
-  run_wg(a, p, 0, a.x, a.out, sm_count());
-  run_wg(s, p, 0, s.x, s.out, sm_count());
-  size_t outn = size_t(M) * p.n;
-  auto ha = fetch(a.out, outn), hs = fetch(s.out, outn);
-  long d = 0;
-  for (size_t i = 0; i < outn; ++i) d += ha[i] != hs[i];
-  printf("{\"kind\":\"wg_negative_control\",\"differ\":%ld,\"of\":%zu}\n", d, outn);
-  return d;
+  const Problem p{16, 4096, 4096, 1};
+  return reordered_fold_control<T, 4, 64>(
+      "wg_negative_control", p, [&](const B& b) { run_wg(b, p, 0, b.x, b.out, sm_count()); });
 }
 
 void ab_shape(int n, int k, int rounds, const std::vector<std::pair<const char*, Run>>& picked) {
@@ -620,23 +595,7 @@ void ab_shape(int n, int k, int rounds, const std::vector<std::pair<const char*,
         {"invariant", [&](int c) { run_invariant(b, p, c, b.x, b.out, true, sms); }}};
     for (auto [name, run] : picked)
       arms.push_back({name, [&, run](int c) { run(b, p, c, b.x, b.out, sms); }});
-    std::vector<std::vector<float>> got(arms.size());
-    for (int r = 0; r < rounds; ++r) {
-      for (size_t i = 0; i < arms.size(); ++i) {
-        size_t a = (i + r) % arms.size();
-        float us = time_us(arms[a].second, copies, w_bytes);
-        got[a].push_back(us);
-        printf("{\"kind\":\"ab\",\"round\":%d,\"dtype\":\"bfloat16\",\"bits\":4,\"n\":%d,"
-               "\"k\":%d,\"m\":%d,\"arm\":\"%s\",\"us\":%.3f}\n",
-               r, n, k, m, arms[a].first, us);
-      }
-    }
-    for (size_t a = 0; a < arms.size(); ++a) {
-      std::sort(got[a].begin(), got[a].end());
-      printf("{\"kind\":\"bench\",\"dtype\":\"bfloat16\",\"bits\":4,\"gs\":64,\"n\":%d,"
-             "\"k\":%d,\"m\":%d,\"arm\":\"%s\",\"us\":%.3f,\"bytes\":%zu}\n",
-             n, k, m, arms[a].first, got[a][got[a].size() / 2], w_bytes);
-    }
+    ab_rounds<T>(4, gs, n, k, m, arms, rounds, copies, w_bytes);
     fflush(stdout);
   }
 }
