@@ -148,6 +148,14 @@ void print_bench(int bits, int gs, int n, int k, int m, const std::string& arm, 
          tname<T>(), bits, gs, n, k, m, arm.c_str(), us, bytes);
 }
 
+// What one call reads (weights, scales and biases) and how many copies of them the timing
+// rotates through: 640 MiB in all, at least two, so each timed call's weights come from DRAM.
+template <typename T>
+std::pair<size_t, int> footprint(int n, int k, int bits, int gs) {
+  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
+  return {w_bytes, int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1))};
+}
+
 // Arms timed in rotated rounds (round r starts at arm r): one "ab" line per arm and round, then
 // each arm's median as a "bench" line (inv-ab and qmv_wgmma ab).
 template <typename T>

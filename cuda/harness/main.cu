@@ -38,14 +38,6 @@ bool negative_control() {
 }
 
 // ---------------------------------------------------------------- bench
-// What one call reads (weights, scales and biases) and how many copies of them the timing
-// rotates through: 640 MiB in all, at least two, so each timed call's weights come from DRAM.
-template <typename T>
-std::pair<size_t, int> footprint(int n, int k, int bits, int gs) {
-  size_t w_bytes = size_t(n) * k * bits / 8 + size_t(n) * (k / gs) * 2 * sizeof(T);
-  return {w_bytes, int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1))};
-}
-
 template <typename T, int bits, typename... Shs>
 void bench_shape(int n, int k, const std::vector<int>& ms) {
   constexpr int gs = 64;

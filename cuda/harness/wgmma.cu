@@ -33,8 +33,6 @@
 //                              128256x4096 head (for Nsight Compute)
 #include "harness.cuh"
 
-#include <functional>
-
 namespace wg {
 
 using T = cutlass::bfloat16_t;
@@ -64,10 +62,6 @@ struct Geo {
   // Blocks per SM: as many as fit 227 KiB (1 KiB reserved each), at most two.
   static constexpr int blocks = 2 * (smem + 1024) <= 228 * 1024 && WGS <= 2 ? 2 : 1;
 };
-
-__device__ __forceinline__ uint32_t saddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // K-major, no swizzle: core matrices of 8 vectors x 16 bytes (8 k), the next 8 k at LBO = 128
 // bytes, the next 8 vectors at SBO = 256 bytes. `lo` is the descriptor's low word: the start
@@ -108,13 +102,6 @@ __device__ __forceinline__ void wgmma_16(float (&d)[8], const uint32_t (&a)[4], 
 #endif
 }
 
-__device__ __forceinline__ void cp16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void cp8(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src));
-}
-
 // XP: x prepared once per launch by qmv_wg_prep_kernel, per (16-vector block, chunk) a tile of
 // kPrepTile bytes: the chunk's B as the kernel's stage holds it (kSteps x kXStep), then its xs
 // (kGroups x 16 fp32). The kernel then copies x like the weights (cp.async): no staging warp.
@@ -126,9 +113,8 @@ constexpr int kPrepTile = kPrepX + kGroups * 16 * 4;
 // steps 4 g .. 4 g + 3, slots 2 tig, + 1 of core rows 0 and 1; xs by the launcher's
 // instructions: four mma.sync with A = 1, from zero, in step order). The kernel's staging and
 // qmv_wg_prep_kernel share it: the same bits either way.
-template <typename Store>
 __device__ __forceinline__ void stage_group(const uint4 (&xr)[2], int g, int nb, int gid,
-                                            int tig, uint8_t* xb, float* xsb, Store&& store) {
+                                            int tig, uint8_t* xb, float* xsb) {
   using namespace cu::qmv_invariant_detail;
   const uint32_t r[8] = {xr[0].x, xr[0].y, xr[0].z, xr[0].w, xr[1].x, xr[1].y, xr[1].z, xr[1].w};
   uint32_t pr[8];
@@ -140,9 +126,8 @@ __device__ __forceinline__ void stage_group(const uint4 (&xr)[2], int g, int nb,
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      store(reinterpret_cast<uint32_t*>(xb + (g * 4 + i) * kXStep + nb * 256 + h * 128 +
-                                        gid * 16 + 4 * tig),
-            pr[2 * i + h]);
+      *reinterpret_cast<uint32_t*>(xb + (g * 4 + i) * kXStep + nb * 256 + h * 128 + gid * 16 +
+                                   4 * tig) = pr[2 * i + h];
     }
     mma_16816<T>(xs, ones, pr[2 * i], pr[2 * i + 1]);
   }
@@ -167,8 +152,7 @@ __global__ void __launch_bounds__(256) qmv_wg_prep_kernel(const T* x, uint8_t* p
     xr[0] = src[0], xr[1] = src[1];
   }
   uint8_t* tile = prep + (int64_t(blockIdx.y) * gridDim.x + c) * kPrepTile;
-  stage_group(xr, g, nb, gid, tig, tile, reinterpret_cast<float*>(tile + kPrepX),
-              [](uint32_t* at, uint32_t val) { *at = val; });
+  stage_group(xr, g, nb, gid, tig, tile, reinterpret_cast<float*>(tile + kPrepX));
 }
 
 // Where a step of the ring is: its chunk of K, its stage, its tile's first row. Steps follow
@@ -203,7 +187,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   const int tiles = (n + kRows - 1) / kRows;
   const int my_tiles = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
   const int total = my_tiles * chunks;
-  const uint32_t smem0 = saddr(smem);
+  const uint32_t smem0 = smem_addr(smem);
 
   // Every stage's x and xs zeroed once: the vectors past the last stay zeros.
   for (int i = t; i < S * kStage / 16; i += kThreads) {
@@ -232,11 +216,11 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
         w_r = min(p.row0 + t / 2, n - 1);
         sb_r = min(p.row0 + t % kRows, n - 1);
       }
-      const uint32_t st = smem0 + p.slot * kStage;
+      uint8_t* st = smem + p.slot * kStage;
       const uint8_t* src = w_lane + uint64_t(uint32_t(w_r)) * uint32_t(w_row32) + p.c * kRowBytes;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) cp16(st + w_dst + q * 32, src + q * 32);
-      cp8(st + sb_dst, sb_base + uint64_t(uint32_t(sb_r)) * uint32_t(sb_row32) + p.c * kGroups);
+      for (int q = 0; q < 4; ++q) cp_async<16>(st + w_dst + q * 32, src + q * 32);
+      cp_async<8>(st + sb_dst, sb_base + uint64_t(uint32_t(sb_r)) * uint32_t(sb_row32) + p.c * kGroups);
       if constexpr (XP) {
         // The chunk's prepared x (M <= 8: the first 8 vectors' half of each step) and xs.
         const uint8_t* tile = prep + (int64_t(blockIdx.y) * chunks + p.c) * kPrepTile;
@@ -244,13 +228,13 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
 #pragma unroll
           for (int q = 0; q < NT; ++q) {
             const int off = NT == 2 ? (q * 256 + t) * 16 : (t / 16) * kXStep + (t % 16) * 16;
-            cp16(st + kX + off, tile + off);
+            cp_async<16>(st + kX + off, tile + off);
           }
         }
-        if (t < 16) cp16(st + kXs + t * 16, tile + kPrepX + t * 16);
+        if (t < 16) cp_async<16>(st + kXs + t * 16, tile + kPrepX + t * 16);
       }
     }
-    asm volatile("cp.async.commit_group;\n" ::);
+    cp_async_commit();
   };
   // x of the step at `p`: warp (g, nb) = (warp / 2, warp % 2) of the first 8 stages group g
   // of vectors 8 nb .. 8 nb + 7 where any is live, as the launcher's warp takes a group: lane
@@ -272,8 +256,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   auto store_x = [&](bool live, const Pos& p) {
     if (!x_warp || !live) return;
     uint8_t* st = smem + p.slot * kStage;
-    stage_group(xr, xg, xnb, gid, tig, st + kX, reinterpret_cast<float*>(st + kXs),
-                [](uint32_t* at, uint32_t val) { *at = val; });
+    stage_group(xr, xg, xnb, gid, tig, st + kX, reinterpret_cast<float*>(st + kXs));
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   };
 
@@ -379,7 +362,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       if (s0 + u >= total) break;
       const bool live = s_in < total;
       load_x(live, in);
-      asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2));
+      cp_async_wait<S - 2>();
       // XP: x landed by cp.async (the generic proxy) and wgmma reads it (the async proxy).
       if constexpr (XP) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       __syncthreads();
@@ -398,7 +381,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       ++s_in, in.next<S, kRows>(chunks), at.next<S, kRows>(chunks);
     }
   }
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  cp_async_wait<0>();
 }
 
 // Whether the prototype takes these arrays: K a multiple of its chunk, the weights and x
@@ -585,8 +568,7 @@ long negative_control() {
 
 void ab_shape(int n, int k, int rounds, const std::vector<std::pair<const char*, Run>>& picked) {
   constexpr int gs = 64;
-  size_t w_bytes = size_t(n) * k / 2 + size_t(n) * (k / gs) * 4;
-  int copies = int(std::max<size_t>(2, (size_t(640) << 20) / w_bytes + 1));
+  auto [w_bytes, copies] = footprint<T>(n, k, 4, gs);
   B b({16, n, k, 1}, copies, 5 + n + k);
   int sms = sm_count();
   for (int m : {1, 8, 9, 16}) {
