@@ -13,7 +13,9 @@
 //     the ring beside the weights, paired and in the layout wgmma reads, with each (vector,
 //     group)'s sum of x (`xs`) summed by the launcher's own instructions (four mma.sync with
 //     A = 1, from zero, in step order: the same xs bits); with XP a first launch stages every
-//     chunk once into a scratch buffer and the kernel copies it like the weights;
+//     chunk once into a scratch buffer and the kernel copies it like the weights; the _ws arms
+//     (warp specialized) leave every copy to one producer warp and replace the block barrier
+//     by full and empty mbarriers per stage (bulk copies per row, or cp.async with _wsc);
 //   - the fold is the launcher's: p = fma(bias', xs, fma(scale, acc, p)), groups in order, each
 //     group's four k steps chained in fp32 from zero as the launcher's four mma.sync are.
 // So every output is a fixed sequence of operations of its own row, its own vector and K: M,
@@ -45,20 +47,28 @@ constexpr int kStride = kRowBytes + 16;      // padded: fragment loads start in 
 constexpr int kSteps = kChunk / 16;          // wgmma k steps per chunk
 constexpr int kXStep = 16 * 16 * 2;          // B of one step: 16 vectors x 16 k, bf16
 
+// How a block's stages are fed: by its own threads between block barriers (kStaged), or by one
+// producer warp beside the warpgroups through full and empty mbarriers (warp specialized),
+// a row's 128 weight bytes and the prepared x by one bulk copy each (kBulk: cp.async.bulk,
+// the copy engine) or in 16-byte cp.async (kCopy).
+enum Feed { kStaged, kBulk, kCopy };
+
 // A block of WGS warpgroups (64 rows each) and its ring of S stages: each stage x (kSteps
 // core-matrix tiles), the weights (rows x kStride), scales and biases (rows x kGroups bf16)
-// and xs (kGroups x 16 fp32) of one chunk.
-template <int WGS, int S>
+// and xs (kGroups x 16 fp32) of one chunk; fed by a producer warp, then the stages' full and
+// empty mbarriers.
+template <int WGS, int S, Feed F = kStaged>
 struct Geo {
   static constexpr int rows = 64 * WGS;
-  static constexpr int threads = 128 * WGS;
+  static constexpr int threads = 128 * WGS + (F == kStaged ? 0 : 32);
   static constexpr int x = 0;
   static constexpr int w = x + kSteps * kXStep;
   static constexpr int s = w + rows * kStride;
   static constexpr int b = s + rows * kGroups * 2;
   static constexpr int xs = b + rows * kGroups * 2;
   static constexpr int stage = (xs + kGroups * 16 * 4 + 127) / 128 * 128;
-  static constexpr int smem = S * stage;
+  static constexpr int bars = S * stage;
+  static constexpr int smem = bars + (F == kStaged ? 0 : 2 * S * 8);
   // Blocks per SM: as many as fit 227 KiB (1 KiB reserved each), at most two.
   static constexpr int blocks = 2 * (smem + 1024) <= 228 * 1024 && WGS <= 2 ? 2 : 1;
 };
@@ -153,6 +163,110 @@ __global__ void __launch_bounds__(256) qmv_wg_prep_kernel(const T* x, uint8_t* p
   }
   uint8_t* tile = prep + (int64_t(blockIdx.y) * gridDim.x + c) * kPrepTile;
   stage_group(xr, g, nb, gid, tig, tile, reinterpret_cast<float*>(tile + kPrepX));
+}
+
+// One chunk of K for a warp's 16 rows (rbase .. rbase + 15 of the block's tile) from the stage
+// at `st` (shared address st_addr), folded into `part`: per group four wgmma k steps chained in
+// fp32 from zero into acc[j % D], then p = fma(bias', xs, fma(scale, acc, p)). D groups' wgmma
+// in flight (1: each runs while the next group is dequantized; 2: the next group's is issued
+// before a group is folded). Where an instruction waits moves no operation. Every wgmma has
+// completed (its reads of the stage too) when it returns.
+template <class G, int NT, int D>
+__device__ __forceinline__ void compute_chunk(const uint8_t* st, uint32_t st_addr, int rbase,
+                                              int gid, int tig, float (&part)[NT * 4],
+                                              float (&acc)[D][8]) {
+  using namespace cu::qmv_invariant_detail;
+  const uint64_t desc0 = (uint64_t(kDescHi) << 32) | b_desc_lo(st_addr + G::x);
+  // This lane's rows' scales and biases of the chunk: two words (4 groups) each.
+  uint2 sw[2], bw[2];
+  uint32_t a[2][2][8];
+  auto dequant = [&](int j, uint32_t (&aj)[2][8]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = rbase + h * 8 + gid;
+      uint2 wb = *reinterpret_cast<const uint2*>(st + G::w + r * kStride + j * 32 + tig * 8);
+      dequant_ints<T, Q, 16>(reinterpret_cast<const uint8_t*>(&wb), aj[h]);
+    }
+  };
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = rbase + h * 8 + gid;
+    sw[h] = *reinterpret_cast<const uint2*>(st + G::s + r * kGroups * 2);
+    bw[h] = *reinterpret_cast<const uint2*>(st + G::b + r * kGroups * 2);
+  }
+  // Group j's four k steps, one wgmma each, from A = a[j % 2] into acc[j % D].
+  auto mma_group = [&](int j) {
+    uint32_t(&aj)[2][8] = a[j % 2];
+    wgmma_fence();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t frag[4] = {aj[0][2 * i], aj[1][2 * i], aj[0][2 * i + 1],
+                                aj[1][2 * i + 1]};
+      wgmma_16(acc[j % D], frag, desc0 + (j * 4 + i) * (kXStep >> 4), i == 0);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int e = 0; e < 8; ++e) keep(acc[j % D][e]);
+  };
+  dequant(0, a[0]);
+  if constexpr (D == 2) mma_group(0);
+#pragma unroll
+  for (int j = 0; j < kGroups; ++j) {
+    // D = 1: group j's wgmma runs while group j + 1 is dequantized. D = 2: group j + 1's is
+    // issued before group j is folded (two in flight).
+    if constexpr (D == 1) mma_group(j);
+    if (j + 1 < kGroups) dequant(j + 1, a[(j + 1) % 2]);
+    if constexpr (D == 2) {
+      if (j + 1 < kGroups) mma_group(j + 1);
+    }
+    float sc[2], bi[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t s16 = j / 2 ? sw[h].y : sw[h].x, b16 = j / 2 ? bw[h].y : bw[h].x;
+      sc[h] = __uint_as_float(j % 2 ? s16 & 0xffff0000u : s16 << 16);
+      float bv = __uint_as_float(j % 2 ? b16 & 0xffff0000u : b16 << 16);
+      bi[h] = __fmaf_rn(-kIntOffset<T, Q>, sc[h], bv);
+    }
+    const float* xs = reinterpret_cast<const float*>(st + G::xs) + j * 16 + tig * 2;
+    float2 s2[NT];
+#pragma unroll
+    for (int v = 0; v < NT; ++v) s2[v] = *reinterpret_cast<const float2*>(xs + v * 8);
+    if (D == 2 && j + 1 < kGroups) {
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    float(&acj)[8] = acc[j % D];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) keep(acj[e]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) keep(a[j % 2][h][e]);
+#pragma unroll
+    for (int v = 0; v < NT; ++v) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int h = e / 2;
+        part[v * 4 + e] = __fmaf_rn(bi[h], e % 2 ? s2[v].y : s2[v].x,
+                                    __fmaf_rn(sc[h], acj[v * 4 + e], part[v * 4 + e]));
+      }
+    }
+  }
+}
+
+// The block's outputs of the tile at row0 once its last chunk is folded: this lane's NT x 4
+// (row, vector) pairs, rows past N and vectors past the last left out; `part` back to zero.
+template <int NT>
+__device__ __forceinline__ void store_tile(float (&part)[NT * 4], T* out, int row0, int rbase,
+                                           int gid, int tig, int n, int tok0, int n_tok) {
+#pragma unroll
+  for (int e = 0; e < NT * 4; ++e) {
+    int row = row0 + rbase + ((e % 4) / 2) * 8 + gid;
+    int tk = (e / 4) * 8 + tig * 2 + e % 2;
+    if (row < n && tk < n_tok) out[int64_t(tok0 + tk) * n + row] = T(part[e]);
+    part[e] = 0.f;
+  }
 }
 
 // Where a step of the ring is: its chunk of K, its stage, its tile's first row. Steps follow
@@ -263,88 +377,6 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
   float part[NT * 4] = {};
   float acc[D][8] = {};
-  auto compute = [&](int slot) {
-    const uint8_t* st = smem + slot * kStage;
-    const uint64_t desc0 =
-        (uint64_t(kDescHi) << 32) | b_desc_lo(smem0 + slot * kStage + kX);
-    // This lane's rows' scales and biases of the chunk: two words (4 groups) each.
-    uint2 sw[2], bw[2];
-    uint32_t a[2][2][8];
-    auto dequant = [&](int j, uint32_t (&aj)[2][8]) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = rbase + h * 8 + gid;
-        uint2 wb = *reinterpret_cast<const uint2*>(st + kW + r * kStride + j * 32 + tig * 8);
-        dequant_ints<T, Q, 16>(reinterpret_cast<const uint8_t*>(&wb), aj[h]);
-      }
-    };
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = rbase + h * 8 + gid;
-      sw[h] = *reinterpret_cast<const uint2*>(st + kS + r * kGroups * 2);
-      bw[h] = *reinterpret_cast<const uint2*>(st + kB + r * kGroups * 2);
-    }
-    // Group j's four k steps, one wgmma each, from A = a[j % 2] into acc[j % D].
-    auto mma_group = [&](int j) {
-      uint32_t(&aj)[2][8] = a[j % 2];
-      wgmma_fence();
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint32_t frag[4] = {aj[0][2 * i], aj[1][2 * i], aj[0][2 * i + 1],
-                                  aj[1][2 * i + 1]};
-        wgmma_16(acc[j % D], frag, desc0 + (j * 4 + i) * (kXStep >> 4), i == 0);
-      }
-      wgmma_commit();
-#pragma unroll
-      for (int e = 0; e < 8; ++e) keep(acc[j % D][e]);
-    };
-    dequant(0, a[0]);
-    if constexpr (D == 2) mma_group(0);
-#pragma unroll
-    for (int j = 0; j < kGroups; ++j) {
-      // D = 1: group j's wgmma runs while group j + 1 is dequantized. D = 2: group j + 1's is
-      // issued before group j is folded (two in flight).
-      if constexpr (D == 1) mma_group(j);
-      if (j + 1 < kGroups) dequant(j + 1, a[(j + 1) % 2]);
-      if constexpr (D == 2) {
-        if (j + 1 < kGroups) mma_group(j + 1);
-      }
-      float sc[2], bi[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t s16 = j / 2 ? sw[h].y : sw[h].x, b16 = j / 2 ? bw[h].y : bw[h].x;
-        sc[h] = __uint_as_float(j % 2 ? s16 & 0xffff0000u : s16 << 16);
-        float bv = __uint_as_float(j % 2 ? b16 & 0xffff0000u : b16 << 16);
-        bi[h] = __fmaf_rn(-kIntOffset<T, Q>, sc[h], bv);
-      }
-      const float* xs = reinterpret_cast<const float*>(st + kXs) + j * 16 + tig * 2;
-      float2 s2[NT];
-#pragma unroll
-      for (int v = 0; v < NT; ++v) s2[v] = *reinterpret_cast<const float2*>(xs + v * 8);
-      if (D == 2 && j + 1 < kGroups) {
-        wgmma_wait<1>();
-      } else {
-        wgmma_wait<0>();
-      }
-      float(&acj)[8] = acc[j % D];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) keep(acj[e]);
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) keep(a[j % 2][h][e]);
-#pragma unroll
-      for (int v = 0; v < NT; ++v) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          int h = e / 2;
-          part[v * 4 + e] = __fmaf_rn(bi[h], e % 2 ? s2[v].y : s2[v].x,
-                                      __fmaf_rn(sc[h], acj[v * 4 + e], part[v * 4 + e]));
-        }
-      }
-    }
-  };
-
   Pos in{0, 0, int(blockIdx.x) * kRows};  // the next step to issue
   int s_in = 0;
 #pragma unroll
@@ -367,21 +399,162 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       if constexpr (XP) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       __syncthreads();
       issue(live, in);
-      compute(u);
-      if (at.c == chunks - 1) {
-#pragma unroll
-        for (int e = 0; e < NT * 4; ++e) {
-          int row = at.row0 + rbase + ((e % 4) / 2) * 8 + gid;
-          int tk = (e / 4) * 8 + tig * 2 + e % 2;
-          if (row < n && tk < n_tok) out[int64_t(tok0 + tk) * n + row] = T(part[e]);
-          part[e] = 0.f;
-        }
-      }
+      compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, part, acc);
+      if (at.c == chunks - 1) store_tile<NT>(part, out, at.row0, rbase, gid, tig, n, tok0, n_tok);
       store_x(live, in);
       ++s_in, in.next<S, kRows>(chunks), at.next<S, kRows>(chunks);
     }
   }
   cp_async_wait<0>();
+}
+
+// The producer's side of a full mbarrier: lane 0 arrives and adds the bytes its bulk copies
+// will complete; each lane's cp.async (not bulk) arrive when they land (noinc: counted in the
+// barrier's expected arrivals); a bulk copy of `bytes` (a multiple of 16) completes its bytes on
+// `bar`.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                   cu::qmv_invariant_detail::smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
+                   cu::qmv_invariant_detail::smem_addr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  using cu::qmv_invariant_detail::smem_addr;
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+      ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// The producer warp of a warp-specialized block: each step's weights, scales, biases and
+// prepared x (`prep`: this block's vectors) into its stage once the warpgroups have released
+// it (empty[slot], one arrival per consumer warp), announced on full[slot] (one arrival per
+// lane, and lane 0's bulk bytes with kBulk). Rows past N repeat the last.
+template <class G, int S, int NT, Feed F>
+__device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t* empty,
+                                        const uint8_t* w, const T* scales, const T* biases,
+                                        const uint8_t* prep, int n, int k, int total, int lane) {
+  using namespace cu::qmv_invariant_detail;
+  constexpr int kRows = G::rows;
+  constexpr int kXBytes = NT * kPrepX / 2;  // M <= 8: the first 8 vectors' half of each step
+  const int chunks = k / kChunk;
+  Pos in{0, 0, int(blockIdx.x) * kRows};
+  for (int s = 0; s < total; ++s, in.next<S, kRows>(chunks)) {
+    if (s >= S) mbar_wait(&empty[in.slot], uint32_t(s / S - 1) & 1);
+    uint8_t* st = smem + in.slot * G::stage;
+    uint64_t* bar = &full[in.slot];
+    const uint8_t* tile = prep + in.c * kPrepTile;
+    const uint8_t* wc = w + in.c * kRowBytes;
+    if constexpr (F == kBulk) {
+      if (lane == 0) mbar_arrive_expect_tx(bar, kRows * kRowBytes + kXBytes + kGroups * 16 * 4);
+      __syncwarp();
+#pragma unroll
+      for (int q = 0; q < kRows / 32; ++q) {
+        const int r = lane + 32 * q;
+        bulk_copy(st + G::w + r * kStride, wc + int64_t(min(in.row0 + r, n - 1)) * (k / 2),
+                  kRowBytes, bar);
+      }
+      if (NT == 2 && lane == 0) bulk_copy(st + G::x, tile, kPrepX, bar);
+      if (NT == 1 && lane < kSteps)
+        bulk_copy(st + G::x + lane * kXStep, tile + lane * kXStep, kXStep / 2, bar);
+      if (lane == 31) bulk_copy(st + G::xs, tile + kPrepX, kGroups * 16 * 4, bar);
+    } else {
+#pragma unroll
+      for (int q = 0; q < kRows / 4; ++q) {
+        const int i = lane + 32 * q, r = i / 8, seg = i % 8;
+        cp_async<16>(st + G::w + r * kStride + seg * 16,
+                     wc + int64_t(min(in.row0 + r, n - 1)) * (k / 2) + seg * 16);
+      }
+#pragma unroll
+      for (int q = 0; q < kXBytes / 16 / 32; ++q) {
+        const int i = lane + 32 * q;
+        const int off = NT == 2 ? i * 16 : (i / 16) * kXStep + (i % 16) * 16;
+        cp_async<16>(st + G::x + off, tile + off);
+      }
+      if (lane < 16) cp_async<16>(st + G::xs + lane * 16, tile + kPrepX + lane * 16);
+    }
+#pragma unroll
+    for (int q = 0; q < kRows / 32; ++q) {
+      const int r = lane + 32 * q;
+      const int64_t at = int64_t(min(in.row0 + r, n - 1)) * (k / kGs) + in.c * kGroups;
+      cp_async<8>(st + G::s + r * kGroups * 2, scales + at);
+      cp_async<8>(st + G::b + r * kGroups * 2, biases + at);
+    }
+    cp_async_arrive_noinc(bar);
+  }
+  // Leave once the warpgroups have released the last S steps: every copy has landed and been
+  // read before the producer's thread exits.
+  for (int s = max(total - S, 0); s < total; ++s) mbar_wait(&empty[s % S], uint32_t(s / S) & 1);
+}
+
+// The warp-specialized kernel (F = kBulk or kCopy; x prepared, as XP): warps 0 .. 4 WGS - 1
+// are the warpgroups of qmv_wg_kernel, each step waiting for its stage's full barrier instead
+// of a block barrier and releasing it once its wgmma are done; warp 4 WGS is the producer. The
+// same operations per output as qmv_wg_kernel's.
+template <int WGS, int S, int NT, int D, Feed F>
+__global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::blocks)
+    qmv_wg_ws_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
+                     int tokens, int n, int k, const uint8_t* prep) {
+  using namespace cu::qmv_invariant_detail;
+  using G = Geo<WGS, S, F>;
+  constexpr int kRows = G::rows, kStage = G::stage;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + G::bars);
+  uint64_t* empty = full + S;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int tok0 = blockIdx.y * 16;
+  const int n_tok = min(16, tokens - tok0);
+  const int chunks = k / kChunk;
+  const int tiles = (n + kRows - 1) / kRows;
+  const int my_tiles = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+  const int total = my_tiles * chunks;
+  const uint32_t smem0 = smem_addr(smem);
+
+  // Every stage's x zeroed once (M <= 8 copies the first 8 vectors' half only), the barriers
+  // set up, before any copy.
+  for (int i = t; i < S * kStage / 16; i += G::threads) {
+    if ((i * 16) % kStage < G::w) reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+  }
+  if (t == 0) {
+    for (int i = 0; i < S; ++i) {
+      mbar_init(&full[i], F == kBulk ? 33 : 32);
+      mbar_init(&empty[i], 4 * WGS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  if (warp == 4 * WGS) {
+    produce<G, S, NT, F>(smem, full, empty, w, scales, biases,
+                         prep + int64_t(blockIdx.y) * chunks * kPrepTile, n, k, total, lane);
+    return;
+  }
+  const int gid = lane / 4, tig = lane % 4;
+  const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
+  float part[NT * 4] = {};
+  float acc[D][8] = {};
+  Pos at{0, 0, int(blockIdx.x) * kRows};
+  // Unrolled S times: every stage's address (and so every wgmma descriptor) is a constant.
+  for (int s0 = 0; s0 < total; s0 += S) {
+#pragma unroll
+    for (int u = 0; u < S; ++u) {
+      if (s0 + u >= total) break;
+      mbar_wait(&full[u], uint32_t(s0 / S) & 1);
+      // kCopy: x landed by cp.async (the generic proxy) and wgmma reads it (the async proxy).
+      if constexpr (F == kCopy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, part, acc);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[u]);
+      if (at.c == chunks - 1) store_tile<NT>(part, out, at.row0, rbase, gid, tig, n, tok0, n_tok);
+      at.next<S, kRows>(chunks);
+    }
+  }
 }
 
 // Whether the prototype takes these arrays: K a multiple of its chunk, the weights and x
@@ -396,10 +569,11 @@ inline size_t prep_bytes(int tokens, int k) {
   return size_t((tokens + 15) / 16) * (k / kChunk) * kPrepTile;
 }
 
-template <int WGS = 2, int S = 3, int D = 1, bool XP = false>
+template <int WGS = 2, int S = 3, int D = 1, bool XP = false, Feed F = kStaged>
 void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out, int tokens,
          int n, int k, int sms, uint8_t* prep = nullptr) {
-  using G = Geo<WGS, S>;
+  static_assert(F == kStaged || XP, "a producer warp copies x prepared");
+  using G = Geo<WGS, S, F>;
   if (!fits(x, w, scales, biases, k) || (XP && !prep)) {
     fprintf(stderr, "qmv_wgmma: K = %d or an array's alignment is not the prototype's\n", k);
     exit(2);
@@ -412,8 +586,14 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   int tiles = (n + G::rows - 1) / G::rows;
   dim3 grid(std::min(tiles, G::blocks * sms), (tokens + 15) / 16);
   void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k, &prep};
-  void* kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2, D, XP>)
-                          : reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 1, D, XP>);
+  void* kern;
+  if constexpr (F == kStaged) {
+    kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2, D, XP>)
+                      : reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 1, D, XP>);
+  } else {
+    kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 2, D, F>)
+                      : reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 1, D, F>);
+  }
   launch_smem(kern, grid, dim3(G::threads), args, G::smem);
 }
 
@@ -424,11 +604,11 @@ namespace wg_run {
 using wg::T;
 using B = Buffers<T, 4, 64>;
 
-template <int WGS = 2, int S = 3, int D = 1, bool XP = false>
+template <int WGS = 2, int S = 3, int D = 1, bool XP = false, wg::Feed F = wg::kStaged>
 void run_wg_as(const B& b, Problem p, int c, const T* x, T* out, int sms) {
   uint8_t* prep =
       XP ? static_cast<uint8_t*>(scratch(wg::prep_bytes(p.m, p.k))) : nullptr;
-  wg::run<WGS, S, D, XP>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c,
+  wg::run<WGS, S, D, XP, F>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c,
                          b.biases + b.sb_elems * c, out, p.m, p.n, p.k, sms, prep);
 }
 
@@ -479,7 +659,10 @@ const std::pair<const char*, Run> kArms[] = {
     {"wg2_s3", &run_wg_as<2, 3>},           {"wg2_s4", &run_wg_as<2, 4>},
     {"wg4_s4", &run_wg_as<4, 4>},           {"wg4_s3", &run_wg_as<4, 3>},
     {"wg2_s3_d2", &run_wg_as<2, 3, 2>},     {"wg2_s3_xp", &run_wg_as<2, 3, 1, true>},
-    {"wg4_s4_xp", &run_wg_as<4, 4, 1, true>}};
+    {"wg4_s4_xp", &run_wg_as<4, 4, 1, true>},
+    {"wg2_s3_ws", &run_wg_as<2, 3, 1, true, wg::kBulk>},
+    {"wg2_s3_wsc", &run_wg_as<2, 3, 1, true, wg::kCopy>},
+    {"wg4_s4_ws", &run_wg_as<4, 4, 1, true, wg::kBulk>}};
 
 // The arms named (all when none is): an unknown name is an error.
 std::vector<std::pair<const char*, Run>> pick_arms(int argc, char** argv, int first) {
