@@ -255,19 +255,42 @@ __device__ __forceinline__ void compute_chunk(const uint8_t* st, uint32_t st_add
   }
 }
 
-// The block's outputs of the tile at row0 once its last chunk is folded: this lane's NT x 4
-// (row, vector) pairs, rows past N and vectors past the last left out; `part` back to zero.
+// A lane's outputs as the launcher sums them (qmv_invariant_staged, KP = kWarps parts of K):
+// part i is chunks [i chunks / KP, (i + 1) chunks / KP), folded from zero into `part`; the
+// tile's total is part 0's partial, then each later part's added in part order (an empty part
+// adds +0). So where the launcher and this kernel fold a group alike, their bits are equal.
 template <int NT>
-__device__ __forceinline__ void store_tile(float (&part)[NT * 4], T* out, int row0, int rbase,
-                                           int gid, int tig, int n, int tok0, int n_tok) {
+struct Sums {
+  static constexpr int kParts = cu::qmv_invariant_detail::kWarps;
+  float part[NT * 4] = {};
+  float tot[NT * 4];
+  int next = 0;  // the next part to add to tot
+  // Adds every part that ends at or before chunk `c` (before chunk c is folded; c = chunks at
+  // the end of the tile).
+  __device__ __forceinline__ void add_through(int c, int chunks) {
+    while (next < kParts && (next + 1) * chunks / kParts <= c) {
 #pragma unroll
-  for (int e = 0; e < NT * 4; ++e) {
-    int row = row0 + rbase + ((e % 4) / 2) * 8 + gid;
-    int tk = (e / 4) * 8 + tig * 2 + e % 2;
-    if (row < n && tk < n_tok) out[int64_t(tok0 + tk) * n + row] = T(part[e]);
-    part[e] = 0.f;
+      for (int e = 0; e < NT * 4; ++e) {
+        tot[e] = next == 0 ? part[e] : __fadd_rn(tot[e], part[e]);
+        part[e] = 0.f;
+      }
+      ++next;
+    }
   }
-}
+  // The tile's outputs once its last chunk is folded: this lane's NT x 4 (row, vector) pairs,
+  // rows past N and vectors past the last left out; then the next tile starts from part 0.
+  __device__ __forceinline__ void store(T* out, int row0, int rbase, int gid, int tig, int n,
+                                        int tok0, int n_tok, int chunks) {
+    add_through(chunks, chunks);
+#pragma unroll
+    for (int e = 0; e < NT * 4; ++e) {
+      int row = row0 + rbase + ((e % 4) / 2) * 8 + gid;
+      int tk = (e / 4) * 8 + tig * 2 + e % 2;
+      if (row < n && tk < n_tok) out[int64_t(tok0 + tk) * n + row] = T(tot[e]);
+    }
+    next = 0;
+  }
+};
 
 // Where a step of the ring is: its chunk of K, its stage, its tile's first row. Steps follow
 // each other as a block walks its tiles (tile blockIdx.x, + gridDim.x, ...), chunk by chunk.
@@ -375,7 +398,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   };
 
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
-  float part[NT * 4] = {};
+  Sums<NT> sums;
   float acc[D][8] = {};
   Pos in{0, 0, int(blockIdx.x) * kRows};  // the next step to issue
   int s_in = 0;
@@ -399,8 +422,10 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       if constexpr (XP) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       __syncthreads();
       issue(live, in);
-      compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, part, acc);
-      if (at.c == chunks - 1) store_tile<NT>(part, out, at.row0, rbase, gid, tig, n, tok0, n_tok);
+      sums.add_through(at.c, chunks);
+      compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
+                              acc);
+      if (at.c == chunks - 1) sums.store(out, at.row0, rbase, gid, tig, n, tok0, n_tok, chunks);
       store_x(live, in);
       ++s_in, in.next<S, kRows>(chunks), at.next<S, kRows>(chunks);
     }
@@ -537,7 +562,7 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   }
   const int gid = lane / 4, tig = lane % 4;
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
-  float part[NT * 4] = {};
+  Sums<NT> sums;
   float acc[D][8] = {};
   Pos at{0, 0, int(blockIdx.x) * kRows};
   // Unrolled S times: every stage's address (and so every wgmma descriptor) is a constant.
@@ -548,10 +573,12 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
       mbar_wait(&full[u], uint32_t(s0 / S) & 1);
       // kCopy: x landed by cp.async (the generic proxy) and wgmma reads it (the async proxy).
       if constexpr (F == kCopy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, part, acc);
+      sums.add_through(at.c, chunks);
+      compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
+                              acc);
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[u]);
-      if (at.c == chunks - 1) store_tile<NT>(part, out, at.row0, rbase, gid, tig, n, tok0, n_tok);
+      if (at.c == chunks - 1) sums.store(out, at.row0, rbase, gid, tig, n, tok0, n_tok, chunks);
       at.next<S, kRows>(chunks);
     }
   }
