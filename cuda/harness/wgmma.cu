@@ -8,20 +8,23 @@
 //     same dequantized registers, the same k pairing), x as B from shared memory; columns past
 //     the last vector are zeros and their folds are skipped (M <= 8: one half of the
 //     accumulator is folded, no operation of a live column changes);
-//   - a block of two (or four) warpgroups takes 128 (256) rows over all of K (no K parts, no
-//     reduction): each chunk of x (16 vectors x 256 values) is staged once per block through
-//     the ring beside the weights, paired and in the layout wgmma reads, with each (vector,
-//     group)'s sum of x (`xs`) summed by the launcher's own instructions (four mma.sync with
-//     A = 1, from zero, in step order: the same xs bits); with XP a first launch stages every
-//     chunk once into a scratch buffer and the kernel copies it like the weights; the _ws arms
-//     (warp specialized) leave every copy to one producer warp and replace the block barrier
-//     by full and empty mbarriers per stage (bulk copies per row, or cp.async with _wsc);
+//   - a block of two (or four) warpgroups takes 128 (256) rows over its span of K: each chunk
+//     of x (16 vectors x 256 values) is staged once per block through the ring beside the
+//     weights, paired and in the layout wgmma reads, with each (vector, group)'s sum of x
+//     (`xs`) summed by the launcher's own instructions (four mma.sync with A = 1, from zero, in
+//     step order: the same xs bits); with XP a first launch stages every chunk once into a
+//     scratch buffer and the kernel copies it like the weights; the _ws arms (warp
+//     specialized) leave every copy to one producer warp and replace the block barrier by full
+//     and empty mbarriers per stage (bulk copies per row, or cp.async with _wsc);
 //   - the fold is the launcher's: p = fma(bias', xs, fma(scale, acc, p)), groups in order, each
-//     group's four k steps chained in fp32 from zero as the launcher's four mma.sync are.
+//     group's four k steps chained in fp32 from zero as the launcher's four mma.sync are; and
+//     so is the sum over K: the launcher's 8 K parts, each folded from zero, added in part
+//     order (Sums). Where tiles are few, the parts are split across blocks (grid z) and a
+//     second launch adds their partials in the same order.
 // So every output is a fixed sequence of operations of its own row, its own vector and K: M,
-// the column a vector lands in, the block shape and the tile a block walks change no bit.
-// Whether its bits are also the launcher's depends on whether one wgmma k step sums as one
-// mma.sync does; `check` counts the outputs that differ.
+// the column a vector lands in, the block shape, the splits and the tile a block walks change
+// no bit. Whether its bits are also the launcher's depends on whether one wgmma k step sums as
+// one mma.sync does; `check` counts the outputs that differ.
 //
 //   qmv_wgmma arms             the arms' names (kArms: block shapes, groups in flight, x prepared)
 //   qmv_wgmma check [arm...]   invariance of each arm named (all by default) against wg2_s3's
@@ -30,7 +33,8 @@
 //                              launcher's, how many outputs differ from the launcher's, and a
 //                              reordered-fold negative control; exit 1 on a difference
 //   qmv_wgmma ab [R] [arm...]  the launcher and the arms in R rotated rounds (default 5) on
-//                              28672x4096 and the two heads, M = 1, 8, 9, 16
+//                              28672x4096, the two heads, 3584x3584 and 3584x18944 (K parts
+//                              split across blocks), M = 1, 8, 9, 16
 //   qmv_wgmma one [arm...]     one launch of the launcher and each arm at M = 1 and 16 on the
 //                              128256x4096 head (for Nsight Compute)
 #include "harness.cuh"
@@ -255,51 +259,97 @@ __device__ __forceinline__ void compute_chunk(const uint8_t* st, uint32_t st_add
   }
 }
 
-// A lane's outputs as the launcher sums them (qmv_invariant_staged, KP = kWarps parts of K):
-// part i is chunks [i chunks / KP, (i + 1) chunks / KP), folded from zero into `part`; the
-// tile's total is part 0's partial, then each later part's added in part order (an empty part
-// adds +0). So where the launcher and this kernel fold a group alike, their bits are equal.
+// The launcher's K parts (qmv_invariant_staged: KP = kWarps parts, part i chunks
+// [i chunks / KP, (i + 1) chunks / KP)) and this block's: blockIdx.z of gridDim.z splits (1, 2,
+// 4 or 8) takes parts p0 .. p1 - 1, chunks c0 .. c1 - 1.
+constexpr int kParts = cu::qmv_invariant_detail::kWarps;
+struct Span {
+  int chunks, p0, p1, c0, c1;
+  __device__ __forceinline__ explicit Span(int k)
+      : chunks(k / kChunk), p0(int(blockIdx.z) * kParts / int(gridDim.z)),
+        p1((int(blockIdx.z) + 1) * kParts / int(gridDim.z)), c0(end(p0 - 1)), c1(end(p1 - 1)) {}
+  // The chunk after part p's last (part -1 ends at 0).
+  __device__ __forceinline__ int end(int p) const { return (p + 1) * chunks / kParts; }
+};
+
+// Where the outputs go: bf16 into `out`, or with splits each part's fp32 partials into `red`
+// (part, vector, row), added up by qmv_wg_reduce_kernel.
+struct Dst {
+  T* out;
+  float* red;
+  int n, tokens, tok0, n_tok;
+};
+
+// A lane's outputs summed as the launcher sums them: each part folded from zero into `part`;
+// the tile's total is part 0's partial, then each later part's added in part order (an empty
+// part adds +0); with splits the parts' partials go to `red` and qmv_wg_reduce_kernel adds
+// them in the same order. So where the launcher and this kernel fold a group alike, their bits
+// are equal, and how many splits there are changes no bit.
 template <int NT>
 struct Sums {
-  static constexpr int kParts = cu::qmv_invariant_detail::kWarps;
+  const Span& sp;
+  const Dst& d;
+  int rbase, gid, tig;
   float part[NT * 4] = {};
   float tot[NT * 4];
-  int next = 0;  // the next part to add to tot
-  // Adds every part that ends at or before chunk `c` (before chunk c is folded; c = chunks at
-  // the end of the tile).
-  __device__ __forceinline__ void add_through(int c, int chunks) {
-    while (next < kParts && (next + 1) * chunks / kParts <= c) {
+  int next;  // the next part to end
+  __device__ __forceinline__ Sums(const Span& sp, const Dst& d, int rbase, int gid, int tig)
+      : sp(sp), d(d), rbase(rbase), gid(gid), tig(tig), next(sp.p0) {}
+  __device__ __forceinline__ int row(int e, int row0) const {
+    return row0 + rbase + ((e % 4) / 2) * 8 + gid;
+  }
+  __device__ __forceinline__ int vec(int e) const { return (e / 4) * 8 + tig * 2 + e % 2; }
+  // Ends every part that ends at or before chunk `c` (before chunk c is folded; c = c1 at the
+  // end of the tile at row0).
+  __device__ __forceinline__ void end_through(int c, int row0) {
+    while (next < sp.p1 && sp.end(next) <= c) {
 #pragma unroll
       for (int e = 0; e < NT * 4; ++e) {
-        tot[e] = next == 0 ? part[e] : __fadd_rn(tot[e], part[e]);
+        if (d.red) {
+          const int r = row(e, row0), v = vec(e);
+          if (r < d.n && v < d.n_tok)
+            d.red[(int64_t(next) * d.tokens + d.tok0 + v) * d.n + r] = part[e];
+        } else {
+          tot[e] = next == 0 ? part[e] : __fadd_rn(tot[e], part[e]);
+        }
         part[e] = 0.f;
       }
       ++next;
     }
   }
-  // The tile's outputs once its last chunk is folded: this lane's NT x 4 (row, vector) pairs,
-  // rows past N and vectors past the last left out; then the next tile starts from part 0.
-  __device__ __forceinline__ void store(T* out, int row0, int rbase, int gid, int tig, int n,
-                                        int tok0, int n_tok, int chunks) {
-    add_through(chunks, chunks);
+  // The tile at row0 once its last chunk is folded: its outputs (rows past N and vectors past
+  // the last left out), then the next tile starts from part p0.
+  __device__ __forceinline__ void store(int row0) {
+    end_through(sp.c1, row0);
+    if (!d.red) {
 #pragma unroll
-    for (int e = 0; e < NT * 4; ++e) {
-      int row = row0 + rbase + ((e % 4) / 2) * 8 + gid;
-      int tk = (e / 4) * 8 + tig * 2 + e % 2;
-      if (row < n && tk < n_tok) out[int64_t(tok0 + tk) * n + row] = T(tot[e]);
+      for (int e = 0; e < NT * 4; ++e) {
+        const int r = row(e, row0), v = vec(e);
+        if (r < d.n && v < d.n_tok) d.out[int64_t(d.tok0 + v) * d.n + r] = T(tot[e]);
+      }
     }
-    next = 0;
+    next = sp.p0;
   }
 };
 
+// With splits: each output the sum of its parts' partials, from part 0's, in part order.
+__global__ void qmv_wg_reduce_kernel(const float* red, T* out, int tokens, int n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, all = int64_t(tokens) * n;
+  if (i >= all) return;
+  float s = red[i];
+  for (int p = 1; p < kParts; ++p) s = __fadd_rn(s, red[p * all + i]);
+  out[i] = T(s);
+}
+
 // Where a step of the ring is: its chunk of K, its stage, its tile's first row. Steps follow
-// each other as a block walks its tiles (tile blockIdx.x, + gridDim.x, ...), chunk by chunk.
+// each other as a block walks its tiles (tile blockIdx.x, + gridDim.x, ...), chunk by chunk
+// through its span.
 struct Pos {
   int c, slot, row0;
   template <int S, int rows>
-  __device__ __forceinline__ void next(int chunks) {
+  __device__ __forceinline__ void next(const Span& sp) {
     slot = slot + 1 == S ? 0 : slot + 1;
-    if (++c == chunks) c = 0, row0 += int(gridDim.x) * rows;
+    if (++c == sp.c1) c = sp.c0, row0 += int(gridDim.x) * rows;
   }
 };
 
@@ -310,7 +360,7 @@ struct Pos {
 template <int WGS, int S, int NT, int D = 1, bool XP = false>
 __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
     qmv_wg_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
-                  int tokens, int n, int k, const uint8_t* prep) {
+                  int tokens, int n, int k, const uint8_t* prep, float* red) {
   using namespace cu::qmv_invariant_detail;
   using G = Geo<WGS, S>;
   constexpr int kRows = G::rows, kThreads = G::threads, kStage = G::stage;
@@ -320,10 +370,11 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   const int gid = lane / 4, tig = lane % 4;
   const int tok0 = blockIdx.y * 16;
   const int n_tok = min(16, tokens - tok0);
-  const int chunks = k / kChunk;
+  const Span sp(k);
+  const Dst dst{out, red, n, tokens, tok0, n_tok};
   const int tiles = (n + kRows - 1) / kRows;
   const int my_tiles = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
-  const int total = my_tiles * chunks;
+  const int total = my_tiles * (sp.c1 - sp.c0);
   const uint32_t smem0 = smem_addr(smem);
 
   // Every stage's x and xs zeroed once: the vectors past the last stay zeros.
@@ -349,7 +400,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   const uint32_t sb_dst = (t < kRows ? kS : kB) + (t % kRows) * kGroups * 2;
   auto issue = [&](bool live, const Pos& p) {
     if (live) {
-      if (p.c == 0) {
+      if (p.c == sp.c0) {
         w_r = min(p.row0 + t / 2, n - 1);
         sb_r = min(p.row0 + t % kRows, n - 1);
       }
@@ -360,7 +411,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       cp_async<8>(st + sb_dst, sb_base + uint64_t(uint32_t(sb_r)) * uint32_t(sb_row32) + p.c * kGroups);
       if constexpr (XP) {
         // The chunk's prepared x (M <= 8: the first 8 vectors' half of each step) and xs.
-        const uint8_t* tile = prep + (int64_t(blockIdx.y) * chunks + p.c) * kPrepTile;
+        const uint8_t* tile = prep + (int64_t(blockIdx.y) * sp.chunks + p.c) * kPrepTile;
         if (t < 256) {
 #pragma unroll
           for (int q = 0; q < NT; ++q) {
@@ -398,19 +449,19 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   };
 
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
-  Sums<NT> sums;
+  Sums<NT> sums(sp, dst, rbase, gid, tig);
   float acc[D][8] = {};
-  Pos in{0, 0, int(blockIdx.x) * kRows};  // the next step to issue
+  Pos in{sp.c0, 0, int(blockIdx.x) * kRows};  // the next step to issue
   int s_in = 0;
 #pragma unroll
-  for (int i = 0; i < S - 1; ++i, ++s_in, in.next<S, kRows>(chunks)) {
+  for (int i = 0; i < S - 1; ++i, ++s_in, in.next<S, kRows>(sp)) {
     issue(s_in < total, in);
     load_x(s_in < total, in);
     store_x(s_in < total, in);
   }
   // Step s computes stage s % S: the loop is unrolled S times so that every stage's address
   // (and so every wgmma descriptor) is a constant.
-  Pos at{0, 0, int(blockIdx.x) * kRows};  // the step computed
+  Pos at{sp.c0, 0, int(blockIdx.x) * kRows};  // the step computed
   for (int s0 = 0; s0 < total; s0 += S) {
 #pragma unroll
     for (int u = 0; u < S; ++u) {
@@ -422,12 +473,12 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       if constexpr (XP) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       __syncthreads();
       issue(live, in);
-      sums.add_through(at.c, chunks);
+      sums.end_through(at.c, at.row0);
       compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
                               acc);
-      if (at.c == chunks - 1) sums.store(out, at.row0, rbase, gid, tig, n, tok0, n_tok, chunks);
+      if (at.c == sp.c1 - 1) sums.store(at.row0);
       store_x(live, in);
-      ++s_in, in.next<S, kRows>(chunks), at.next<S, kRows>(chunks);
+      ++s_in, in.next<S, kRows>(sp), at.next<S, kRows>(sp);
     }
   }
   cp_async_wait<0>();
@@ -464,13 +515,13 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
 template <class G, int S, int NT, Feed F>
 __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t* empty,
                                         const uint8_t* w, const T* scales, const T* biases,
-                                        const uint8_t* prep, int n, int k, int total, int lane) {
+                                        const uint8_t* prep, int n, int k, const Span& sp,
+                                        int total, int lane) {
   using namespace cu::qmv_invariant_detail;
   constexpr int kRows = G::rows;
   constexpr int kXBytes = NT * kPrepX / 2;  // M <= 8: the first 8 vectors' half of each step
-  const int chunks = k / kChunk;
-  Pos in{0, 0, int(blockIdx.x) * kRows};
-  for (int s = 0; s < total; ++s, in.next<S, kRows>(chunks)) {
+  Pos in{sp.c0, 0, int(blockIdx.x) * kRows};
+  for (int s = 0; s < total; ++s, in.next<S, kRows>(sp)) {
     if (s >= S) mbar_wait(&empty[in.slot], uint32_t(s / S - 1) & 1);
     uint8_t* st = smem + in.slot * G::stage;
     uint64_t* bar = &full[in.slot];
@@ -525,7 +576,7 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
 template <int WGS, int S, int NT, int D, Feed F>
 __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::blocks)
     qmv_wg_ws_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
-                     int tokens, int n, int k, const uint8_t* prep) {
+                     int tokens, int n, int k, const uint8_t* prep, float* red) {
   using namespace cu::qmv_invariant_detail;
   using G = Geo<WGS, S, F>;
   constexpr int kRows = G::rows, kStage = G::stage;
@@ -535,10 +586,11 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int tok0 = blockIdx.y * 16;
   const int n_tok = min(16, tokens - tok0);
-  const int chunks = k / kChunk;
+  const Span sp(k);
+  const Dst dst{out, red, n, tokens, tok0, n_tok};
   const int tiles = (n + kRows - 1) / kRows;
   const int my_tiles = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
-  const int total = my_tiles * chunks;
+  const int total = my_tiles * (sp.c1 - sp.c0);
   const uint32_t smem0 = smem_addr(smem);
 
   // Every stage's x zeroed once (M <= 8 copies the first 8 vectors' half only), the barriers
@@ -557,14 +609,15 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   __syncthreads();
   if (warp == 4 * WGS) {
     produce<G, S, NT, F>(smem, full, empty, w, scales, biases,
-                         prep + int64_t(blockIdx.y) * chunks * kPrepTile, n, k, total, lane);
+                         prep + int64_t(blockIdx.y) * sp.chunks * kPrepTile, n, k, sp, total,
+                         lane);
     return;
   }
   const int gid = lane / 4, tig = lane % 4;
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
-  Sums<NT> sums;
+  Sums<NT> sums(sp, dst, rbase, gid, tig);
   float acc[D][8] = {};
-  Pos at{0, 0, int(blockIdx.x) * kRows};
+  Pos at{sp.c0, 0, int(blockIdx.x) * kRows};
   // Unrolled S times: every stage's address (and so every wgmma descriptor) is a constant.
   for (int s0 = 0; s0 < total; s0 += S) {
 #pragma unroll
@@ -573,13 +626,13 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
       mbar_wait(&full[u], uint32_t(s0 / S) & 1);
       // kCopy: x landed by cp.async (the generic proxy) and wgmma reads it (the async proxy).
       if constexpr (F == kCopy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      sums.add_through(at.c, chunks);
+      sums.end_through(at.c, at.row0);
       compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
                               acc);
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[u]);
-      if (at.c == chunks - 1) sums.store(out, at.row0, rbase, gid, tig, n, tok0, n_tok, chunks);
-      at.next<S, kRows>(chunks);
+      if (at.c == sp.c1 - 1) sums.store(at.row0);
+      at.next<S, kRows>(sp);
     }
   }
 }
@@ -596,23 +649,42 @@ inline size_t prep_bytes(int tokens, int k) {
   return size_t((tokens + 15) / 16) * (k / kChunk) * kPrepTile;
 }
 
+// Bytes of the partials with splits: every part's, fp32.
+inline size_t red_bytes(int tokens, int n) { return size_t(kParts) * tokens * n * 4; }
+
+// How many splits the launcher's K parts take across blocks: the most (1, 2, 4 or 8) that
+// still leaves every block that fits at once (`slots`) at most one tile and part span, and
+// none where K has fewer chunks than parts. A function of (N, K, SM count) only; it changes no
+// bit (Sums).
+inline int splits_for(int tiles, int chunks, int slots) {
+  int s = 1;
+  while (s < kParts && chunks >= kParts && tiles * s * 2 <= slots) s *= 2;
+  return s;
+}
+
+// The prototype on x (tokens vectors) and one weight matrix; `scratch`: prep_bytes (XP) then
+// red_bytes, 256-byte aligned.
 template <int WGS = 2, int S = 3, int D = 1, bool XP = false, Feed F = kStaged>
 void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out, int tokens,
-         int n, int k, int sms, uint8_t* prep = nullptr) {
+         int n, int k, int sms, uint8_t* scratch) {
   static_assert(F == kStaged || XP, "a producer warp copies x prepared");
   using G = Geo<WGS, S, F>;
-  if (!fits(x, w, scales, biases, k) || (XP && !prep)) {
+  if (!fits(x, w, scales, biases, k)) {
     fprintf(stderr, "qmv_wgmma: K = %d or an array's alignment is not the prototype's\n", k);
     exit(2);
   }
+  uint8_t* prep = scratch;
+  float* red = reinterpret_cast<float*>(scratch + (XP ? (prep_bytes(tokens, k) + 255) / 256 * 256 : 0));
   if constexpr (XP) {
     void* pargs[] = {&x, &prep, &tokens, &k};
     launch(reinterpret_cast<void*>(&qmv_wg_prep_kernel), dim3(k / kChunk, (tokens + 15) / 16),
            dim3(256), pargs);
   }
-  int tiles = (n + G::rows - 1) / G::rows;
-  dim3 grid(std::min(tiles, G::blocks * sms), (tokens + 15) / 16);
-  void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k, &prep};
+  const int tiles = (n + G::rows - 1) / G::rows, slots = G::blocks * sms;
+  const int splits = splits_for(tiles, k / kChunk, slots);
+  if (splits == 1) red = nullptr;
+  dim3 grid(std::min(tiles, std::max(1, slots / splits)), (tokens + 15) / 16, splits);
+  void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k, &prep, &red};
   void* kern;
   if constexpr (F == kStaged) {
     kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2, D, XP>)
@@ -622,6 +694,11 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
                       : reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 1, D, F>);
   }
   launch_smem(kern, grid, dim3(G::threads), args, G::smem);
+  if (red) {
+    void* rargs[] = {&red, &out, &tokens, &n};
+    launch(reinterpret_cast<void*>(&qmv_wg_reduce_kernel),
+           dim3(unsigned((int64_t(tokens) * n + 255) / 256)), dim3(256), rargs);
+  }
 }
 
 } // namespace wg
@@ -633,10 +710,10 @@ using B = Buffers<T, 4, 64>;
 
 template <int WGS = 2, int S = 3, int D = 1, bool XP = false, wg::Feed F = wg::kStaged>
 void run_wg_as(const B& b, Problem p, int c, const T* x, T* out, int sms) {
-  uint8_t* prep =
-      XP ? static_cast<uint8_t*>(scratch(wg::prep_bytes(p.m, p.k))) : nullptr;
+  const size_t bytes = (wg::prep_bytes(p.m, p.k) + 255) / 256 * 256 + wg::red_bytes(p.m, p.n);
   wg::run<WGS, S, D, XP, F>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c,
-                         b.biases + b.sb_elems * c, out, p.m, p.n, p.k, sms, prep);
+                            b.biases + b.sb_elems * c, out, p.m, p.n, p.k, sms,
+                            static_cast<uint8_t*>(scratch(bytes)));
 }
 
 void run_wg(const B& b, Problem p, int c, const T* x, T* out, int sms) {
@@ -826,7 +903,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     auto arms = pick_arms(argc, argv, 3);
-    for (auto [n, k] : {std::pair{28672, 4096}, std::pair{128256, 4096}, std::pair{152064, 3584}})
+    for (auto [n, k] : {std::pair{28672, 4096}, std::pair{128256, 4096}, std::pair{152064, 3584},
+                        std::pair{3584, 3584}, std::pair{3584, 18944}})
       ab_shape(n, k, int(rounds), arms);
     return 0;
   }
