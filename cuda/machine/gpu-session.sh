@@ -13,8 +13,9 @@
 #           kernel harness benchmark (inv-bench), all on one GPU, then collect.py -> $OUT/results.json
 #   both    tests (both policies at once) on the second GPU while bench runs on the first
 #   profile Nsight Compute on cuda/harness/profile.cu (no MLX build): ncu.csv
-#   wgmma   the warpgroup-mma prototype (cuda/harness/wgmma.cu, no MLX build): each arm's
-#           invariance, accuracy and negative control in its own process (wgmma-check.jsonl),
+#   wgmma   the warpgroup-mma prototype (cuda/harness/wgmma.cu, no MLX build): each arm's (WG_ARMS,
+#           default every arm it lists) invariance, accuracy and negative control in its own
+#           process (wgmma-check.jsonl),
 #           then WG_AB_ROUNDS rotated rounds of the arms that passed against the launcher
 #           (wgmma-ab.jsonl); WG_NCU=1: then Nsight Compute on one launch of the launcher and of
 #           the arms WG_NCU_ARMS (default wg2_s3) at M = 1 and 16, stalls per launch and per
@@ -297,7 +298,7 @@ wgmma() {
   # the arms that passed.
   local ok=() a
   : > $OUT/wgmma-check.jsonl
-  for a in $($W/hw/qmv_wgmma arms); do
+  for a in ${WG_ARMS:-$($W/hw/qmv_wgmma arms)}; do
     timeout 90 $W/hw/qmv_wgmma check $a >> $OUT/wgmma-check.jsonl && ok+=($a) \
       || echo "wgmma check $a rc=$?"
   done

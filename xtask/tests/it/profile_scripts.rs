@@ -311,11 +311,11 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
     )
     .unwrap();
     let path = stand_in_path(&f.t().join("bin"));
-    let run = || {
+    let run_with = |arms: Option<&str>| {
         std::fs::create_dir_all(&out_dir).unwrap();
         let _ = std::fs::remove_file(&log);
-        let out = Command::new("bash")
-            .arg(workspace().join("cuda/machine/gpu-session.sh"))
+        let mut cmd = Command::new("bash");
+        cmd.arg(workspace().join("cuda/machine/gpu-session.sh"))
             .arg("wgmma")
             .current_dir(&checkout)
             .env("GPU_SESSION_DIR", &state)
@@ -323,13 +323,17 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
             .env("PATH", &path)
             .env("WG_AB_ROUNDS", "3")
             .env_remove("WG_NCU")
-            .output()
-            .unwrap();
+            .env_remove("WG_ARMS");
+        if let Some(arms) = arms {
+            cmd.env("WG_ARMS", arms);
+        }
+        let out = cmd.output().unwrap();
         (
             f.out(out),
             std::fs::read_to_string(&log).unwrap_or_default(),
         )
     };
+    let run = || run_with(None);
     let (out, calls) = run();
     let out = out.code(0);
     let calls: Vec<&str> = calls.lines().collect();
@@ -360,6 +364,17 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
     assert!(checked.contains(r#""arms":"also""#), "{checked}");
     let timed = std::fs::read_to_string(out_dir.join("wgmma-ab.jsonl")).unwrap();
     assert!(timed.contains(r#""arm":"good""#), "{timed}");
+
+    // WG_ARMS: only the arms named, in its order, without asking for the list.
+    let (out, calls) = run_with(Some("also bad"));
+    let out = out.code(0);
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(
+        calls,
+        ["check also", "check bad", "ab 3 also"],
+        "{}",
+        out.snapshot()
+    );
 
     // Every arm failing: no rounds, and the phase fails.
     std::fs::write(f.t().join("stub"), stub.replace("'check bad')", "check*)")).unwrap();
