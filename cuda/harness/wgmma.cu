@@ -39,6 +39,8 @@
 //                              128256x4096 head (for Nsight Compute)
 #include "harness.cuh"
 
+#include <cuda.h>
+
 namespace wg {
 
 using T = cutlass::bfloat16_t;
@@ -54,8 +56,10 @@ constexpr int kXStep = 16 * 16 * 2;          // B of one step: 16 vectors x 16 k
 // How a block's stages are fed: by its own threads between block barriers (kStaged), or by one
 // producer warp beside the warpgroups through full and empty mbarriers (warp specialized),
 // a row's 128 weight bytes and the prepared x by one bulk copy each (kBulk: cp.async.bulk,
-// the copy engine) or in 16-byte cp.async (kCopy).
-enum Feed { kStaged, kBulk, kCopy };
+// the copy engine), in 16-byte cp.async (kCopy), or the tile's weights of a chunk by one 2D
+// tensor copy (kTma: cp.async.bulk.tensor, rows of 128 bytes without padding, 128-byte
+// swizzled) and x by one bulk copy.
+enum Feed { kStaged, kBulk, kCopy, kTma };
 
 // A block of WGS warpgroups (64 rows each) and its ring of S stages: each stage x (kSteps
 // core-matrix tiles), the weights (rows x kStride), scales and biases (rows x kGroups bf16)
@@ -65,12 +69,17 @@ template <int WGS, int S, Feed F = kStaged>
 struct Geo {
   static constexpr int rows = 64 * WGS;
   static constexpr int threads = 128 * WGS + (F == kStaged ? 0 : 32);
+  // kTma: a weight row's 16-byte pieces at (piece ^ row % 8) (the swizzle spreads a fragment
+  // load's 8 rows over the banks as the padding does); the stage 1024-byte aligned.
+  static constexpr bool swz = F == kTma;
+  static constexpr int wstride = swz ? kRowBytes : kStride;
   static constexpr int x = 0;
   static constexpr int w = x + kSteps * kXStep;
-  static constexpr int s = w + rows * kStride;
+  static constexpr int s = w + rows * wstride;
   static constexpr int b = s + rows * kGroups * 2;
   static constexpr int xs = b + rows * kGroups * 2;
-  static constexpr int stage = (xs + kGroups * 16 * 4 + 127) / 128 * 128;
+  static constexpr int align = swz ? 1024 : 128;
+  static constexpr int stage = (xs + kGroups * 16 * 4 + align - 1) / align * align;
   static constexpr int bars = S * stage;
   static constexpr int smem = bars + (F == kStaged ? 0 : 2 * S * 8);
   // Blocks per SM: as many as fit 227 KiB (1 KiB reserved each), at most two.
@@ -188,7 +197,8 @@ __device__ __forceinline__ void compute_chunk(const uint8_t* st, uint32_t st_add
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = rbase + h * 8 + gid;
-      uint2 wb = *reinterpret_cast<const uint2*>(st + G::w + r * kStride + j * 32 + tig * 8);
+      const int at = G::swz ? (((2 * j + tig / 2) ^ (r & 7)) * 16 + (tig & 1) * 8) : j * 32 + tig * 8;
+      uint2 wb = *reinterpret_cast<const uint2*>(st + G::w + r * G::wstride + at);
       dequant_ints<T, Q, 16>(reinterpret_cast<const uint8_t*>(&wb), aj[h]);
     }
   };
@@ -292,9 +302,15 @@ struct Sums {
   int rbase, gid, tig;
   float part[NT * 4] = {};
   float tot[NT * 4];
-  int next;  // the next part to end
+  int next, next_end;  // the next part to end, and the chunk it ends before (none: INT_MAX)
   __device__ __forceinline__ Sums(const Span& sp, const Dst& d, int rbase, int gid, int tig)
-      : sp(sp), d(d), rbase(rbase), gid(gid), tig(tig), next(sp.p0) {}
+      : sp(sp), d(d), rbase(rbase), gid(gid), tig(tig) {
+    set_next(sp.p0);
+  }
+  __device__ __forceinline__ void set_next(int p) {
+    next = p;
+    next_end = p < sp.p1 ? sp.end(p) : INT_MAX;
+  }
   __device__ __forceinline__ int row(int e, int row0) const {
     return row0 + rbase + ((e % 4) / 2) * 8 + gid;
   }
@@ -302,7 +318,7 @@ struct Sums {
   // Ends every part that ends at or before chunk `c` (before chunk c is folded; c = c1 at the
   // end of the tile at row0).
   __device__ __forceinline__ void end_through(int c, int row0) {
-    while (next < sp.p1 && sp.end(next) <= c) {
+    while (next_end <= c) {
 #pragma unroll
       for (int e = 0; e < NT * 4; ++e) {
         if (d.red) {
@@ -314,7 +330,7 @@ struct Sums {
         }
         part[e] = 0.f;
       }
-      ++next;
+      set_next(next + 1);
     }
   }
   // The tile at row0 once its last chunk is folded: its outputs (rows past N and vectors past
@@ -328,7 +344,7 @@ struct Sums {
         if (r < d.n && v < d.n_tok) d.out[int64_t(d.tok0 + v) * d.n + r] = T(tot[e]);
       }
     }
-    next = sp.p0;
+    set_next(sp.p0);
   }
 };
 
@@ -508,15 +524,28 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
       : "memory");
 }
 
+// The 2D box at (byte col, row) of the tensor `map` describes into dst (1024-byte aligned with
+// the 128-byte swizzle), completing its bytes (rows past the tensor's are zeros) on `bar`.
+__device__ __forceinline__ void tensor_copy_2d(void* dst, const CUtensorMap* map, int col,
+                                               int row, uint64_t* bar) {
+  using cu::qmv_invariant_detail::smem_addr;
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(smem_addr(bar))
+      : "memory");
+}
+
 // The producer warp of a warp-specialized block: each step's weights, scales, biases and
 // prepared x (`prep`: this block's vectors) into its stage once the warpgroups have released
 // it (empty[slot], one arrival per consumer warp), announced on full[slot] (one arrival per
-// lane, and lane 0's bulk bytes with kBulk). Rows past N repeat the last.
+// lane, and lane 0's bulk bytes with kBulk and kTma). Rows past N repeat the last (kTma:
+// zeros); their outputs are not stored.
 template <class G, int S, int NT, Feed F>
 __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t* empty,
-                                        const uint8_t* w, const T* scales, const T* biases,
-                                        const uint8_t* prep, int n, int k, const Span& sp,
-                                        int total, int lane) {
+                                        const uint8_t* w, const CUtensorMap* map,
+                                        const T* scales, const T* biases, const uint8_t* prep,
+                                        int n, int k, const Span& sp, int total, int lane) {
   using namespace cu::qmv_invariant_detail;
   constexpr int kRows = G::rows;
   constexpr int kXBytes = NT * kPrepX / 2;  // M <= 8: the first 8 vectors' half of each step
@@ -527,7 +556,14 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
     uint64_t* bar = &full[in.slot];
     const uint8_t* tile = prep + in.c * kPrepTile;
     const uint8_t* wc = w + in.c * kRowBytes;
-    if constexpr (F == kBulk) {
+    if constexpr (F == kTma) {
+      if (lane == 0) {
+        mbar_arrive_expect_tx(bar, kRows * kRowBytes + kPrepTile);
+        tensor_copy_2d(st + G::w, map, in.c * kRowBytes, in.row0, bar);
+        bulk_copy(st + G::x, tile, kPrepX, bar);
+        bulk_copy(st + G::xs, tile + kPrepX, kGroups * 16 * 4, bar);
+      }
+    } else if constexpr (F == kBulk) {
       if (lane == 0) mbar_arrive_expect_tx(bar, kRows * kRowBytes + kXBytes + kGroups * 16 * 4);
       __syncwarp();
 #pragma unroll
@@ -569,18 +605,21 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
   for (int s = max(total - S, 0); s < total; ++s) mbar_wait(&empty[s % S], uint32_t(s / S) & 1);
 }
 
-// The warp-specialized kernel (F = kBulk or kCopy; x prepared, as XP): warps 0 .. 4 WGS - 1
+// The warp-specialized kernel (F = kBulk, kCopy or kTma, with the weights' tensor map `map`;
+// x prepared, as XP): warps 0 .. 4 WGS - 1
 // are the warpgroups of qmv_wg_kernel, each step waiting for its stage's full barrier instead
 // of a block barrier and releasing it once its wgmma are done; warp 4 WGS is the producer. The
 // same operations per output as qmv_wg_kernel's.
 template <int WGS, int S, int NT, int D, Feed F>
 __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::blocks)
     qmv_wg_ws_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
-                     int tokens, int n, int k, const uint8_t* prep, float* red) {
+                     int tokens, int n, int k, const uint8_t* prep, float* red,
+                     const __grid_constant__ CUtensorMap map) {
   using namespace cu::qmv_invariant_detail;
   using G = Geo<WGS, S, F>;
   constexpr int kRows = G::rows, kStage = G::stage;
-  extern __shared__ __align__(128) uint8_t smem[];
+  extern __shared__ __align__(1024) uint8_t smem_ws[];
+  uint8_t* smem = smem_ws;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + G::bars);
   uint64_t* empty = full + S;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
@@ -600,7 +639,7 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   }
   if (t == 0) {
     for (int i = 0; i < S; ++i) {
-      mbar_init(&full[i], F == kBulk ? 33 : 32);
+      mbar_init(&full[i], F == kCopy ? 32 : 33);
       mbar_init(&empty[i], 4 * WGS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -608,7 +647,9 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
   if (warp == 4 * WGS) {
-    produce<G, S, NT, F>(smem, full, empty, w, scales, biases,
+    // The swizzle's pattern is that of 1024-byte aligned addresses.
+    if (G::swz && smem0 % 1024) __trap();
+    produce<G, S, NT, F>(smem, full, empty, w, &map, scales, biases,
                          prep + int64_t(blockIdx.y) * sp.chunks * kPrepTile, n, k, sp, total,
                          lane);
     return;
@@ -662,6 +703,40 @@ inline int splits_for(int tiles, int chunks, int slots) {
   return s;
 }
 
+// The weights as a 2D tensor of bytes (N rows of K / 2) for kTma's copies: boxes of 128 bytes
+// x `rows`, 128-byte swizzled; the last map encoded is kept for the same arguments.
+inline const CUtensorMap& weight_map(const uint8_t* w, int n, int k, int rows) {
+  using Encode = decltype(&cuTensorMapEncodeTiled);  // from the driver, not linked
+  static Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                           cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !fn) {
+      fprintf(stderr, "qmv_wgmma: the driver has no cuTensorMapEncodeTiled\n");
+      exit(2);
+    }
+    return reinterpret_cast<Encode>(fn);
+  }();
+  static CUtensorMap map;
+  static std::tuple<const uint8_t*, int, int, int> key{};
+  if (key == std::tuple{w, n, k, rows}) return map;
+  cuuint64_t dims[2] = {cuuint64_t(k / 2), cuuint64_t(n)};
+  cuuint64_t strides[1] = {cuuint64_t(k / 2)};
+  cuuint32_t box[2] = {cuuint32_t(kRowBytes), cuuint32_t(rows)};
+  cuuint32_t elem[2] = {1, 1};
+  CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(w), dims,
+                      strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    fprintf(stderr, "qmv_wgmma: cuTensorMapEncodeTiled failed (%d)\n", int(r));
+    exit(2);
+  }
+  key = {w, n, k, rows};
+  return map;
+}
+
 // The prototype on x (tokens vectors) and one weight matrix; `scratch`: prep_bytes (XP) then
 // red_bytes, 256-byte aligned.
 template <int WGS = 2, int S = 3, int D = 1, bool XP = false, Feed F = kStaged>
@@ -684,7 +759,9 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   const int splits = splits_for(tiles, k / kChunk, slots);
   if (splits == 1) red = nullptr;
   dim3 grid(std::min(tiles, std::max(1, slots / splits)), (tokens + 15) / 16, splits);
-  void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k, &prep, &red};
+  CUtensorMap map{};
+  if constexpr (F == kTma) map = weight_map(w, n, k, G::rows);
+  void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k, &prep, &red, &map};
   void* kern;
   if constexpr (F == kStaged) {
     kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2, D, XP>)
@@ -766,7 +843,9 @@ const std::pair<const char*, Run> kArms[] = {
     {"wg4_s4_xp", &run_wg_as<4, 4, 1, true>},
     {"wg2_s3_ws", &run_wg_as<2, 3, 1, true, wg::kBulk>},
     {"wg2_s3_wsc", &run_wg_as<2, 3, 1, true, wg::kCopy>},
-    {"wg4_s4_ws", &run_wg_as<4, 4, 1, true, wg::kBulk>}};
+    {"wg4_s4_ws", &run_wg_as<4, 4, 1, true, wg::kBulk>},
+    {"wg2_s3_tma", &run_wg_as<2, 3, 1, true, wg::kTma>},
+    {"wg4_s4_tma", &run_wg_as<4, 4, 1, true, wg::kTma>}};
 
 // The arms named (all when none is): an unknown name is an error.
 std::vector<std::pair<const char*, Run>> pick_arms(int argc, char** argv, int first) {
