@@ -290,6 +290,21 @@ struct Dst {
   int n, tokens, tok0, n_tok;
 };
 
+// A block's work: its 16 vectors (blockIdx.y), its span of K, where its outputs go, and how
+// many steps (tile, chunk) it walks over its tiles (blockIdx.x, + gridDim.x, ...) of `rows`.
+struct Work {
+  Span sp;
+  Dst dst;
+  int total;
+  __device__ __forceinline__ Work(T* out, float* red, int tokens, int n, int k, int rows)
+      : sp(k),
+        dst{out, red, n, tokens, int(blockIdx.y) * 16, min(16, tokens - int(blockIdx.y) * 16)} {
+    const int tiles = (n + rows - 1) / rows;
+    const int mine = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+    total = mine * (sp.c1 - sp.c0);
+  }
+};
+
 // A lane's outputs summed as the launcher sums them: each part folded from zero into `part`;
 // the tile's total is part 0's partial, then each later part's added in part order (an empty
 // part adds +0); with splits the parts' partials go to `red` and qmv_wg_reduce_kernel adds
@@ -384,13 +399,10 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   extern __shared__ __align__(128) uint8_t smem[];
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int gid = lane / 4, tig = lane % 4;
-  const int tok0 = blockIdx.y * 16;
-  const int n_tok = min(16, tokens - tok0);
-  const Span sp(k);
-  const Dst dst{out, red, n, tokens, tok0, n_tok};
-  const int tiles = (n + kRows - 1) / kRows;
-  const int my_tiles = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
-  const int total = my_tiles * (sp.c1 - sp.c0);
+  const Work wk(out, red, tokens, n, k, kRows);
+  const Span& sp = wk.sp;
+  const Dst& dst = wk.dst;
+  const int total = wk.total, tok0 = dst.tok0, n_tok = dst.n_tok;
   const uint32_t smem0 = smem_addr(smem);
 
   // Every stage's x and xs zeroed once: the vectors past the last stay zeros.
@@ -623,13 +635,10 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + G::bars);
   uint64_t* empty = full + S;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int tok0 = blockIdx.y * 16;
-  const int n_tok = min(16, tokens - tok0);
-  const Span sp(k);
-  const Dst dst{out, red, n, tokens, tok0, n_tok};
-  const int tiles = (n + kRows - 1) / kRows;
-  const int my_tiles = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
-  const int total = my_tiles * (sp.c1 - sp.c0);
+  const Work wk(out, red, tokens, n, k, kRows);
+  const Span& sp = wk.sp;
+  const Dst& dst = wk.dst;
+  const int total = wk.total;
   const uint32_t smem0 = smem_addr(smem);
 
   // Every stage's x zeroed once (M <= 8 copies the first 8 vectors' half only), the barriers
