@@ -679,6 +679,9 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
       sums.end_through(at.c, at.row0);
       compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
                               acc);
+      // kBulk, kTma: the copy engine (the async proxy) writes the stage next, after this warp's
+      // generic reads of it.
+      if constexpr (F != kCopy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[u]);
       if (at.c == sp.c1 - 1) sums.store(at.row0);
