@@ -552,8 +552,10 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const CUtensorMap* map
 // prepared x (`prep`: this block's vectors) into its stage once the warpgroups have released
 // it (empty[slot], one arrival per consumer warp), announced on full[slot] (one arrival per
 // lane, and lane 0's bulk bytes with kBulk and kTma). Rows past N repeat the last (kTma:
-// zeros); their outputs are not stored.
-template <class G, int S, int NT, Feed F>
+// zeros); their outputs are not stored. LAG 1: a stage is refilled only once the step after its
+// last one is released too (at most S - 1 steps ahead: a released stage is not rewritten at
+// once).
+template <class G, int S, int NT, Feed F, int LAG>
 __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t* empty,
                                         const uint8_t* w, const CUtensorMap* map,
                                         const T* scales, const T* biases, const uint8_t* prep,
@@ -563,7 +565,10 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
   constexpr int kXBytes = NT * kPrepX / 2;  // M <= 8: the first 8 vectors' half of each step
   Pos in{sp.c0, 0, int(blockIdx.x) * kRows};
   for (int s = 0; s < total; ++s, in.next<S, kRows>(sp)) {
-    if (s >= S) mbar_wait(&empty[in.slot], uint32_t(s / S - 1) & 1);
+    if (s >= S - LAG) {
+      const int r = s - S + LAG;  // the step whose release this one waits for
+      mbar_wait(&empty[r % S], uint32_t(r / S) & 1);
+    }
     uint8_t* st = smem + in.slot * G::stage;
     uint64_t* bar = &full[in.slot];
     const uint8_t* tile = prep + in.c * kPrepTile;
@@ -622,7 +627,7 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
 // are the warpgroups of qmv_wg_kernel, each step waiting for its stage's full barrier instead
 // of a block barrier and releasing it once its wgmma are done; warp 4 WGS is the producer. The
 // same operations per output as qmv_wg_kernel's.
-template <int WGS, int S, int NT, int D, Feed F>
+template <int WGS, int S, int NT, int D, Feed F, int LAG>
 __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::blocks)
     qmv_wg_ws_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
                      int tokens, int n, int k, const uint8_t* prep, float* red,
@@ -658,7 +663,7 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   if (warp == 4 * WGS) {
     // The swizzle's pattern is that of 1024-byte aligned addresses.
     if (G::swz && smem0 % 1024) __trap();
-    produce<G, S, NT, F>(smem, full, empty, w, &map, scales, biases,
+    produce<G, S, NT, F, LAG>(smem, full, empty, w, &map, scales, biases,
                          prep + int64_t(blockIdx.y) * sp.chunks * kPrepTile, n, k, sp, total,
                          lane);
     return;
@@ -751,7 +756,7 @@ inline const CUtensorMap& weight_map(const uint8_t* w, int n, int k, int rows) {
 
 // The prototype on x (tokens vectors) and one weight matrix; `scratch`: prep_bytes (XP) then
 // red_bytes, 256-byte aligned.
-template <int WGS = 2, int S = 3, int D = 1, bool XP = false, Feed F = kStaged>
+template <int WGS = 2, int S = 3, int D = 1, bool XP = false, Feed F = kStaged, int LAG = 0>
 void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out, int tokens,
          int n, int k, int sms, uint8_t* scratch) {
   static_assert(F == kStaged || XP, "a producer warp copies x prepared");
@@ -779,8 +784,8 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
     kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2, D, XP>)
                       : reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 1, D, XP>);
   } else {
-    kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 2, D, F>)
-                      : reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 1, D, F>);
+    kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 2, D, F, LAG>)
+                      : reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 1, D, F, LAG>);
   }
   launch_smem(kern, grid, dim3(G::threads), args, G::smem);
   if (red) {
@@ -797,10 +802,11 @@ namespace wg_run {
 using wg::T;
 using B = Buffers<T, 4, 64>;
 
-template <int WGS = 2, int S = 3, int D = 1, bool XP = false, wg::Feed F = wg::kStaged>
+template <int WGS = 2, int S = 3, int D = 1, bool XP = false, wg::Feed F = wg::kStaged,
+          int LAG = 0>
 void run_wg_as(const B& b, Problem p, int c, const T* x, T* out, int sms) {
   const size_t bytes = (wg::prep_bytes(p.m, p.k) + 255) / 256 * 256 + wg::red_bytes(p.m, p.n);
-  wg::run<WGS, S, D, XP, F>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c,
+  wg::run<WGS, S, D, XP, F, LAG>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c,
                             b.biases + b.sb_elems * c, out, p.m, p.n, p.k, sms,
                             static_cast<uint8_t*>(scratch(bytes)));
 }
@@ -857,7 +863,9 @@ const std::pair<const char*, Run> kArms[] = {
     {"wg2_s3_wsc", &run_wg_as<2, 3, 1, true, wg::kCopy>},
     {"wg4_s4_ws", &run_wg_as<4, 4, 1, true, wg::kBulk>},
     {"wg2_s3_tma", &run_wg_as<2, 3, 1, true, wg::kTma>},
-    {"wg4_s4_tma", &run_wg_as<4, 4, 1, true, wg::kTma>}};
+    {"wg4_s4_tma", &run_wg_as<4, 4, 1, true, wg::kTma>},
+    {"wg2_s4_tma", &run_wg_as<2, 4, 1, true, wg::kTma>},
+    {"wg2_s4_tma_lag", &run_wg_as<2, 4, 1, true, wg::kTma, 1>}};
 
 // The arms named (all when none is): an unknown name is an error.
 std::vector<std::pair<const char*, Run>> pick_arms(int argc, char** argv, int first) {
