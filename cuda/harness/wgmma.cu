@@ -15,7 +15,9 @@
 //     step order: the same xs bits); with XP a first launch stages every chunk once into a
 //     scratch buffer and the kernel copies it like the weights; the _ws arms (warp
 //     specialized) leave every copy to one producer warp and replace the block barrier by full
-//     and empty mbarriers per stage (bulk copies per row, or cp.async with _wsc);
+//     and empty mbarriers per stage (bulk copies per row, cp.async with _wsc, a 2D tensor copy
+//     with _tma; _lag, _split and _poison vary the tma feed to tell where its race lies: see
+//     Variant);
 //   - the fold is the launcher's: p = fma(bias', xs, fma(scale, acc, p)), groups in order, each
 //     group's four k steps chained in fp32 from zero as the launcher's four mma.sync are; and
 //     so is the sum over K: the launcher's 8 K parts, each folded from zero, added in part
@@ -31,7 +33,9 @@
 //                              M = 1 (M = 1..16 per vector, the grid's blocks and one, one
 //                              vector in all 16 columns), accuracy against float64 beside the
 //                              launcher's, how many outputs differ from the launcher's, and a
-//                              reordered-fold negative control; exit 1 on a difference
+//                              reordered-fold negative control; exit 1 on a difference, each
+//                              failing comparison saying where its outputs differ (per vector,
+//                              per 8-row unit of a tile, NaN, the first three)
 //   qmv_wgmma ab [R] [arm...]  the launcher and the arms in R rotated rounds (default 5) on
 //                              28672x4096, the two heads, 3584x3584 and 3584x18944 (K parts
 //                              split across blocks), M = 1, 8, 9, 16
@@ -40,6 +44,9 @@
 #include "harness.cuh"
 
 #include <cuda.h>
+
+#include <set>
+#include <string>
 
 namespace wg {
 
@@ -64,7 +71,7 @@ enum Feed { kStaged, kBulk, kCopy, kTma };
 // A block of WGS warpgroups (64 rows each) and its ring of S stages: each stage x (kSteps
 // core-matrix tiles), the weights (rows x kStride), scales and biases (rows x kGroups bf16)
 // and xs (kGroups x 16 fp32) of one chunk; fed by a producer warp, then the stages' full and
-// empty mbarriers.
+// empty mbarriers (and kSplit's fullw).
 template <int WGS, int S, Feed F = kStaged>
 struct Geo {
   static constexpr int rows = 64 * WGS;
@@ -81,7 +88,7 @@ struct Geo {
   static constexpr int align = swz ? 1024 : 128;
   static constexpr int stage = (xs + kGroups * 16 * 4 + align - 1) / align * align;
   static constexpr int bars = S * stage;
-  static constexpr int smem = bars + (F == kStaged ? 0 : 2 * S * 8);
+  static constexpr int smem = bars + (F == kStaged ? 0 : 3 * S * 8);  // full, empty, fullw
   // Blocks per SM: as many as fit 227 KiB (1 KiB reserved each), at most two.
   static constexpr int blocks = 2 * (smem + 1024) <= 228 * 1024 && WGS <= 2 ? 2 : 1;
 };
@@ -548,15 +555,25 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const CUtensorMap* map
       : "memory");
 }
 
+// How a warp-specialized arm is varied (bits of V), to tell where kTma's race lies in one call:
+// kLag: a stage is refilled only once the step after its last one is released too (at most
+// S - 1 steps ahead: a released stage is not rewritten at once); kSplit: the tensor copy and x's
+// bulk copies complete on a barrier of their own (`fullw`, one arrival and the bytes), the
+// scales' and biases' cp.async on `full` (32 arrivals), and the warpgroups wait for both;
+// kPoison: each consumer warp, done with a stage, overwrites its rows' weights (0xff) and
+// scales and biases (bf16 NaN) before releasing it, so that a read of a stage before its copies
+// land shows as a changed or NaN output; kWgRelease: a warpgroup releases a stage once, after
+// a barrier of its four warps (as CUTLASS's consumers do), instead of each warp on its own.
+enum Variant { kLag = 1, kSplit = 2, kPoison = 4, kWgRelease = 8 };
+
 // The producer warp of a warp-specialized block: each step's weights, scales, biases and
 // prepared x (`prep`: this block's vectors) into its stage once the warpgroups have released
 // it (empty[slot], one arrival per consumer warp), announced on full[slot] (one arrival per
-// lane, and lane 0's bulk bytes with kBulk and kTma). Rows past N repeat the last (kTma:
-// zeros); their outputs are not stored. LAG 1: a stage is refilled only once the step after its
-// last one is released too (at most S - 1 steps ahead: a released stage is not rewritten at
-// once).
-template <class G, int S, int NT, Feed F, int LAG>
-__device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t* empty,
+// lane, and lane 0's bulk bytes with kBulk and kTma; kSplit: the bulk bytes on fullw[slot]).
+// Rows past N repeat the last (kTma: zeros); their outputs are not stored.
+template <class G, int S, int NT, Feed F, int V>
+__device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t* fullw,
+                                        uint64_t* empty,
                                         const uint8_t* w, const CUtensorMap* map,
                                         const T* scales, const T* biases, const uint8_t* prep,
                                         int n, int k, const Span& sp, int total, int lane) {
@@ -565,20 +582,22 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
   constexpr int kXBytes = NT * kPrepX / 2;  // M <= 8: the first 8 vectors' half of each step
   Pos in{sp.c0, 0, int(blockIdx.x) * kRows};
   for (int s = 0; s < total; ++s, in.next<S, kRows>(sp)) {
-    if (s >= S - LAG) {
-      const int r = s - S + LAG;  // the step whose release this one waits for
+    constexpr int kLagBy = V & kLag ? 1 : 0;
+    if (s >= S - kLagBy) {
+      const int r = s - S + kLagBy;  // the step whose release this one waits for
       mbar_wait(&empty[r % S], uint32_t(r / S) & 1);
     }
     uint8_t* st = smem + in.slot * G::stage;
     uint64_t* bar = &full[in.slot];
+    uint64_t* wbar = V & kSplit ? &fullw[in.slot] : bar;
     const uint8_t* tile = prep + in.c * kPrepTile;
     const uint8_t* wc = w + in.c * kRowBytes;
     if constexpr (F == kTma) {
       if (lane == 0) {
-        mbar_arrive_expect_tx(bar, kRows * kRowBytes + kPrepTile);
-        tensor_copy_2d(st + G::w, map, in.c * kRowBytes, in.row0, bar);
-        bulk_copy(st + G::x, tile, kPrepX, bar);
-        bulk_copy(st + G::xs, tile + kPrepX, kGroups * 16 * 4, bar);
+        mbar_arrive_expect_tx(wbar, kRows * kRowBytes + kPrepTile);
+        tensor_copy_2d(st + G::w, map, in.c * kRowBytes, in.row0, wbar);
+        bulk_copy(st + G::x, tile, kPrepX, wbar);
+        bulk_copy(st + G::xs, tile + kPrepX, kGroups * 16 * 4, wbar);
       }
     } else if constexpr (F == kBulk) {
       if (lane == 0) mbar_arrive_expect_tx(bar, kRows * kRowBytes + kXBytes + kGroups * 16 * 4);
@@ -622,23 +641,40 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
   for (int s = max(total - S, 0); s < total; ++s) mbar_wait(&empty[s % S], uint32_t(s / S) & 1);
 }
 
+// A consumer warp's rows of a stage it is done with, overwritten (kPoison): weights 0xff,
+// scales and biases bf16 NaN (0xffff), by generic stores that the producer's next copies
+// follow (the release's fence and arrive come after).
+template <class G>
+__device__ __forceinline__ void poison_rows(uint8_t* st, int rbase, int lane) {
+  for (int i = lane; i < 16 * kRowBytes / 16; i += 32) {
+    *reinterpret_cast<uint4*>(st + G::w + (rbase + i / 8) * G::wstride + (i % 8) * 16) =
+        make_uint4(~0u, ~0u, ~0u, ~0u);
+  }
+  if (lane < 16) {
+    *reinterpret_cast<uint2*>(st + G::s + (rbase + lane) * kGroups * 2) = make_uint2(~0u, ~0u);
+    *reinterpret_cast<uint2*>(st + G::b + (rbase + lane) * kGroups * 2) = make_uint2(~0u, ~0u);
+  }
+}
+
 // The warp-specialized kernel (F = kBulk, kCopy or kTma, with the weights' tensor map `map`;
-// x prepared, as XP): warps 0 .. 4 WGS - 1
+// x prepared, as XP; V: the variant bits above): warps 0 .. 4 WGS - 1
 // are the warpgroups of qmv_wg_kernel, each step waiting for its stage's full barrier instead
 // of a block barrier and releasing it once its wgmma are done; warp 4 WGS is the producer. The
 // same operations per output as qmv_wg_kernel's.
-template <int WGS, int S, int NT, int D, Feed F, int LAG>
+template <int WGS, int S, int NT, int D, Feed F, int V>
 __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::blocks)
     qmv_wg_ws_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
                      int tokens, int n, int k, const uint8_t* prep, float* red,
                      const __grid_constant__ CUtensorMap map) {
   using namespace cu::qmv_invariant_detail;
   using G = Geo<WGS, S, F>;
+  static_assert(!(V & kSplit) || F == kTma, "kSplit splits the tensor copy's barrier");
   constexpr int kRows = G::rows, kStage = G::stage;
   extern __shared__ __align__(1024) uint8_t smem_ws[];
   uint8_t* smem = smem_ws;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + G::bars);
   uint64_t* empty = full + S;
+  uint64_t* fullw = empty + S;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const Work wk(out, red, tokens, n, k, kRows);
   const Span& sp = wk.sp;
@@ -653,8 +689,9 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   }
   if (t == 0) {
     for (int i = 0; i < S; ++i) {
-      mbar_init(&full[i], F == kCopy ? 32 : 33);
-      mbar_init(&empty[i], 4 * WGS);
+      mbar_init(&full[i], F == kCopy || (V & kSplit) ? 32 : 33);
+      mbar_init(&empty[i], V & kWgRelease ? WGS : 4 * WGS);
+      mbar_init(&fullw[i], 1);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -663,7 +700,7 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   if (warp == 4 * WGS) {
     // The swizzle's pattern is that of 1024-byte aligned addresses.
     if (G::swz && smem0 % 1024) __trap();
-    produce<G, S, NT, F, LAG>(smem, full, empty, w, &map, scales, biases,
+    produce<G, S, NT, F, V>(smem, full, fullw, empty, w, &map, scales, biases,
                          prep + int64_t(blockIdx.y) * sp.chunks * kPrepTile, n, k, sp, total,
                          lane);
     return;
@@ -679,16 +716,23 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
     for (int u = 0; u < S; ++u) {
       if (s0 + u >= total) break;
       mbar_wait(&full[u], uint32_t(s0 / S) & 1);
+      if constexpr (V & kSplit) mbar_wait(&fullw[u], uint32_t(s0 / S) & 1);
       // kCopy: x landed by cp.async (the generic proxy) and wgmma reads it (the async proxy).
       if constexpr (F == kCopy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       sums.end_through(at.c, at.row0);
       compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
                               acc);
+      if constexpr (V & kPoison) poison_rows<G>(smem + u * kStage, rbase, lane);
       // kBulk, kTma: the copy engine (the async proxy) writes the stage next, after this warp's
       // generic reads of it.
       if constexpr (F != kCopy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[u]);
+      if constexpr (V & kWgRelease) {
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + warp / 4) : "memory");
+        if (t % 128 == 0) mbar_arrive(&empty[u]);
+      } else {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[u]);
+      }
       if (at.c == sp.c1 - 1) sums.store(at.row0);
       at.next<S, kRows>(sp);
     }
@@ -756,7 +800,7 @@ inline const CUtensorMap& weight_map(const uint8_t* w, int n, int k, int rows) {
 
 // The prototype on x (tokens vectors) and one weight matrix; `scratch`: prep_bytes (XP) then
 // red_bytes, 256-byte aligned.
-template <int WGS = 2, int S = 3, int D = 1, bool XP = false, Feed F = kStaged, int LAG = 0>
+template <int WGS = 2, int S = 3, int D = 1, bool XP = false, Feed F = kStaged, int V = 0>
 void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out, int tokens,
          int n, int k, int sms, uint8_t* scratch) {
   static_assert(F == kStaged || XP, "a producer warp copies x prepared");
@@ -784,8 +828,8 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
     kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2, D, XP>)
                       : reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 1, D, XP>);
   } else {
-    kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 2, D, F, LAG>)
-                      : reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 1, D, F, LAG>);
+    kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 2, D, F, V>)
+                      : reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 1, D, F, V>);
   }
   launch_smem(kern, grid, dim3(G::threads), args, G::smem);
   if (red) {
@@ -803,16 +847,46 @@ using wg::T;
 using B = Buffers<T, 4, 64>;
 
 template <int WGS = 2, int S = 3, int D = 1, bool XP = false, wg::Feed F = wg::kStaged,
-          int LAG = 0>
+          int V = 0>
 void run_wg_as(const B& b, Problem p, int c, const T* x, T* out, int sms) {
   const size_t bytes = (wg::prep_bytes(p.m, p.k) + 255) / 256 * 256 + wg::red_bytes(p.m, p.n);
-  wg::run<WGS, S, D, XP, F, LAG>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c,
+  wg::run<WGS, S, D, XP, F, V>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c,
                             b.biases + b.sb_elems * c, out, p.m, p.n, p.k, sms,
                             static_cast<uint8_t*>(scratch(bytes)));
 }
 
 void run_wg(const B& b, Problem p, int c, const T* x, T* out, int sms) {
   run_wg_as(b, p, c, x, out, sms);
+}
+
+// Where a comparison's differing outputs lie (outputs vector-major: i = vector * n + row): how
+// many per vector, how many 8-row units (rows / 8) hold one, how many per unit of a 256-row
+// span (row % 256 / 8: which rows of a block's tile), how many are NaN, and the first three
+// as [vector, row, wanted bits, got bits].
+std::string where_differ(int n, const std::vector<uint16_t>& want,
+                         const std::vector<uint16_t>& got) {
+  std::vector<long> per_vec(want.size() / n), per_unit(32);
+  std::set<long> units;
+  long nan = 0;
+  std::string first;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] == got[i]) continue;
+    const long row = long(i % n), vec = long(i / n);
+    ++per_vec[vec], ++per_unit[row % 256 / 8], units.insert(row / 8);
+    nan += (got[i] & 0x7f80) == 0x7f80 && (got[i] & 0x7f);
+    if (std::count(first.begin(), first.end(), '[') < 3)
+      first += (first.empty() ? "" : ",") + std::string("[") + std::to_string(vec) + "," +
+               std::to_string(row) + "," + std::to_string(want[i]) + "," +
+               std::to_string(got[i]) + "]";
+  }
+  auto list = [](const std::vector<long>& v) {
+    std::string o;
+    for (long x : v) o += (o.empty() ? "" : ",") + std::to_string(x);
+    return "[" + o + "]";
+  };
+  return "\"per_vector\":" + list(per_vec) + ",\"row_units\":" + std::to_string(units.size()) +
+         ",\"per_unit_of_256\":" + list(per_unit) + ",\"nan\":" + std::to_string(nan) +
+         ",\"first\":[" + first + "]";
 }
 
 struct Tally {
@@ -825,7 +899,7 @@ struct Tally {
     differ += d;
     if (d)
       printf("{\"kind\":\"wg_parity_fail\",\"what\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
-             "\"differ\":%ld}\n", what, m, n, k, d);
+             "\"differ\":%ld,%s}\n", what, m, n, k, d, where_differ(n, want, got).c_str());
   }
 };
 
@@ -865,7 +939,11 @@ const std::pair<const char*, Run> kArms[] = {
     {"wg2_s3_tma", &run_wg_as<2, 3, 1, true, wg::kTma>},
     {"wg4_s4_tma", &run_wg_as<4, 4, 1, true, wg::kTma>},
     {"wg2_s4_tma", &run_wg_as<2, 4, 1, true, wg::kTma>},
-    {"wg2_s4_tma_lag", &run_wg_as<2, 4, 1, true, wg::kTma, 1>}};
+    {"wg2_s4_tma_lag", &run_wg_as<2, 4, 1, true, wg::kTma, wg::kLag>},
+    {"wg2_s3_tma_split", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kSplit>},
+    {"wg2_s3_tma_poison", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kPoison>},
+    {"wg2_s3_wsc_poison", &run_wg_as<2, 3, 1, true, wg::kCopy, wg::kPoison>},
+    {"wg2_s3_tma_wgrel", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kWgRelease>}};
 
 // The arms named (all when none is): an unknown name is an error.
 std::vector<std::pair<const char*, Run>> pick_arms(int argc, char** argv, int first) {
