@@ -16,8 +16,8 @@
 //     scratch buffer and the kernel copies it like the weights; the _ws arms (warp
 //     specialized) leave every copy to one producer warp and replace the block barrier by full
 //     and empty mbarriers per stage (bulk copies per row, cp.async with _wsc, a 2D tensor copy
-//     with _tma; _lag, _split and _poison vary the tma feed to tell where its race lies: see
-//     Variant);
+//     with _tma; _lag, _split, _wgrel and _poison vary the tma feed to tell where its race
+//     lies, _pdl overlaps it with x's preparation: see Variant);
 //   - the fold is the launcher's: p = fma(bias', xs, fma(scale, acc, p)), groups in order, each
 //     group's four k steps chained in fp32 from zero as the launcher's four mma.sync are; and
 //     so is the sum over K: the launcher's 8 K parts, each folded from zero, added in part
@@ -170,6 +170,9 @@ __device__ __forceinline__ void stage_group(const uint4 (&xr)[2], int g, int nb,
 // vectors 8 nb..8 nb + 7 into `prep` (zeros past the last vector).
 __global__ void __launch_bounds__(256) qmv_wg_prep_kernel(const T* x, uint8_t* prep, int tokens,
                                                           int k) {
+  // A kernel launched after this one with programmatic dependent launch (kPdl) may start now;
+  // it waits for this one's writes itself.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int gid = lane / 4, tig = lane % 4, g = warp / 2, nb = warp % 2;
   const int c = blockIdx.x, tok0 = blockIdx.y * 16;
@@ -564,7 +567,17 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const CUtensorMap* map
 // scales and biases (bf16 NaN) before releasing it, so that a read of a stage before its copies
 // land shows as a changed or NaN output; kWgRelease: a warpgroup releases a stage once, after
 // a barrier of its four warps (as CUTLASS's consumers do), instead of each warp on its own.
-enum Variant { kLag = 1, kSplit = 2, kPoison = 4, kWgRelease = 8 };
+// kPdl (kTma only; not a suspect, a saving): the kernel is launched with programmatic
+// dependent launch, so it starts while x's preparation runs; the producer issues the first S
+// steps' weights, waits for the preparation (griddepcontrol.wait), then copies their x.
+enum Variant { kLag = 1, kSplit = 2, kPoison = 4, kWgRelease = 8, kPdl = 16 };
+
+// x of a step (prepared: the chunk's B, then its xs) into its stage by the copy engine.
+__device__ __forceinline__ void copy_x(uint8_t* st_x, uint8_t* st_xs, const uint8_t* tile,
+                                       uint64_t* bar) {
+  bulk_copy(st_x, tile, kPrepX, bar);
+  bulk_copy(st_xs, tile + kPrepX, kGroups * 16 * 4, bar);
+}
 
 // The producer warp of a warp-specialized block: each step's weights, scales, biases and
 // prepared x (`prep`: this block's vectors) into its stage once the warpgroups have released
@@ -596,8 +609,7 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
       if (lane == 0) {
         mbar_arrive_expect_tx(wbar, kRows * kRowBytes + kPrepTile);
         tensor_copy_2d(st + G::w, map, in.c * kRowBytes, in.row0, wbar);
-        bulk_copy(st + G::x, tile, kPrepX, wbar);
-        bulk_copy(st + G::xs, tile + kPrepX, kGroups * 16 * 4, wbar);
+        if (!(V & kPdl) || s >= S) copy_x(st + G::x, st + G::xs, tile, wbar);
       }
     } else if constexpr (F == kBulk) {
       if (lane == 0) mbar_arrive_expect_tx(bar, kRows * kRowBytes + kXBytes + kGroups * 16 * 4);
@@ -635,6 +647,19 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
       cp_async<8>(st + G::b + r * kGroups * 2, biases + at);
     }
     cp_async_arrive_noinc(bar);
+    // kPdl: the first S steps' x once the preparation launch has finished (their full barriers
+    // expect x's bytes already, so none completes before its x lands).
+    if constexpr (V & kPdl) {
+      if (lane == 0 && s == min(S, total) - 1) {
+        asm volatile("griddepcontrol.wait;\n" ::: "memory");
+        Pos p{sp.c0, 0, int(blockIdx.x) * kRows};
+        for (int j = 0; j <= s; ++j, p.next<S, kRows>(sp)) {
+          uint8_t* sj = smem + p.slot * G::stage;
+          copy_x(sj + G::x, sj + G::xs, prep + p.c * kPrepTile,
+                 V & kSplit ? &fullw[p.slot] : &full[p.slot]);
+        }
+      }
+    }
   }
   // Leave once the warpgroups have released the last S steps: every copy has landed and been
   // read before the producer's thread exits.
@@ -669,6 +694,7 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   using namespace cu::qmv_invariant_detail;
   using G = Geo<WGS, S, F>;
   static_assert(!(V & kSplit) || F == kTma, "kSplit splits the tensor copy's barrier");
+  static_assert(!(V & kPdl) || F == kTma, "kPdl defers the tensor feed's x copies");
   constexpr int kRows = G::rows, kStage = G::stage;
   extern __shared__ __align__(1024) uint8_t smem_ws[];
   uint8_t* smem = smem_ws;
@@ -831,7 +857,11 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
     kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 2, D, F, V>)
                       : reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 1, D, F, V>);
   }
-  launch_smem(kern, grid, dim3(G::threads), args, G::smem);
+  if constexpr (F != kStaged && (V & kPdl)) {
+    launch_smem_pdl(kern, grid, dim3(G::threads), args, G::smem);
+  } else {
+    launch_smem(kern, grid, dim3(G::threads), args, G::smem);
+  }
   if (red) {
     void* rargs[] = {&red, &out, &tokens, &n};
     launch(reinterpret_cast<void*>(&qmv_wg_reduce_kernel),
@@ -943,7 +973,8 @@ const std::pair<const char*, Run> kArms[] = {
     {"wg2_s3_tma_split", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kSplit>},
     {"wg2_s3_tma_poison", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kPoison>},
     {"wg2_s3_wsc_poison", &run_wg_as<2, 3, 1, true, wg::kCopy, wg::kPoison>},
-    {"wg2_s3_tma_wgrel", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kWgRelease>}};
+    {"wg2_s3_tma_wgrel", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kWgRelease>},
+    {"wg2_s3_tma_pdl", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kPdl>}};
 
 // The arms named (all when none is): an unknown name is an error.
 std::vector<std::pair<const char*, Run>> pick_arms(int argc, char** argv, int first) {
