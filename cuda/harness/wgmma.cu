@@ -1,6 +1,6 @@
 // A prototype beside overlay 0015's launcher (`qmv_wgmma`, gpu-session.sh's `wgmma` phase):
 // the batch-invariant quantized mat-vec on Hopper's warpgroup mma (wgmma.mma_async, sm_90a)
-// instead of mma.sync, bf16 4-bit gs 64 only, to measure whether it is flatter and faster.
+// instead of mma.sync, 4-bit gs 64 bf16 and f16, to measure whether it is flatter and faster.
 //
 // What changes against the launcher's staged kernel (docs/kernels/cuda-invariant-qmm.md,
 // "Session 27"):
@@ -28,15 +28,17 @@
 // no bit. Whether its bits are also the launcher's depends on whether one wgmma k step sums as
 // one mma.sync does; `check` counts the outputs that differ.
 //
-//   qmv_wgmma arms             the arms' names (kArms: block shapes, groups in flight, x prepared)
-//   qmv_wgmma check [arm...]   invariance of each arm named (all by default) against wg2_s3's
+//   qmv_wgmma arms             the arms' names (all_arms: block shapes, groups in flight, x
+//                              prepared, feeds and their variants)
+//   qmv_wgmma check [arm...]   on bf16, then f16 (a wg_parity line each): invariance of each
+//                              arm named (all by default) against wg2_s3's
 //                              M = 1 (M = 1..16 per vector, the grid's blocks and one, one
 //                              vector in all 16 columns), accuracy against float64 beside the
 //                              launcher's, how many outputs differ from the launcher's, and a
 //                              reordered-fold negative control; exit 1 on a difference, each
 //                              failing comparison saying where its outputs differ (per vector,
 //                              per 8-row unit of a tile, NaN, the first three)
-//   qmv_wgmma ab [R] [arm...]  the launcher and the arms in R rotated rounds (default 5) on
+//   qmv_wgmma ab [R] [arm...]  the launcher and the arms in R rotated rounds (default 5; bf16) on
 //                              28672x4096, the two heads, 3584x3584 and 3584x18944 (K parts
 //                              split across blocks), M = 1, 8, 9, 16
 //   qmv_wgmma one [arm...]     one launch of the launcher and each arm at M = 1 and 16 on the
@@ -45,12 +47,15 @@
 
 #include <cuda.h>
 
+#include <cmath>
 #include <set>
 #include <string>
+#include <type_traits>
 
 namespace wg {
 
-using T = cutlass::bfloat16_t;
+// T (the activations, scales and biases): cutlass::bfloat16_t or cutlass::half_t, a template
+// parameter of every kernel below.
 using Q = cutlass::uint4b_t;
 constexpr int kGs = 64;
 constexpr int kChunk = 256;                  // k per stage
@@ -58,7 +63,7 @@ constexpr int kGroups = kChunk / kGs;        // 4
 constexpr int kRowBytes = kChunk / 2;        // 128 weight bytes per row per chunk
 constexpr int kStride = kRowBytes + 16;      // padded: fragment loads start in other banks
 constexpr int kSteps = kChunk / 16;          // wgmma k steps per chunk
-constexpr int kXStep = 16 * 16 * 2;          // B of one step: 16 vectors x 16 k, bf16
+constexpr int kXStep = 16 * 16 * 2;          // B of one step: 16 vectors x 16 k, 16-bit
 
 // How a block's stages are fed: by its own threads between block barriers (kStaged), or by one
 // producer warp beside the warpgroups through full and empty mbarriers (warp specialized),
@@ -116,21 +121,28 @@ __device__ __forceinline__ void keep(float& r) { asm volatile("" : "+f"(r)::"mem
 __device__ __forceinline__ void keep(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 // d (+)= A B: A 64 x 16 from the warpgroup's registers (this warp's 16 rows, mma.sync's A
-// fragment), B 16 k x 16 vectors at desc; accumulate unless `first`.
+// fragment), B 16 k x 16 vectors at desc, both of type T; accumulate unless `first`.
+#define QMV_WGMMA_16(TY)                                                                     \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"                                 \
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " "                    \
+               "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"            \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),     \
+                 "+f"(d[6]), "+f"(d[7])                                                      \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(!first)))
+template <class T>
 __device__ __forceinline__ void wgmma_16(float (&d)[8], const uint32_t (&a)[4], uint64_t desc,
                                          bool first) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(int(!first)));
+  if constexpr (std::is_same_v<T, cutlass::half_t>) {
+    QMV_WGMMA_16("f16");
+  } else {
+    QMV_WGMMA_16("bf16");
+  }
 #else
   __trap();
 #endif
 }
+#undef QMV_WGMMA_16
 
 // XP: x prepared once per launch by qmv_wg_prep_kernel, per (16-vector block, chunk) a tile of
 // kPrepTile bytes: the chunk's B as the kernel's stage holds it (kSteps x kXStep), then its xs
@@ -143,6 +155,7 @@ constexpr int kPrepTile = kPrepX + kGroups * 16 * 4;
 // steps 4 g .. 4 g + 3, slots 2 tig, + 1 of core rows 0 and 1; xs by the launcher's
 // instructions: four mma.sync with A = 1, from zero, in step order). The kernel's staging and
 // qmv_wg_prep_kernel share it: the same bits either way.
+template <class T>
 __device__ __forceinline__ void stage_group(const uint4 (&xr)[2], int g, int nb, int gid,
                                             int tig, uint8_t* xb, float* xsb) {
   using namespace cu::qmv_invariant_detail;
@@ -168,6 +181,7 @@ __device__ __forceinline__ void stage_group(const uint4 (&xr)[2], int g, int nb,
 
 // One block per (chunk, 16-vector block): warp (g, nb) = (warp / 2, warp % 2) stages group g of
 // vectors 8 nb..8 nb + 7 into `prep` (zeros past the last vector).
+template <class T>
 __global__ void __launch_bounds__(256) qmv_wg_prep_kernel(const T* x, uint8_t* prep, int tokens,
                                                           int k) {
   // A kernel launched after this one with programmatic dependent launch (kPdl) may start now;
@@ -185,7 +199,7 @@ __global__ void __launch_bounds__(256) qmv_wg_prep_kernel(const T* x, uint8_t* p
     xr[0] = src[0], xr[1] = src[1];
   }
   uint8_t* tile = prep + (int64_t(blockIdx.y) * gridDim.x + c) * kPrepTile;
-  stage_group(xr, g, nb, gid, tig, tile, reinterpret_cast<float*>(tile + kPrepX));
+  stage_group<T>(xr, g, nb, gid, tig, tile, reinterpret_cast<float*>(tile + kPrepX));
 }
 
 // One chunk of K for a warp's 16 rows (rbase .. rbase + 15 of the block's tile) from the stage
@@ -194,7 +208,7 @@ __global__ void __launch_bounds__(256) qmv_wg_prep_kernel(const T* x, uint8_t* p
 // in flight (1: each runs while the next group is dequantized; 2: the next group's is issued
 // before a group is folded). Where an instruction waits moves no operation. Every wgmma has
 // completed (its reads of the stage too) when it returns.
-template <class G, int NT, int D>
+template <class T, class G, int NT, int D>
 __device__ __forceinline__ void compute_chunk(const uint8_t* st, uint32_t st_addr, int rbase,
                                               int gid, int tig, float (&part)[NT * 4],
                                               float (&acc)[D][8]) {
@@ -226,7 +240,7 @@ __device__ __forceinline__ void compute_chunk(const uint8_t* st, uint32_t st_add
     for (int i = 0; i < 4; ++i) {
       const uint32_t frag[4] = {aj[0][2 * i], aj[1][2 * i], aj[0][2 * i + 1],
                                 aj[1][2 * i + 1]};
-      wgmma_16(acc[j % D], frag, desc0 + (j * 4 + i) * (kXStep >> 4), i == 0);
+      wgmma_16<T>(acc[j % D], frag, desc0 + (j * 4 + i) * (kXStep >> 4), i == 0);
     }
     wgmma_commit();
 #pragma unroll
@@ -247,8 +261,14 @@ __device__ __forceinline__ void compute_chunk(const uint8_t* st, uint32_t st_add
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       uint32_t s16 = j / 2 ? sw[h].y : sw[h].x, b16 = j / 2 ? bw[h].y : bw[h].x;
-      sc[h] = __uint_as_float(j % 2 ? s16 & 0xffff0000u : s16 << 16);
-      float bv = __uint_as_float(j % 2 ? b16 & 0xffff0000u : b16 << 16);
+      float bv;
+      if constexpr (std::is_same_v<T, cutlass::half_t>) {
+        sc[h] = __half2float(__ushort_as_half(uint16_t(j % 2 ? s16 >> 16 : s16)));
+        bv = __half2float(__ushort_as_half(uint16_t(j % 2 ? b16 >> 16 : b16)));
+      } else {
+        sc[h] = __uint_as_float(j % 2 ? s16 & 0xffff0000u : s16 << 16);
+        bv = __uint_as_float(j % 2 ? b16 & 0xffff0000u : b16 << 16);
+      }
       bi[h] = __fmaf_rn(-kIntOffset<T, Q>, sc[h], bv);
     }
     const float* xs = reinterpret_cast<const float*>(st + G::xs) + j * 16 + tig * 2;
@@ -294,6 +314,7 @@ struct Span {
 
 // Where the outputs go: bf16 into `out`, or with splits each part's fp32 partials into `red`
 // (part, vector, row), added up by qmv_wg_reduce_kernel.
+template <class T>
 struct Dst {
   T* out;
   float* red;
@@ -302,9 +323,10 @@ struct Dst {
 
 // A block's work: its 16 vectors (blockIdx.y), its span of K, where its outputs go, and how
 // many steps (tile, chunk) it walks over its tiles (blockIdx.x, + gridDim.x, ...) of `rows`.
+template <class T>
 struct Work {
   Span sp;
-  Dst dst;
+  Dst<T> dst;
   int total;
   __device__ __forceinline__ Work(T* out, float* red, int tokens, int n, int k, int rows)
       : sp(k),
@@ -320,15 +342,15 @@ struct Work {
 // part adds +0); with splits the parts' partials go to `red` and qmv_wg_reduce_kernel adds
 // them in the same order. So where the launcher and this kernel fold a group alike, their bits
 // are equal, and how many splits there are changes no bit.
-template <int NT>
+template <class T, int NT>
 struct Sums {
   const Span& sp;
-  const Dst& d;
+  const Dst<T>& d;
   int rbase, gid, tig;
   float part[NT * 4] = {};
   float tot[NT * 4];
   int next, next_end;  // the next part to end, and the chunk it ends before (none: INT_MAX)
-  __device__ __forceinline__ Sums(const Span& sp, const Dst& d, int rbase, int gid, int tig)
+  __device__ __forceinline__ Sums(const Span& sp, const Dst<T>& d, int rbase, int gid, int tig)
       : sp(sp), d(d), rbase(rbase), gid(gid), tig(tig) {
     set_next(sp.p0);
   }
@@ -374,6 +396,7 @@ struct Sums {
 };
 
 // With splits: each output the sum of its parts' partials, from part 0's, in part order.
+template <class T>
 __global__ void qmv_wg_reduce_kernel(const float* red, T* out, int tokens, int n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, all = int64_t(tokens) * n;
   if (i >= all) return;
@@ -398,7 +421,7 @@ struct Pos {
 // D groups' wgmma in flight (1: each runs while the next group is dequantized; 2: the next
 // group's is issued before a group is folded). Where an instruction waits moves no operation.
 // XP: x comes prepared (qmv_wg_prep_kernel, in `prep`) and is copied with the weights.
-template <int WGS, int S, int NT, int D = 1, bool XP = false>
+template <class T, int WGS, int S, int NT, int D = 1, bool XP = false>
 __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
     qmv_wg_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
                   int tokens, int n, int k, const uint8_t* prep, float* red) {
@@ -409,9 +432,9 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   extern __shared__ __align__(128) uint8_t smem[];
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const int gid = lane / 4, tig = lane % 4;
-  const Work wk(out, red, tokens, n, k, kRows);
+  const Work<T> wk(out, red, tokens, n, k, kRows);
   const Span& sp = wk.sp;
-  const Dst& dst = wk.dst;
+  const Dst<T>& dst = wk.dst;
   const int total = wk.total, tok0 = dst.tok0, n_tok = dst.n_tok;
   const uint32_t smem0 = smem_addr(smem);
 
@@ -482,12 +505,12 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   auto store_x = [&](bool live, const Pos& p) {
     if (!x_warp || !live) return;
     uint8_t* st = smem + p.slot * kStage;
-    stage_group(xr, xg, xnb, gid, tig, st + kX, reinterpret_cast<float*>(st + kXs));
+    stage_group<T>(xr, xg, xnb, gid, tig, st + kX, reinterpret_cast<float*>(st + kXs));
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   };
 
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
-  Sums<NT> sums(sp, dst, rbase, gid, tig);
+  Sums<T, NT> sums(sp, dst, rbase, gid, tig);
   float acc[D][8] = {};
   Pos in{sp.c0, 0, int(blockIdx.x) * kRows};  // the next step to issue
   int s_in = 0;
@@ -512,7 +535,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
       __syncthreads();
       issue(live, in);
       sums.end_through(at.c, at.row0);
-      compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
+      compute_chunk<T, G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
                               acc);
       if (at.c == sp.c1 - 1) sums.store(at.row0);
       store_x(live, in);
@@ -584,7 +607,7 @@ __device__ __forceinline__ void copy_x(uint8_t* st_x, uint8_t* st_xs, const uint
 // it (empty[slot], one arrival per consumer warp), announced on full[slot] (one arrival per
 // lane, and lane 0's bulk bytes with kBulk and kTma; kSplit: the bulk bytes on fullw[slot]).
 // Rows past N repeat the last (kTma: zeros); their outputs are not stored.
-template <class G, int S, int NT, Feed F, int V>
+template <class T, class G, int S, int NT, Feed F, int V>
 __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t* fullw,
                                         uint64_t* empty,
                                         const uint8_t* w, const CUtensorMap* map,
@@ -686,7 +709,7 @@ __device__ __forceinline__ void poison_rows(uint8_t* st, int rbase, int lane) {
 // are the warpgroups of qmv_wg_kernel, each step waiting for its stage's full barrier instead
 // of a block barrier and releasing it once its wgmma are done; warp 4 WGS is the producer. The
 // same operations per output as qmv_wg_kernel's.
-template <int WGS, int S, int NT, int D, Feed F, int V>
+template <class T, int WGS, int S, int NT, int D, Feed F, int V>
 __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::blocks)
     qmv_wg_ws_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
                      int tokens, int n, int k, const uint8_t* prep, float* red,
@@ -702,9 +725,9 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   uint64_t* empty = full + S;
   uint64_t* fullw = empty + S;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const Work wk(out, red, tokens, n, k, kRows);
+  const Work<T> wk(out, red, tokens, n, k, kRows);
   const Span& sp = wk.sp;
-  const Dst& dst = wk.dst;
+  const Dst<T>& dst = wk.dst;
   const int total = wk.total;
   const uint32_t smem0 = smem_addr(smem);
 
@@ -726,14 +749,14 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   if (warp == 4 * WGS) {
     // The swizzle's pattern is that of 1024-byte aligned addresses.
     if (G::swz && smem0 % 1024) __trap();
-    produce<G, S, NT, F, V>(smem, full, fullw, empty, w, &map, scales, biases,
+    produce<T, G, S, NT, F, V>(smem, full, fullw, empty, w, &map, scales, biases,
                          prep + int64_t(blockIdx.y) * sp.chunks * kPrepTile, n, k, sp, total,
                          lane);
     return;
   }
   const int gid = lane / 4, tig = lane % 4;
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
-  Sums<NT> sums(sp, dst, rbase, gid, tig);
+  Sums<T, NT> sums(sp, dst, rbase, gid, tig);
   float acc[D][8] = {};
   Pos at{sp.c0, 0, int(blockIdx.x) * kRows};
   // Unrolled S times: every stage's address (and so every wgmma descriptor) is a constant.
@@ -746,7 +769,7 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
       // kCopy: x landed by cp.async (the generic proxy) and wgmma reads it (the async proxy).
       if constexpr (F == kCopy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       sums.end_through(at.c, at.row0);
-      compute_chunk<G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
+      compute_chunk<T, G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
                               acc);
       if constexpr (V & kPoison) poison_rows<G>(smem + u * kStage, rbase, lane);
       // kBulk, kTma: the copy engine (the async proxy) writes the stage next, after this warp's
@@ -826,7 +849,8 @@ inline const CUtensorMap& weight_map(const uint8_t* w, int n, int k, int rows) {
 
 // The prototype on x (tokens vectors) and one weight matrix; `scratch`: prep_bytes (XP) then
 // red_bytes, 256-byte aligned.
-template <int WGS = 2, int S = 3, int D = 1, bool XP = false, Feed F = kStaged, int V = 0>
+template <int WGS = 2, int S = 3, int D = 1, bool XP = false, Feed F = kStaged, int V = 0,
+          class T>
 void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out, int tokens,
          int n, int k, int sms, uint8_t* scratch) {
   static_assert(F == kStaged || XP, "a producer warp copies x prepared");
@@ -839,7 +863,7 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   float* red = reinterpret_cast<float*>(scratch + (XP ? (prep_bytes(tokens, k) + 255) / 256 * 256 : 0));
   if constexpr (XP) {
     void* pargs[] = {&x, &prep, &tokens, &k};
-    launch(reinterpret_cast<void*>(&qmv_wg_prep_kernel), dim3(k / kChunk, (tokens + 15) / 16),
+    launch(reinterpret_cast<void*>(&qmv_wg_prep_kernel<T>), dim3(k / kChunk, (tokens + 15) / 16),
            dim3(256), pargs);
   }
   const int tiles = (n + G::rows - 1) / G::rows, slots = G::blocks * sms;
@@ -851,11 +875,11 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k, &prep, &red, &map};
   void* kern;
   if constexpr (F == kStaged) {
-    kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 2, D, XP>)
-                      : reinterpret_cast<void*>(&qmv_wg_kernel<WGS, S, 1, D, XP>);
+    kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<T, WGS, S, 2, D, XP>)
+                      : reinterpret_cast<void*>(&qmv_wg_kernel<T, WGS, S, 1, D, XP>);
   } else {
-    kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 2, D, F, V>)
-                      : reinterpret_cast<void*>(&qmv_wg_ws_kernel<WGS, S, 1, D, F, V>);
+    kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_ws_kernel<T, WGS, S, 2, D, F, V>)
+                      : reinterpret_cast<void*>(&qmv_wg_ws_kernel<T, WGS, S, 1, D, F, V>);
   }
   if constexpr (F != kStaged && (V & kPdl)) {
     launch_smem_pdl(kern, grid, dim3(G::threads), args, G::smem);
@@ -864,7 +888,7 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   }
   if (red) {
     void* rargs[] = {&red, &out, &tokens, &n};
-    launch(reinterpret_cast<void*>(&qmv_wg_reduce_kernel),
+    launch(reinterpret_cast<void*>(&qmv_wg_reduce_kernel<T>),
            dim3(unsigned((int64_t(tokens) * n + 255) / 256)), dim3(256), rargs);
   }
 }
@@ -873,26 +897,41 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
 
 namespace wg_run {
 
-using wg::T;
+// The checks and rounds run on bf16 (the benchmark's type) and, for `check`, f16 too.
+using BF16 = cutlass::bfloat16_t;
+using F16 = cutlass::half_t;
+template <class T>
 using B = Buffers<T, 4, 64>;
+template <class T>
+constexpr const char* kDtype = std::is_same_v<T, F16> ? "float16" : "bfloat16";
 
-template <int WGS = 2, int S = 3, int D = 1, bool XP = false, wg::Feed F = wg::kStaged,
-          int V = 0>
-void run_wg_as(const B& b, Problem p, int c, const T* x, T* out, int sms) {
+template <class T, int WGS = 2, int S = 3, int D = 1, bool XP = false,
+          wg::Feed F = wg::kStaged, int V = 0>
+void run_wg_as(const B<T>& b, Problem p, int c, const T* x, T* out, int sms) {
   const size_t bytes = (wg::prep_bytes(p.m, p.k) + 255) / 256 * 256 + wg::red_bytes(p.m, p.n);
   wg::run<WGS, S, D, XP, F, V>(x, b.w + b.w_bytes * c, b.scales + b.sb_elems * c,
                             b.biases + b.sb_elems * c, out, p.m, p.n, p.k, sms,
                             static_cast<uint8_t*>(scratch(bytes)));
 }
 
-void run_wg(const B& b, Problem p, int c, const T* x, T* out, int sms) {
-  run_wg_as(b, p, c, x, out, sms);
+template <class T>
+void run_wg(const B<T>& b, Problem p, int c, const T* x, T* out, int sms) {
+  run_wg_as<T>(b, p, c, x, out, sms);
+}
+
+// A 16-bit T's value from its bits.
+template <class T>
+double value(uint16_t h) {
+  T t;
+  memcpy(&t, &h, 2);
+  return float(t);
 }
 
 // Where a comparison's differing outputs lie (outputs vector-major: i = vector * n + row): how
 // many per vector, how many 8-row units (rows / 8) hold one, how many per unit of a 256-row
 // span (row % 256 / 8: which rows of a block's tile), how many are NaN, and the first three
 // as [vector, row, wanted bits, got bits].
+template <class T>
 std::string where_differ(int n, const std::vector<uint16_t>& want,
                          const std::vector<uint16_t>& got) {
   std::vector<long> per_vec(want.size() / n), per_unit(32);
@@ -903,7 +942,7 @@ std::string where_differ(int n, const std::vector<uint16_t>& want,
     if (want[i] == got[i]) continue;
     const long row = long(i % n), vec = long(i / n);
     ++per_vec[vec], ++per_unit[row % 256 / 8], units.insert(row / 8);
-    nan += (got[i] & 0x7f80) == 0x7f80 && (got[i] & 0x7f);
+    nan += std::isnan(value<T>(got[i]));
     if (std::count(first.begin(), first.end(), '[') < 3)
       first += (first.empty() ? "" : ",") + std::string("[") + std::to_string(vec) + "," +
                std::to_string(row) + "," + std::to_string(want[i]) + "," +
@@ -919,6 +958,7 @@ std::string where_differ(int n, const std::vector<uint16_t>& want,
          ",\"first\":[" + first + "]";
 }
 
+template <class T>
 struct Tally {
   long checked = 0, differ = 0;
   void add(const char* what, int m, int n, int k, const std::vector<uint16_t>& want,
@@ -928,19 +968,14 @@ struct Tally {
     checked += long(want.size());
     differ += d;
     if (d)
-      printf("{\"kind\":\"wg_parity_fail\",\"what\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,"
-             "\"differ\":%ld,%s}\n", what, m, n, k, d, where_differ(n, want, got).c_str());
+      printf("{\"kind\":\"wg_parity_fail\",\"dtype\":\"%s\",\"what\":\"%s\",\"m\":%d,"
+             "\"n\":%d,\"k\":%d,\"differ\":%ld,%s}\n",
+             kDtype<T>, what, m, n, k, d, where_differ<T>(n, want, got).c_str());
   }
 };
 
-double bf(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-// y[v, row] in double (the same as invariant.cu's reference, bf16 4-bit gs 64).
+// y[v, row] in double (the same as invariant.cu's reference, 4-bit gs 64).
+template <class T>
 __global__ void ref_f64(const T* x, const uint8_t* w, const T* s, const T* bias, double* y,
                         int n, int k) {
   int row = blockIdx.x * blockDim.x + threadIdx.x, v = blockIdx.y;
@@ -955,54 +990,66 @@ __global__ void ref_f64(const T* x, const uint8_t* w, const T* s, const T* bias,
   y[int64_t(v) * n + row] = acc;
 }
 
-// The prototype's arms by name: block shapes (warpgroups, stages), groups in flight, prepared x.
-// Every arm is checked against wg2_s3's M = 1: none moves an operation of an output.
-using Run = void (*)(const B&, Problem, int, const T*, T*, int);
-const std::pair<const char*, Run> kArms[] = {
-    {"wg2_s3", &run_wg_as<2, 3>},           {"wg2_s4", &run_wg_as<2, 4>},
-    {"wg4_s4", &run_wg_as<4, 4>},           {"wg4_s3", &run_wg_as<4, 3>},
-    {"wg2_s3_d2", &run_wg_as<2, 3, 2>},     {"wg2_s3_xp", &run_wg_as<2, 3, 1, true>},
-    {"wg4_s4_xp", &run_wg_as<4, 4, 1, true>},
-    {"wg2_s3_ws", &run_wg_as<2, 3, 1, true, wg::kBulk>},
-    {"wg2_s3_wsc", &run_wg_as<2, 3, 1, true, wg::kCopy>},
-    {"wg4_s4_ws", &run_wg_as<4, 4, 1, true, wg::kBulk>},
-    {"wg2_s3_tma", &run_wg_as<2, 3, 1, true, wg::kTma>},
-    {"wg4_s4_tma", &run_wg_as<4, 4, 1, true, wg::kTma>},
-    {"wg2_s4_tma", &run_wg_as<2, 4, 1, true, wg::kTma>},
-    {"wg2_s4_tma_lag", &run_wg_as<2, 4, 1, true, wg::kTma, wg::kLag>},
-    {"wg2_s3_tma_split", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kSplit>},
-    {"wg2_s3_tma_poison", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kPoison>},
-    {"wg2_s3_wsc_poison", &run_wg_as<2, 3, 1, true, wg::kCopy, wg::kPoison>},
-    {"wg2_s3_tma_wgrel", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kWgRelease>},
-    {"wg2_s3_tma_pdl", &run_wg_as<2, 3, 1, true, wg::kTma, wg::kPdl>}};
+// The prototype's arms by name: block shapes (warpgroups, stages), groups in flight, prepared x,
+// feeds and their variants. Every arm is checked against wg2_s3's M = 1: none moves an
+// operation of an output.
+template <class T>
+using Run = void (*)(const B<T>&, Problem, int, const T*, T*, int);
+template <class T>
+using Arms = std::vector<std::pair<const char*, Run<T>>>;
+template <class T>
+Arms<T> all_arms() {
+  using namespace wg;
+  return {{"wg2_s3", &run_wg_as<T, 2, 3>},
+          {"wg2_s4", &run_wg_as<T, 2, 4>},
+          {"wg4_s4", &run_wg_as<T, 4, 4>},
+          {"wg4_s3", &run_wg_as<T, 4, 3>},
+          {"wg2_s3_d2", &run_wg_as<T, 2, 3, 2>},
+          {"wg2_s3_xp", &run_wg_as<T, 2, 3, 1, true>},
+          {"wg4_s4_xp", &run_wg_as<T, 4, 4, 1, true>},
+          {"wg2_s3_ws", &run_wg_as<T, 2, 3, 1, true, kBulk>},
+          {"wg2_s3_wsc", &run_wg_as<T, 2, 3, 1, true, kCopy>},
+          {"wg4_s4_ws", &run_wg_as<T, 4, 4, 1, true, kBulk>},
+          {"wg2_s3_tma", &run_wg_as<T, 2, 3, 1, true, kTma>},
+          {"wg4_s4_tma", &run_wg_as<T, 4, 4, 1, true, kTma>},
+          {"wg2_s4_tma", &run_wg_as<T, 2, 4, 1, true, kTma>},
+          {"wg2_s4_tma_lag", &run_wg_as<T, 2, 4, 1, true, kTma, kLag>},
+          {"wg2_s3_tma_split", &run_wg_as<T, 2, 3, 1, true, kTma, kSplit>},
+          {"wg2_s3_tma_poison", &run_wg_as<T, 2, 3, 1, true, kTma, kPoison>},
+          {"wg2_s3_wsc_poison", &run_wg_as<T, 2, 3, 1, true, kCopy, kPoison>},
+          {"wg2_s3_tma_wgrel", &run_wg_as<T, 2, 3, 1, true, kTma, kWgRelease>},
+          {"wg2_s3_tma_pdl", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl>}};
+}
 
 // The arms named (all when none is): an unknown name is an error.
-std::vector<std::pair<const char*, Run>> pick_arms(int argc, char** argv, int first) {
-  std::vector<std::pair<const char*, Run>> out;
+template <class T>
+Arms<T> pick_arms(int argc, char** argv, int first) {
+  const Arms<T> all = all_arms<T>();
+  Arms<T> out;
   for (int i = first; i < argc; ++i) {
-    auto it = std::find_if(std::begin(kArms), std::end(kArms),
+    auto it = std::find_if(all.begin(), all.end(),
                            [&](const auto& a) { return std::string(a.first) == argv[i]; });
-    if (it == std::end(kArms)) {
+    if (it == all.end()) {
       fprintf(stderr, "qmv_wgmma: no arm %s (qmv_wgmma arms lists them)\n", argv[i]);
       exit(2);
     }
     out.push_back(*it);
   }
-  if (out.empty()) out.assign(std::begin(kArms), std::end(kArms));
-  return out;
+  return out.empty() ? all : out;
 }
 
-void check_shape(int n, int k, const std::vector<std::pair<const char*, Run>>& arms,
-                 Tally& tally, long& launcher_differ) {
+template <class T>
+void check_shape(int n, int k, const Arms<T>& arms, Tally<T>& tally, long& launcher_differ) {
   constexpr int M = 16;
-  B b({M, n, k, 1}, 1, 99 + n + k);
+  B<T> b({M, n, k, 1}, 1, 99 + n + k);
   int sms = sm_count();
   size_t all = size_t(M) * n;
   T *ref, *out, *rep;
   CHECK(cudaMalloc(&ref, all * 2));
   CHECK(cudaMalloc(&out, all * 2));
   CHECK(cudaMalloc(&rep, size_t(M) * k * 2));
-  for (int v = 0; v < M; ++v) run_wg(b, {1, n, k, 1}, 0, b.x + size_t(v) * k, ref + size_t(v) * n, sms);
+  for (int v = 0; v < M; ++v)
+    run_wg<T>(b, {1, n, k, 1}, 0, b.x + size_t(v) * k, ref + size_t(v) * n, sms);
   auto h_ref = fetch(ref, all);
   // Every block shape against the same references: how many warpgroups share a chunk of x and
   // how deep the ring is move no operation of an output.
@@ -1031,7 +1078,7 @@ void check_shape(int n, int k, const std::vector<std::pair<const char*, Run>>& a
   // launcher's (the same operations per output but for the instruction that sums a group).
   double* y;
   CHECK(cudaMalloc(&y, all * sizeof(double)));
-  ref_f64<<<dim3((n + 127) / 128, M), 128>>>(b.x, b.w, b.scales, b.biases, y, n, k);
+  ref_f64<T><<<dim3((n + 127) / 128, M), 128>>>(b.x, b.w, b.scales, b.biases, y, n, k);
   std::vector<double> hy(all);
   CHECK(cudaMemcpy(hy.data(), y, all * sizeof(double), cudaMemcpyDeviceToHost));
   run_invariant(b, {M, n, k, 1}, 0, b.x, out, true, sms);
@@ -1039,15 +1086,15 @@ void check_shape(int n, int k, const std::vector<std::pair<const char*, Run>>& a
   double wmax = 0, wsum = 0, imax = 0, isum = 0;
   long d = 0;
   for (size_t i = 0; i < all; ++i) {
-    double ew = std::abs(bf(h_ref[i]) - hy[i]), ei = std::abs(bf(h_inv[i]) - hy[i]);
+    double ew = std::abs(value<T>(h_ref[i]) - hy[i]), ei = std::abs(value<T>(h_inv[i]) - hy[i]);
     wmax = std::max(wmax, ew), wsum += ew, imax = std::max(imax, ei), isum += ei;
     d += h_ref[i] != h_inv[i];
   }
   launcher_differ += d;
-  printf("{\"kind\":\"wg_accuracy\",\"n\":%d,\"k\":%d,\"outputs\":%zu,\"wg_max\":%.6g,"
-         "\"wg_mean\":%.6g,\"launcher_max\":%.6g,\"launcher_mean\":%.6g,"
+  printf("{\"kind\":\"wg_accuracy\",\"dtype\":\"%s\",\"n\":%d,\"k\":%d,\"outputs\":%zu,"
+         "\"wg_max\":%.6g,\"wg_mean\":%.6g,\"launcher_max\":%.6g,\"launcher_mean\":%.6g,"
          "\"differ_from_launcher\":%ld}\n",
-         n, k, all, wmax, wsum / all, imax, isum / all, d);
+         kDtype<T>, n, k, all, wmax, wsum / all, imax, isum / all, d);
   fflush(stdout);
   cudaFree(ref), cudaFree(out), cudaFree(rep), cudaFree(y);
 }
@@ -1055,16 +1102,38 @@ void check_shape(int n, int k, const std::vector<std::pair<const char*, Run>>& a
 // The negative control: the same sums with their groups folded in another order (groups 2i and
 // 2i + 1 swapped in x, the weights, the scales and the biases: the same products, another
 // order) must change some output bits, or the comparisons above could not see an order change.
+template <class T>
 long negative_control() {
   const Problem p{16, 4096, 4096, 1};
   return reordered_fold_control<T, 4, 64>(
-      "wg_negative_control", p, [&](const B& b) { run_wg(b, p, 0, b.x, b.out, sm_count()); });
+      "wg_negative_control", p, [&](const B<T>& b) { run_wg<T>(b, p, 0, b.x, b.out, sm_count()); });
 }
 
-void ab_shape(int n, int k, int rounds, const std::vector<std::pair<const char*, Run>>& picked) {
+// Every check of the arms named on one type: one wg_parity line; whether all passed.
+template <class T>
+bool check_all(int argc, char** argv) {
+  auto arms = pick_arms<T>(argc, argv, 2);
+  Tally<T> tally;
+  long launcher_differ = 0;
+  for (auto [n, k] : {std::pair{453, 2048}, std::pair{1000, 256}, std::pair{4096, 4096},
+                      std::pair{28672, 4096}, std::pair{2000, 3584}})
+    check_shape<T>(n, k, arms, tally, launcher_differ);
+  long control = negative_control<T>();
+  CHECK(cudaGetLastError());
+  std::string names;
+  for (auto [name, run] : arms) names += std::string(names.empty() ? "" : " ") + name;
+  printf("{\"kind\":\"wg_parity\",\"dtype\":\"%s\",\"arms\":\"%s\",\"checked\":%ld,"
+         "\"differ\":%ld,\"negative_control_differ\":%ld,\"differ_from_launcher\":%ld}\n",
+         kDtype<T>, names.c_str(), tally.checked, tally.differ, control, launcher_differ);
+  fflush(stdout);
+  return tally.differ == 0 && control > 0;
+}
+
+void ab_shape(int n, int k, int rounds, const Arms<BF16>& picked) {
+  using T = BF16;
   constexpr int gs = 64;
   auto [w_bytes, copies] = footprint<T>(n, k, 4, gs);
-  B b({16, n, k, 1}, copies, 5 + n + k);
+  B<T> b({16, n, k, 1}, copies, 5 + n + k);
   int sms = sm_count();
   for (int m : {1, 8, 9, 16}) {
     Problem p{m, n, k, 1};
@@ -1084,24 +1153,14 @@ using namespace wg_run;
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "arms") {
-    for (auto [name, run] : kArms) printf("%s\n", name);
+    for (auto [name, run] : all_arms<BF16>()) printf("%s\n", name);
     return 0;
   }
   if (mode == "check") {
-    auto arms = pick_arms(argc, argv, 2);
-    Tally tally;
-    long launcher_differ = 0;
-    for (auto [n, k] : {std::pair{453, 2048}, std::pair{1000, 256}, std::pair{4096, 4096},
-                        std::pair{28672, 4096}, std::pair{2000, 3584}})
-      check_shape(n, k, arms, tally, launcher_differ);
-    long control = negative_control();
-    CHECK(cudaGetLastError());
-    std::string names;
-    for (auto [name, run] : arms) names += std::string(names.empty() ? "" : " ") + name;
-    printf("{\"kind\":\"wg_parity\",\"arms\":\"%s\",\"checked\":%ld,\"differ\":%ld,"
-           "\"negative_control_differ\":%ld,\"differ_from_launcher\":%ld}\n",
-           names.c_str(), tally.checked, tally.differ, control, launcher_differ);
-    return tally.differ == 0 && control > 0 ? 0 : 1;
+    // bf16 first (the benchmark's type), then f16: one wg_parity line each.
+    const bool bf16 = check_all<BF16>(argc, argv);
+    const bool f16 = check_all<F16>(argc, argv);
+    return bf16 && f16 ? 0 : 1;
   }
   if (mode == "ab") {
     char* end = nullptr;
@@ -1110,7 +1169,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "qmv_wgmma ab: %s is not a count of rounds (1 to 1000)\n", argv[2]);
       return 2;
     }
-    auto arms = pick_arms(argc, argv, 3);
+    auto arms = pick_arms<BF16>(argc, argv, 3);
     for (auto [n, k] : {std::pair{28672, 4096}, std::pair{128256, 4096}, std::pair{152064, 3584},
                         std::pair{3584, 3584}, std::pair{3584, 18944}})
       ab_shape(n, k, int(rounds), arms);
@@ -1119,9 +1178,9 @@ int main(int argc, char** argv) {
   if (mode == "one") {
     // One launch of each, for Nsight Compute: the launcher and the named arms (all by default)
     // at M = 1 and 16 on the 128256 x 4096 head.
-    auto arms = pick_arms(argc, argv, 2);
+    auto arms = pick_arms<BF16>(argc, argv, 2);
     int n = 128256, k = 4096;
-    B b({16, n, k, 1}, 1, 7);
+    B<BF16> b({16, n, k, 1}, 1, 7);
     for (int m : {1, 16}) {
       run_invariant(b, {m, n, k, 1}, 0, b.x, b.out, true, sm_count());
       for (auto [name, run] : arms) run(b, {m, n, k, 1}, 0, b.x, b.out, sm_count());
