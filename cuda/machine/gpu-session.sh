@@ -16,8 +16,8 @@
 #   wgmma   the warpgroup-mma prototype (cuda/harness/wgmma.cu, no MLX build): each arm's (WG_ARMS,
 #           default every arm it lists) invariance, accuracy and negative control in its own
 #           process (wgmma-check.jsonl),
-#           then WG_AB_ROUNDS rotated rounds of the arms that passed against the launcher
-#           (wgmma-ab.jsonl); WG_NCU=1: then Nsight Compute on one launch of the launcher and of
+#           then WG_AB_ROUNDS rotated rounds of the arms that passed (but the diagnostic
+#           *_poison ones) against the launcher (wgmma-ab.jsonl); WG_NCU=1: then Nsight Compute on one launch of the launcher and of
 #           the arms WG_NCU_ARMS (default wg2_s3) at M = 1 and 16, stalls per launch and per
 #           SASS line (wgmma-ncu-raw.csv, wgmma-ncu-source.csv.gz, read by ncu_stalls.py)
 #   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
@@ -304,7 +304,11 @@ wgmma() {
   done
   echo "wgmma check passed: ${ok[*]:-none}"; grep '"wg_parity"' $OUT/wgmma-check.jsonl
   [ ${#ok[@]} -gt 0 ] || return 1
-  timeout $(( $(left) - 10 )) $W/hw/qmv_wgmma ab ${WG_AB_ROUNDS:-5} "${ok[@]}" > $OUT/wgmma-ab.jsonl
+  # The _poison arms are diagnostics (their stages overwritten after use): checked, not timed.
+  local timed=()
+  for a in "${ok[@]}"; do case $a in *_poison) ;; *) timed+=($a) ;; esac; done
+  [ ${#timed[@]} -gt 0 ] || return 0
+  timeout $(( $(left) - 10 )) $W/hw/qmv_wgmma ab ${WG_AB_ROUNDS:-5} "${timed[@]}" > $OUT/wgmma-ab.jsonl
   echo "wgmma ab rc=$? ($(left) s left)"
   grep -v '"kind":"ab"' $OUT/wgmma-ab.jsonl | python3 $H/summarize.py /dev/stdin | cut -c1-250
   [ "${WG_NCU:-0}" = 1 ] || return 0

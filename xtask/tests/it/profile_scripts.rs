@@ -274,8 +274,9 @@ fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
 }
 
 /// gpu-session.sh's wgmma phase checks each arm the prototype lists in its own process, and times
-/// only the arms that passed (with WG_AB_ROUNDS); an arm that fails is named with its exit code,
-/// and when none passes the phase fails (exit 1) without timing. A stand-in build.sh makes a
+/// only the arms that passed (with WG_AB_ROUNDS), not the diagnostic `_poison` ones; an arm that
+/// fails is named with its exit code, and when none passes the phase fails (exit 1) without
+/// timing. A stand-in build.sh makes a
 /// stand-in `qmv_wgmma` that records its arguments and fails `check bad`.
 #[test]
 fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
@@ -294,7 +295,7 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
     let bench = r#"{"kind":"bench","dtype":"bfloat16","bits":4,"gs":64,"n":8,"k":256,"m":1,"arm":"good","us":1.0,"bytes":8}"#;
     let stub = format!(
         "#!/bin/sh\necho \"$*\" >> {log}\ncase \"$1 $2\" in\n\
-         'arms '*) echo good; echo bad; echo also ;;\n\
+         'arms '*) echo good; echo bad; echo also; echo also_poison ;;\n\
          'check bad') exit 1 ;;\n\
          check*) echo '{parity}' | sed \"s/ARM/$2/\" ;;\n\
          ab*) echo '{bench}' ;;\n\
@@ -344,6 +345,7 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
             "check good",
             "check bad",
             "check also",
+            "check also_poison",
             "ab 3 good also"
         ],
         "{}",
@@ -355,12 +357,13 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
         out.snapshot()
     );
     assert!(
-        out.stdout.contains("wgmma check passed: good also"),
+        out.stdout
+            .contains("wgmma check passed: good also also_poison"),
         "{}",
         out.snapshot()
     );
     let checked = std::fs::read_to_string(out_dir.join("wgmma-check.jsonl")).unwrap();
-    assert_eq!(checked.lines().count(), 2, "{checked}");
+    assert_eq!(checked.lines().count(), 3, "{checked}");
     assert!(checked.contains(r#""arms":"also""#), "{checked}");
     let timed = std::fs::read_to_string(out_dir.join("wgmma-ab.jsonl")).unwrap();
     assert!(timed.contains(r#""arm":"good""#), "{timed}");
@@ -372,6 +375,17 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
     assert_eq!(
         calls,
         ["check also", "check bad", "ab 3 also"],
+        "{}",
+        out.snapshot()
+    );
+
+    // Only a diagnostic arm passing: checked, nothing timed, and the phase passes.
+    let (out, calls) = run_with(Some("also_poison bad"));
+    let out = out.code(0);
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(
+        calls,
+        ["check also_poison", "check bad"],
         "{}",
         out.snapshot()
     );
