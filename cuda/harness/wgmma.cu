@@ -929,7 +929,8 @@ double value(uint16_t h) {
 
 // Where a comparison's differing outputs lie (outputs vector-major: i = vector * n + row): how
 // many per vector, how many 8-row units (rows / 8) hold one, how many per unit of a 256-row
-// span (row % 256 / 8: which rows of a block's tile), how many are NaN, and the first three
+// span (row % 256 / 8: which rows of a block's tile), how many are NaN, the largest relative
+// difference of the others (a rounding slip or another value altogether), and the first three
 // as [vector, row, wanted bits, got bits].
 template <class T>
 std::string where_differ(int n, const std::vector<uint16_t>& want,
@@ -937,12 +938,18 @@ std::string where_differ(int n, const std::vector<uint16_t>& want,
   std::vector<long> per_vec(want.size() / n), per_unit(32);
   std::set<long> units;
   long nan = 0;
+  double max_rel = 0;
   std::string first;
   for (size_t i = 0; i < want.size(); ++i) {
     if (want[i] == got[i]) continue;
     const long row = long(i % n), vec = long(i / n);
     ++per_vec[vec], ++per_unit[row % 256 / 8], units.insert(row / 8);
-    nan += std::isnan(value<T>(got[i]));
+    const double g = value<T>(got[i]), w = value<T>(want[i]);
+    if (std::isnan(g)) {
+      ++nan;
+    } else {
+      max_rel = std::max(max_rel, std::abs(g - w) / std::max(std::abs(w), 1e-3));
+    }
     if (std::count(first.begin(), first.end(), '[') < 3)
       first += (first.empty() ? "" : ",") + std::string("[") + std::to_string(vec) + "," +
                std::to_string(row) + "," + std::to_string(want[i]) + "," +
@@ -955,6 +962,7 @@ std::string where_differ(int n, const std::vector<uint16_t>& want,
   };
   return "\"per_vector\":" + list(per_vec) + ",\"row_units\":" + std::to_string(units.size()) +
          ",\"per_unit_of_256\":" + list(per_unit) + ",\"nan\":" + std::to_string(nan) +
+         ",\"max_rel\":" + std::to_string(std::isfinite(max_rel) ? max_rel : -1.0) +
          ",\"first\":[" + first + "]";
 }
 
