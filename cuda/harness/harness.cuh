@@ -374,6 +374,14 @@ std::vector<uint16_t> fetch(const T* d, size_t n) {
   return h;
 }
 
+// A 16-bit T's value from its bits (as fetch returns them).
+template <typename T>
+double to_double(uint16_t h) {
+  T t;
+  memcpy(&t, &h, 2);
+  return double(float(t));
+}
+
 
 // The invariant kernels' negative controls: `s` gets `a`'s weights, scales, biases and x with
 // groups 2i and 2i + 1 swapped in every row (the same products, folded in another order).

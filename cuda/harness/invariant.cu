@@ -47,13 +47,6 @@ struct Err {
   void add(double e) { max = std::max(max, e); sum += e; ++count; }
 };
 
-template <typename T>
-double to_double(uint16_t h) {
-  T t;
-  memcpy(&t, &h, 2);
-  return double(float(t));
-}
-
 template <typename T, int bits, int gs>
 struct Case {
   ParityTotals& tot;

@@ -37,7 +37,8 @@
 //                              launcher's, how many outputs differ from the launcher's, and a
 //                              reordered-fold negative control; exit 1 on a difference, each
 //                              failing comparison saying where its outputs differ (per vector,
-//                              per 8-row unit of a tile, NaN, the first three)
+//                              per 8-row unit of a tile, NaN, the largest relative
+//                              difference, the first three)
 //   qmv_wgmma ab [R] [arm...]  the launcher and the arms in R rotated rounds (default 5; bf16) on
 //                              28672x4096, the two heads, 3584x3584 and 3584x18944 (K parts
 //                              split across blocks), M = 1, 8, 9, 16
@@ -616,6 +617,8 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
   using namespace cu::qmv_invariant_detail;
   constexpr int kRows = G::rows;
   constexpr int kXBytes = NT * kPrepX / 2;  // M <= 8: the first 8 vectors' half of each step
+  // The barrier a stage's bulk bytes complete on (kSplit: a barrier of their own).
+  auto tx_bar = [&](int slot) { return V & kSplit ? &fullw[slot] : &full[slot]; };
   Pos in{sp.c0, 0, int(blockIdx.x) * kRows};
   for (int s = 0; s < total; ++s, in.next<S, kRows>(sp)) {
     constexpr int kLagBy = V & kLag ? 1 : 0;
@@ -625,7 +628,7 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
     }
     uint8_t* st = smem + in.slot * G::stage;
     uint64_t* bar = &full[in.slot];
-    uint64_t* wbar = V & kSplit ? &fullw[in.slot] : bar;
+    uint64_t* wbar = tx_bar(in.slot);
     const uint8_t* tile = prep + in.c * kPrepTile;
     const uint8_t* wc = w + in.c * kRowBytes;
     if constexpr (F == kTma) {
@@ -678,8 +681,7 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
         Pos p{sp.c0, 0, int(blockIdx.x) * kRows};
         for (int j = 0; j <= s; ++j, p.next<S, kRows>(sp)) {
           uint8_t* sj = smem + p.slot * G::stage;
-          copy_x(sj + G::x, sj + G::xs, prep + p.c * kPrepTile,
-                 V & kSplit ? &fullw[p.slot] : &full[p.slot]);
+          copy_x(sj + G::x, sj + G::xs, prep + p.c * kPrepTile, tx_bar(p.slot));
         }
       }
     }
@@ -690,7 +692,7 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
 }
 
 // A consumer warp's rows of a stage it is done with, overwritten (kPoison): weights 0xff,
-// scales and biases bf16 NaN (0xffff), by generic stores that the producer's next copies
+// scales and biases 0xffff (NaN in bf16 and f16), by generic stores that the producer's next copies
 // follow (the release's fence and arrive come after).
 template <class G>
 __device__ __forceinline__ void poison_rows(uint8_t* st, int rbase, int lane) {
@@ -919,13 +921,6 @@ void run_wg(const B<T>& b, Problem p, int c, const T* x, T* out, int sms) {
   run_wg_as<T>(b, p, c, x, out, sms);
 }
 
-// A 16-bit T's value from its bits.
-template <class T>
-double value(uint16_t h) {
-  T t;
-  memcpy(&t, &h, 2);
-  return float(t);
-}
 
 // Where a comparison's differing outputs lie (outputs vector-major: i = vector * n + row): how
 // many per vector, how many 8-row units (rows / 8) hold one, how many per unit of a 256-row
@@ -944,7 +939,7 @@ std::string where_differ(int n, const std::vector<uint16_t>& want,
     if (want[i] == got[i]) continue;
     const long row = long(i % n), vec = long(i / n);
     ++per_vec[vec], ++per_unit[row % 256 / 8], units.insert(row / 8);
-    const double g = value<T>(got[i]), w = value<T>(want[i]);
+    const double g = to_double<T>(got[i]), w = to_double<T>(want[i]);
     if (std::isnan(g)) {
       ++nan;
     } else {
@@ -1094,7 +1089,8 @@ void check_shape(int n, int k, const Arms<T>& arms, Tally<T>& tally, long& launc
   double wmax = 0, wsum = 0, imax = 0, isum = 0;
   long d = 0;
   for (size_t i = 0; i < all; ++i) {
-    double ew = std::abs(value<T>(h_ref[i]) - hy[i]), ei = std::abs(value<T>(h_inv[i]) - hy[i]);
+    const double ew = std::abs(to_double<T>(h_ref[i]) - hy[i]);
+    const double ei = std::abs(to_double<T>(h_inv[i]) - hy[i]);
     wmax = std::max(wmax, ew), wsum += ew, imax = std::max(imax, ei), isum += ei;
     d += h_ref[i] != h_inv[i];
   }
