@@ -596,7 +596,18 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const CUtensorMap* map
 // steps' weights, waits for the preparation (griddepcontrol.wait), then copies their x.
 // kNoFence (kBulk, kTma): the warps release a stage without the proxy fence, as session 28's
 // failing kernels did: the negative control of that fence.
-enum Variant { kLag = 1, kSplit = 2, kPoison = 4, kWgRelease = 8, kPdl = 16, kNoFence = 32 };
+// kPair: the producer issues steps two at a time (waiting for both stages' release first), so a
+// tile's rows are asked for 256 contiguous bytes at once (chunks c and c + 1) instead of 128:
+// whether the DRAM pages' locality is what holds the tma feed's M = 1 below the launcher's.
+enum Variant {
+  kLag = 1,
+  kSplit = 2,
+  kPoison = 4,
+  kWgRelease = 8,
+  kPdl = 16,
+  kNoFence = 32,
+  kPair = 64
+};
 
 // x of a step (prepared: the chunk's B, then its xs) into its stage by the copy engine.
 __device__ __forceinline__ void copy_x(uint8_t* st_x, uint8_t* st_xs, const uint8_t* tile,
@@ -624,9 +635,10 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
   Pos in{sp.c0, 0, int(blockIdx.x) * kRows};
   for (int s = 0; s < total; ++s, in.next<S, kRows>(sp)) {
     constexpr int kLagBy = V & kLag ? 1 : 0;
-    if (s >= S - kLagBy) {
-      const int r = s - S + kLagBy;  // the step whose release this one waits for
-      mbar_wait(&empty[r % S], uint32_t(r / S) & 1);
+    // kPair: an even step waits for its own stage and its successor's; an odd one has waited.
+    const bool waits = !(V & kPair) || s % 2 == 0;
+    for (int r = s - S + kLagBy; waits && r <= s - S + kLagBy + (V & kPair ? 1 : 0); ++r) {
+      if (r >= 0 && r + S - kLagBy < total) mbar_wait(&empty[r % S], uint32_t(r / S) & 1);
     }
     uint8_t* st = smem + in.slot * G::stage;
     uint64_t* bar = &full[in.slot];
@@ -1026,7 +1038,10 @@ Arms<T> all_arms() {
           {"wg2_s3_tma_wgrel", &run_wg_as<T, 2, 3, 1, true, kTma, kWgRelease>},
           {"wg2_s3_tma_pdl", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl>},
           {"wg2_s3_tma_nofence", &run_wg_as<T, 2, 3, 1, true, kTma, kNoFence>},
-          {"wg4_s4_tma_nofence", &run_wg_as<T, 4, 4, 1, true, kTma, kNoFence>}};
+          {"wg4_s4_tma_nofence", &run_wg_as<T, 4, 4, 1, true, kTma, kNoFence>},
+          {"wg2_s4_tma_pair", &run_wg_as<T, 2, 4, 1, true, kTma, kPair>},
+          {"wg2_s3_tma_pair", &run_wg_as<T, 2, 3, 1, true, kTma, kPair>},
+          {"wg4_s4_tma_pair", &run_wg_as<T, 4, 4, 1, true, kTma, kPair>}};
 }
 
 // The arms named (all when none is): an unknown name is an error.
