@@ -632,6 +632,10 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
   constexpr int kXBytes = NT * kPrepX / 2;  // M <= 8: the first 8 vectors' half of each step
   // The barrier a stage's bulk bytes complete on (kSplit: a barrier of their own).
   auto tx_bar = [&](int slot) { return V & kSplit ? &fullw[slot] : &full[slot]; };
+  // kPdl: the last step issued before the first that waits for a release (kPair: an even
+  // step), whose x waits for the preparation; the later steps copy theirs as they go.
+  constexpr int kFirstWait = V & kPair ? (S / 2) * 2 : S;
+  const int flush = min(kFirstWait, total) - 1;
   Pos in{sp.c0, 0, int(blockIdx.x) * kRows};
   for (int s = 0; s < total; ++s, in.next<S, kRows>(sp)) {
     constexpr int kLagBy = V & kLag ? 1 : 0;
@@ -649,7 +653,7 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
       if (lane == 0) {
         mbar_arrive_expect_tx(wbar, kRows * kRowBytes + kPrepTile);
         tensor_copy_2d(st + G::w, map, in.c * kRowBytes, in.row0, wbar);
-        if (!(V & kPdl) || s >= S) copy_x(st + G::x, st + G::xs, tile, wbar);
+        if (!(V & kPdl) || s > flush) copy_x(st + G::x, st + G::xs, tile, wbar);
       }
     } else if constexpr (F == kBulk) {
       if (lane == 0) mbar_arrive_expect_tx(bar, kRows * kRowBytes + kXBytes + kGroups * 16 * 4);
@@ -687,10 +691,10 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
       cp_async<8>(st + G::b + r * kGroups * 2, biases + at);
     }
     cp_async_arrive_noinc(bar);
-    // kPdl: the first S steps' x once the preparation launch has finished (their full barriers
-    // expect x's bytes already, so none completes before its x lands).
+    // kPdl: the steps' x up to `flush` once the preparation launch has finished (their full
+    // barriers expect x's bytes already, so none completes before its x lands).
     if constexpr (V & kPdl) {
-      if (lane == 0 && s == min(S, total) - 1) {
+      if (lane == 0 && s == flush) {
         asm volatile("griddepcontrol.wait;\n" ::: "memory");
         Pos p{sp.c0, 0, int(blockIdx.x) * kRows};
         for (int j = 0; j <= s; ++j, p.next<S, kRows>(sp)) {
@@ -734,6 +738,7 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   using G = Geo<WGS, S, F>;
   static_assert(!(V & kSplit) || F == kTma, "kSplit splits the tensor copy's barrier");
   static_assert(!(V & kPdl) || F == kTma, "kPdl defers the tensor feed's x copies");
+  static_assert(!(V & kPdl) || !(V & kLag), "kLag waits for step 0 before kPdl copies its x");
   constexpr int kRows = G::rows, kStage = G::stage;
   extern __shared__ __align__(1024) uint8_t smem_ws[];
   uint8_t* smem = smem_ws;
@@ -1041,7 +1046,8 @@ Arms<T> all_arms() {
           {"wg4_s4_tma_nofence", &run_wg_as<T, 4, 4, 1, true, kTma, kNoFence>},
           {"wg2_s4_tma_pair", &run_wg_as<T, 2, 4, 1, true, kTma, kPair>},
           {"wg2_s3_tma_pair", &run_wg_as<T, 2, 3, 1, true, kTma, kPair>},
-          {"wg4_s4_tma_pair", &run_wg_as<T, 4, 4, 1, true, kTma, kPair>}};
+          {"wg4_s4_tma_pair", &run_wg_as<T, 4, 4, 1, true, kTma, kPair>},
+          {"wg2_s3_tma_pair_pdl", &run_wg_as<T, 2, 3, 1, true, kTma, kPair | kPdl>}};
 }
 
 // The arms named (all when none is): an unknown name is an error.
