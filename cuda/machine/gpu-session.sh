@@ -15,7 +15,8 @@
 #   profile Nsight Compute on cuda/harness/profile.cu (no MLX build): ncu.csv
 #   wgmma   the warpgroup-mma prototype (cuda/harness/wgmma.cu, no MLX build): each arm's (WG_ARMS,
 #           default every arm it lists) invariance, accuracy and negative control in its own
-#           process (wgmma-check.jsonl),
+#           process (wgmma-check.jsonl), WG_CHECK_REPEAT times (default 1; more: each record
+#           names its "repeat", and an arm passes only if every repeat does),
 #           then WG_AB_ROUNDS rotated rounds of the arms that passed (but the diagnostic
 #           *_poison ones) against the launcher (wgmma-ab.jsonl); WG_NCU=1: then Nsight Compute on one launch of the launcher and of
 #           the arms WG_NCU_ARMS (default wg2_s3) at M = 1 and 16, stalls per launch and per
@@ -294,13 +295,24 @@ wgmma() {
   grep -A3 "Compiling entry.*qmv_wg" $OUT/wgmma-build.log \
     | grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | paste - - | sort | uniq -c
   export CUDA_VISIBLE_DEVICES=$1
-  # Each arm checked in its own process (a fault or a hang costs that arm only); the rounds time
-  # the arms that passed.
-  local ok=() a
+  # Each arm checked in its own process (a fault or a hang costs that arm only), WG_CHECK_REPEAT
+  # times (a race may pass once; then each record says which repeat it came from); the rounds
+  # time the arms that passed every time.
+  local ok=() a i rc failed n=${WG_CHECK_REPEAT:-1}
   : > $OUT/wgmma-check.jsonl
   for a in ${WG_ARMS:-$($W/hw/qmv_wgmma arms)}; do
-    timeout 90 $W/hw/qmv_wgmma check $a >> $OUT/wgmma-check.jsonl && ok+=($a) \
-      || echo "wgmma check $a rc=$?"
+    failed=0
+    for (( i = 1; i <= n; i++ )); do
+      if [ "$n" = 1 ]; then
+        timeout 90 $W/hw/qmv_wgmma check $a >> $OUT/wgmma-check.jsonl; rc=$?
+      else
+        timeout 90 $W/hw/qmv_wgmma check $a > $W/check.jsonl; rc=$?
+        sed "s/^{/{\"repeat\":$i,/" $W/check.jsonl >> $OUT/wgmma-check.jsonl
+      fi
+      [ $rc = 0 ] || { failed=$(( failed + 1 )); echo "wgmma check $a rc=$rc"; }
+    done
+    [ $n = 1 ] || echo "wgmma check $a: $failed of $n failed"
+    [ $failed = 0 ] && ok+=($a)
   done
   echo "wgmma check passed: ${ok[*]:-none}"; grep '"wg_parity"' $OUT/wgmma-check.jsonl
   [ ${#ok[@]} -gt 0 ] || return 1

@@ -276,8 +276,10 @@ fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
 /// gpu-session.sh's wgmma phase checks each arm the prototype lists in its own process, and times
 /// only the arms that passed (with WG_AB_ROUNDS), not the diagnostic `_poison` ones; an arm that
 /// fails is named with its exit code, and when none passes the phase fails (exit 1) without
-/// timing. A stand-in build.sh makes a
-/// stand-in `qmv_wgmma` that records its arguments and fails `check bad`.
+/// timing. With WG_CHECK_REPEAT each arm is checked that many times, its records tagged with
+/// the repeat, and an arm that fails once is not timed. A stand-in build.sh makes a
+/// stand-in `qmv_wgmma` that records its arguments, fails `check bad` and fails `check flaky`
+/// from its second call on.
 #[test]
 fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
     let f = Fixture::new(&[("a", "a\n")]);
@@ -297,10 +299,12 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
         "#!/bin/sh\necho \"$*\" >> {log}\ncase \"$1 $2\" in\n\
          'arms '*) echo good; echo bad; echo also; echo also_poison ;;\n\
          'check bad') exit 1 ;;\n\
+         'check flaky') [ -f {flag} ] && exit 1; touch {flag}; echo '{parity}' | sed \"s/ARM/$2/\" ;;\n\
          check*) echo '{parity}' | sed \"s/ARM/$2/\" ;;\n\
          ab*) echo '{bench}' ;;\n\
          esac\n",
-        log = log.display()
+        log = log.display(),
+        flag = f.t().join("flaky.once").display()
     );
     std::fs::write(f.t().join("stub"), &stub).unwrap();
     std::fs::write(
@@ -312,7 +316,7 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
     )
     .unwrap();
     let path = stand_in_path(&f.t().join("bin"));
-    let run_with = |arms: Option<&str>| {
+    let run_repeated = |arms: Option<&str>, repeat: Option<&str>| {
         std::fs::create_dir_all(&out_dir).unwrap();
         let _ = std::fs::remove_file(&log);
         let mut cmd = Command::new("bash");
@@ -324,9 +328,13 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
             .env("PATH", &path)
             .env("WG_AB_ROUNDS", "3")
             .env_remove("WG_NCU")
-            .env_remove("WG_ARMS");
+            .env_remove("WG_ARMS")
+            .env_remove("WG_CHECK_REPEAT");
         if let Some(arms) = arms {
             cmd.env("WG_ARMS", arms);
+        }
+        if let Some(repeat) = repeat {
+            cmd.env("WG_CHECK_REPEAT", repeat);
         }
         let out = cmd.output().unwrap();
         (
@@ -334,6 +342,7 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
             std::fs::read_to_string(&log).unwrap_or_default(),
         )
     };
+    let run_with = |arms: Option<&str>| run_repeated(arms, None);
     let run = || run_with(None);
     let (out, calls) = run();
     let out = out.code(0);
@@ -388,6 +397,43 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
         ["check also_poison", "check bad"],
         "{}",
         out.snapshot()
+    );
+
+    // WG_CHECK_REPEAT: each arm checked twice, each record tagged; the arm that fails its
+    // second check is named, counted and not timed.
+    let (out, calls) = run_repeated(Some("good flaky"), Some("2"));
+    let out = out.code(0);
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(
+        calls,
+        [
+            "check good",
+            "check good",
+            "check flaky",
+            "check flaky",
+            "ab 3 good"
+        ],
+        "{}",
+        out.snapshot()
+    );
+    for line in [
+        "wgmma check flaky rc=1",
+        "wgmma check flaky: 1 of 2 failed",
+        "wgmma check good: 0 of 2 failed",
+        "wgmma check passed: good",
+    ] {
+        assert!(out.stdout.contains(line), "{line}\n{}", out.snapshot());
+    }
+    let checked = std::fs::read_to_string(out_dir.join("wgmma-check.jsonl")).unwrap();
+    let tagged: Vec<&str> = checked.lines().collect();
+    assert_eq!(
+        tagged,
+        [
+            r#"{"repeat":1,"kind":"wg_parity","arms":"good","checked":1,"differ":0}"#,
+            r#"{"repeat":2,"kind":"wg_parity","arms":"good","checked":1,"differ":0}"#,
+            r#"{"repeat":1,"kind":"wg_parity","arms":"flaky","checked":1,"differ":0}"#,
+        ],
+        "{checked}"
     );
 
     // Every arm failing: no rounds, and the phase fails.
