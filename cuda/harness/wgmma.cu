@@ -582,6 +582,24 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const CUtensorMap* map
       : "memory");
 }
 
+// The same copy with an L2 policy (kEvict: the weights, read once, evicted first).
+__device__ __forceinline__ void tensor_copy_2d(void* dst, const CUtensorMap* map, int col,
+                                               int row, uint64_t* bar, uint64_t policy) {
+  using cu::qmv_invariant_detail::smem_addr;
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(smem_addr(bar)),
+      "l"(policy)
+      : "memory");
+}
+
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
 // How a warp-specialized arm is varied (bits of V), to tell where kTma's race lies in one call:
 // kLag: a stage is refilled only once the step after its last one is released too (at most
 // S - 1 steps ahead: a released stage is not rewritten at once); kSplit: the tensor copy and x's
@@ -599,6 +617,8 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const CUtensorMap* map
 // kPair: the producer issues steps two at a time (waiting for both stages' release first), so a
 // tile's rows are asked for 256 contiguous bytes at once (chunks c and c + 1) instead of 128:
 // whether the DRAM pages' locality is what holds the tma feed's M = 1 below the launcher's.
+// kEvict (kTma): the weights' tensor copies evict-first from L2 (x's preparation, the scales and
+// biases stay); kPrefetch (kTma): the producer prefetches the tensor map before its first copy.
 enum Variant {
   kLag = 1,
   kSplit = 2,
@@ -606,7 +626,9 @@ enum Variant {
   kWgRelease = 8,
   kPdl = 16,
   kNoFence = 32,
-  kPair = 64
+  kPair = 64,
+  kEvict = 128,
+  kPrefetch = 256
 };
 
 // x of a step (prepared: the chunk's B, then its xs) into its stage by the copy engine.
@@ -635,6 +657,12 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
   // kPdl: the last step issued before the first that waits for a release (kPair: an even
   // step), whose x waits for the preparation; the later steps copy theirs as they go.
   constexpr int kFirstWait = V & kPair ? (S / 2) * 2 : S;
+  uint64_t policy = 0;
+  if constexpr (V & kEvict) policy = evict_first_policy();
+  if constexpr (V & kPrefetch) {
+    const uint64_t at = reinterpret_cast<uint64_t>(map);
+    if (lane == 0) asm volatile("prefetch.tensormap [%0];\n" ::"l"(at) : "memory");
+  }
   const int flush = min(kFirstWait, total) - 1;
   Pos in{sp.c0, 0, int(blockIdx.x) * kRows};
   for (int s = 0; s < total; ++s, in.next<S, kRows>(sp)) {
@@ -652,7 +680,11 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
     if constexpr (F == kTma) {
       if (lane == 0) {
         mbar_arrive_expect_tx(wbar, kRows * kRowBytes + kPrepTile);
-        tensor_copy_2d(st + G::w, map, in.c * kRowBytes, in.row0, wbar);
+        if constexpr (V & kEvict) {
+          tensor_copy_2d(st + G::w, map, in.c * kRowBytes, in.row0, wbar, policy);
+        } else {
+          tensor_copy_2d(st + G::w, map, in.c * kRowBytes, in.row0, wbar);
+        }
         if (!(V & kPdl) || s > flush) copy_x(st + G::x, st + G::xs, tile, wbar);
       }
     } else if constexpr (F == kBulk) {
@@ -1047,7 +1079,11 @@ Arms<T> all_arms() {
           {"wg2_s4_tma_pair", &run_wg_as<T, 2, 4, 1, true, kTma, kPair>},
           {"wg2_s3_tma_pair", &run_wg_as<T, 2, 3, 1, true, kTma, kPair>},
           {"wg4_s4_tma_pair", &run_wg_as<T, 4, 4, 1, true, kTma, kPair>},
-          {"wg2_s3_tma_pair_pdl", &run_wg_as<T, 2, 3, 1, true, kTma, kPair | kPdl>}};
+          {"wg2_s3_tma_pair_pdl", &run_wg_as<T, 2, 3, 1, true, kTma, kPair | kPdl>},
+          {"wg2_s3_tma_pdl_evict", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kEvict>},
+          {"wg2_s3_tma_pdl_pf", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kPrefetch>},
+          {"wg2_s3_tma_pdl_evict_pf",
+           &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kEvict | kPrefetch>}};
 }
 
 // The arms named (all when none is): an unknown name is an error.
