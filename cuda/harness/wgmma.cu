@@ -600,7 +600,9 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
   return policy;
 }
 
-// How a warp-specialized arm is varied (bits of V), to tell where kTma's race lies in one call:
+// How a warp-specialized arm is varied (bits of V): the suspects of kTma's race that session
+// 29 built (kLag, kSplit, kPoison, kWgRelease; the cause was the missing proxy fence, kNoFence its
+// control) and the savings tried since (kPdl, kPair, kEvict, kPrefetch).
 // kLag: a stage is refilled only once the step after its last one is released too (at most
 // S - 1 steps ahead: a released stage is not rewritten at once); kSplit: the tensor copy and x's
 // bulk copies complete on a barrier of their own (`fullw`, one arrival and the bytes), the

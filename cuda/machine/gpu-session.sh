@@ -287,6 +287,11 @@ profile_source() {
 
 # The warpgroup-mma prototype (cuda/harness/wgmma.cu): built alone in seconds, checked, timed.
 wgmma() {
+  case ${WG_CHECK_REPEAT:-1} in
+    '' | *[!0-9]* | 0)
+      echo "gpu-session.sh: WG_CHECK_REPEAT=$WG_CHECK_REPEAT: give how many times to check each arm (1 or more)" >&2
+      exit 2 ;;
+  esac
   unpack || return 1
   rm -rf $W/hw
   WGMMA_ONLY=1 bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hw \

@@ -277,7 +277,8 @@ fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
 /// only the arms that passed (with WG_AB_ROUNDS), not the diagnostic `_poison` ones; an arm that
 /// fails is named with its exit code, and when none passes the phase fails (exit 1) without
 /// timing. With WG_CHECK_REPEAT each arm is checked that many times, its records tagged with
-/// the repeat, and an arm that fails once is not timed. A stand-in build.sh makes a
+/// the repeat, and an arm that fails once is not timed; a count that is not 1 or more is
+/// refused (exit 2) before any check. A stand-in build.sh makes a
 /// stand-in `qmv_wgmma` that records its arguments, fails `check bad` and fails `check flaky`
 /// from its second call on.
 #[test]
@@ -435,6 +436,18 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
         ],
         "{checked}"
     );
+
+    // A repeat count that is not one: refused before anything is checked (exit 2).
+    for bad in ["0", "two", "-1"] {
+        let (out, calls) = run_repeated(Some("good"), Some(bad));
+        let out = out.code(2);
+        assert!(calls.is_empty(), "{bad}: {calls}\n{}", out.snapshot());
+        assert!(
+            out.stderr.contains(&format!("WG_CHECK_REPEAT={bad}")),
+            "{}",
+            out.snapshot()
+        );
+    }
 
     // Every arm failing: no rounds, and the phase fails.
     std::fs::write(f.t().join("stub"), stub.replace("'check bad')", "check*)")).unwrap();
