@@ -18,7 +18,9 @@
 #           process (wgmma-check.jsonl), WG_CHECK_REPEAT times (default 1; more: each record
 #           names its "repeat", and an arm passes only if every repeat does),
 #           then WG_AB_ROUNDS rotated rounds of the arms that passed (but the diagnostic
-#           *_poison ones) against the launcher (wgmma-ab.jsonl); WG_NCU=1: then Nsight Compute on one launch of the launcher and of
+#           *_poison ones) against the launcher (wgmma-ab.jsonl); the *_nofence arms are negative
+#           controls, never timed, and the phase fails if one passes every check;
+#           WG_NCU=1: then Nsight Compute on one launch of the launcher and of
 #           the arms WG_NCU_ARMS (default wg2_s3) at M = 1 and 16, stalls per launch and per
 #           SASS line (wgmma-ncu-raw.csv, wgmma-ncu-source.csv.gz, read by ncu_stalls.py)
 #   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
@@ -302,8 +304,10 @@ wgmma() {
   export CUDA_VISIBLE_DEVICES=$1
   # Each arm checked in its own process (a fault or a hang costs that arm only), WG_CHECK_REPEAT
   # times (a race may pass once; then each record says which repeat it came from); the rounds
-  # time the arms that passed every time.
-  local ok=() a i rc failed n=${WG_CHECK_REPEAT:-1}
+  # time the arms that passed every time. The *_nofence arms are negative controls (the race
+  # the proxy fence prevents): they must fail at least once, are never timed, and one that
+  # passes every check fails the phase (the check did not see the race).
+  local ok=() caught=() missed=() a i rc failed n=${WG_CHECK_REPEAT:-1}
   : > $OUT/wgmma-check.jsonl
   for a in ${WG_ARMS:-$($W/hw/qmv_wgmma arms)}; do
     failed=0
@@ -317,17 +321,24 @@ wgmma() {
       [ $rc = 0 ] || { failed=$(( failed + 1 )); echo "wgmma check $a rc=$rc"; }
     done
     [ $n = 1 ] || echo "wgmma check $a: $failed of $n failed"
-    [ $failed = 0 ] && ok+=($a)
+    case $a in
+      *_nofence) if [ $failed = 0 ]; then missed+=($a); else caught+=($a); fi ;;
+      *) [ $failed = 0 ] && ok+=($a) ;;
+    esac
   done
   echo "wgmma check passed: ${ok[*]:-none}"; grep '"wg_parity"' $OUT/wgmma-check.jsonl
-  [ ${#ok[@]} -gt 0 ] || return 1
+  [ ${#caught[@]} = 0 ] || echo "wgmma controls caught (failed, as they must): ${caught[*]}"
+  [ ${#missed[@]} = 0 ] || echo "wgmma controls NOT caught (passed every check): ${missed[*]}"
+  [ ${#ok[@]} -gt 0 ] || [ ${#caught[@]} -gt 0 ] || return 1
+  [ ${#ok[@]} -gt 0 ] || { [ ${#missed[@]} = 0 ]; return; }
   # The _poison arms are diagnostics (their stages overwritten after use): checked, not timed.
   local timed=()
   for a in "${ok[@]}"; do case $a in *_poison) ;; *) timed+=($a) ;; esac; done
-  [ ${#timed[@]} -gt 0 ] || return 0
+  [ ${#timed[@]} -gt 0 ] || { [ ${#missed[@]} = 0 ]; return; }
   timeout $(( $(left) - 10 )) $W/hw/qmv_wgmma ab ${WG_AB_ROUNDS:-5} "${timed[@]}" > $OUT/wgmma-ab.jsonl
   echo "wgmma ab rc=$? ($(left) s left)"
   grep -v '"kind":"ab"' $OUT/wgmma-ab.jsonl | python3 $H/summarize.py /dev/stdin | cut -c1-250
+  [ ${#missed[@]} = 0 ] || return 1
   [ "${WG_NCU:-0}" = 1 ] || return 0
   local ncu; ncu=$(ncu_bin)
   rm -f $W/wg.ncu-rep

@@ -278,9 +278,11 @@ fn gpu_session_profile_reads_the_stalls_per_sass_line_when_asked() {
 /// fails is named with its exit code, and when none passes the phase fails (exit 1) without
 /// timing. With WG_CHECK_REPEAT each arm is checked that many times, its records tagged with
 /// the repeat, and an arm that fails once is not timed; a count that is not 1 or more is
-/// refused (exit 2) before any check. A stand-in build.sh makes a
-/// stand-in `qmv_wgmma` that records its arguments, fails `check bad` and fails `check flaky`
-/// from its second call on.
+/// refused (exit 2) before any check. A `_nofence` arm is a negative control: never timed, named
+/// as caught when it fails, and when it passes every check the phase fails (exit 1), its
+/// other arms still timed. A stand-in build.sh makes a
+/// stand-in `qmv_wgmma` that records its arguments, fails `check bad` and `check ctl_nofence`
+/// and fails `check flaky` from its second call on.
 #[test]
 fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
     let f = Fixture::new(&[("a", "a\n")]);
@@ -300,6 +302,7 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
         "#!/bin/sh\necho \"$*\" >> {log}\ncase \"$1 $2\" in\n\
          'arms '*) echo good; echo bad; echo also; echo also_poison ;;\n\
          'check bad') exit 1 ;;\n\
+         'check ctl_nofence') exit 1 ;;\n\
          'check flaky') [ -f {flag} ] && exit 1; touch {flag}; echo '{parity}' | sed \"s/ARM/$2/\" ;;\n\
          check*) echo '{parity}' | sed \"s/ARM/$2/\" ;;\n\
          ab*) echo '{bench}' ;;\n\
@@ -436,6 +439,47 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
         ],
         "{checked}"
     );
+
+    // Negative controls: a failing one is caught and not timed; alone, nothing is timed and the
+    // phase passes; one that passes fails the phase after the others are timed.
+    let (out, calls) = run_with(Some("good ctl_nofence"));
+    let out = out.code(0);
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        ["check good", "check ctl_nofence", "ab 3 good"],
+        "{}",
+        out.snapshot()
+    );
+    assert!(
+        out.stdout
+            .contains("wgmma controls caught (failed, as they must): ctl_nofence"),
+        "{}",
+        out.snapshot()
+    );
+    let (out, calls) = run_with(Some("ctl_nofence"));
+    let out = out.code(0);
+    assert_eq!(calls.lines().collect::<Vec<_>>(), ["check ctl_nofence"]);
+    assert!(
+        out.stdout.contains("wgmma check passed: none"),
+        "{}",
+        out.snapshot()
+    );
+    let (out, calls) = run_with(Some("good weak_nofence"));
+    let out = out.code(1);
+    assert_eq!(
+        calls.lines().collect::<Vec<_>>(),
+        ["check good", "check weak_nofence", "ab 3 good"],
+        "{}",
+        out.snapshot()
+    );
+    assert!(
+        out.stdout
+            .contains("wgmma controls NOT caught (passed every check): weak_nofence"),
+        "{}",
+        out.snapshot()
+    );
+    let (out, _) = run_with(Some("also_poison weak_nofence"));
+    out.code(1);
 
     // A repeat count that is not one: refused before anything is checked (exit 2).
     for bad in ["0", "two", "-1"] {
