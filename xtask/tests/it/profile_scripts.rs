@@ -442,42 +442,37 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
 
     // Negative controls: a failing one is caught and not timed; alone, nothing is timed and the
     // phase passes; one that passes fails the phase after the others are timed.
-    let (out, calls) = run_with(Some("good ctl_nofence"));
-    let out = out.code(0);
-    assert_eq!(
-        calls.lines().collect::<Vec<_>>(),
-        ["check good", "check ctl_nofence", "ab 3 good"],
-        "{}",
-        out.snapshot()
-    );
-    assert!(
-        out.stdout
-            .contains("wgmma controls caught (failed, as they must): ctl_nofence"),
-        "{}",
-        out.snapshot()
-    );
-    let (out, calls) = run_with(Some("ctl_nofence"));
-    let out = out.code(0);
-    assert_eq!(calls.lines().collect::<Vec<_>>(), ["check ctl_nofence"]);
-    assert!(
-        out.stdout.contains("wgmma check passed: none"),
-        "{}",
-        out.snapshot()
-    );
-    let (out, calls) = run_with(Some("good weak_nofence"));
-    let out = out.code(1);
-    assert_eq!(
-        calls.lines().collect::<Vec<_>>(),
-        ["check good", "check weak_nofence", "ab 3 good"],
-        "{}",
-        out.snapshot()
-    );
-    assert!(
-        out.stdout
-            .contains("wgmma controls NOT caught (passed every check): weak_nofence"),
-        "{}",
-        out.snapshot()
-    );
+    let cases: [(&str, i32, &[&str], &str); 3] = [
+        (
+            "good ctl_nofence",
+            0,
+            &["check good", "check ctl_nofence", "ab 3 good"],
+            "wgmma controls caught (failed, as they must): ctl_nofence",
+        ),
+        (
+            "ctl_nofence",
+            0,
+            &["check ctl_nofence"],
+            "wgmma check passed: none",
+        ),
+        (
+            "good weak_nofence",
+            1,
+            &["check good", "check weak_nofence", "ab 3 good"],
+            "wgmma controls NOT caught (passed every check): weak_nofence",
+        ),
+    ];
+    for (arms, code, want, line) in cases {
+        let (out, calls) = run_with(Some(arms));
+        let out = out.code(code);
+        assert_eq!(
+            calls.lines().collect::<Vec<_>>(),
+            want,
+            "{}",
+            out.snapshot()
+        );
+        assert!(out.stdout.contains(line), "{line}\n{}", out.snapshot());
+    }
     let (out, _) = run_with(Some("also_poison weak_nofence"));
     out.code(1);
 
