@@ -45,6 +45,9 @@ B=$W/mlx-cuda-bundle
 H=$B/cuda/harness
 t0=$(date +%s)
 left() { echo $(( ${DEADLINE:-570} - ($(date +%s) - t0) )); }
+# Seconds for a step that leaves N of the budget to what follows: at least 1, since `timeout`
+# takes no negative (and 0 would mean none): a step with no time left stops at once with 124.
+keep() { local s=$(( $(left) - $1 )); echo $(( s > 0 ? s : 1 )); }
 ngpu=$(nvidia-smi -L | wc -l)
 cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])')
 export LD_LIBRARY_PATH=$cudnn/lib:${LD_LIBRARY_PATH:-}
@@ -124,7 +127,7 @@ tune() {
   export CUDA_VISIBLE_DEVICES=$1
   $W/hb/qmv_harness parity > $OUT/tune.jsonl; echo "parity rc=$?"; tail -1 $OUT/tune.jsonl
   $W/hb/qmv_harness parity-shapes >> $OUT/tune.jsonl; echo "parity-shapes rc=$?"; tail -1 $OUT/tune.jsonl
-  timeout $(( $(left) - 10 )) $W/hb/qmv_harness bench ${BENCH_SHAPES:-} >> $OUT/tune.jsonl
+  timeout $(keep 10) $W/hb/qmv_harness bench ${BENCH_SHAPES:-} >> $OUT/tune.jsonl
   echo "tune bench rc=$? ($(left) s left)"
 }
 
@@ -143,7 +146,7 @@ invariant() {
   grep -v '"inv_accuracy"' $OUT/inv-parity.jsonl | tail -5
   local modes=${INV_MODES:-inv-bench}; [ "${INV_TUNE:-0}" = 1 ] && modes=inv-tune
   for what in $modes; do
-    timeout $(( $(left) - 10 )) $W/hb/qmv_harness $what ${INV_SHAPES:-} > $OUT/$what.jsonl
+    timeout $(keep 10) $W/hb/qmv_harness $what ${INV_SHAPES:-} > $OUT/$what.jsonl
     echo "$what rc=$? ($(left) s left)"
     python3 $H/summarize.py $OUT/$what.jsonl | cut -c1-250
   done
@@ -155,12 +158,12 @@ tests() {
   for policy in streamed upstream; do
     local g=${gpus[$(( i % ${#gpus[@]} ))]}
     if [ ${#gpus[@]} -gt 1 ]; then
-      (CUDA_VISIBLE_DEVICES=$g MLX_PTX_CACHE_DIR=$W/ptx-$policy timeout $(( $(left) - 10 )) \
+      (CUDA_VISIBLE_DEVICES=$g MLX_PTX_CACHE_DIR=$W/ptx-$policy timeout $(keep 10) \
          bash $B/cuda/bundle/test-python.sh $policy $OUT;
        echo "tests $policy (GPU $g) rc=$?") &
       pids+=($!)
     else
-      CUDA_VISIBLE_DEVICES=$g MLX_PTX_CACHE_DIR=$W/ptx-$policy timeout $(( $(left) - 10 )) \
+      CUDA_VISIBLE_DEVICES=$g MLX_PTX_CACHE_DIR=$W/ptx-$policy timeout $(keep 10) \
         bash $B/cuda/bundle/test-python.sh $policy $OUT
       echo "tests $policy (GPU $g) rc=$?"
     fi
@@ -188,7 +191,7 @@ bench() {
   local q=$B/install/bin/qmv_lib
   timeout 150 $q parity > $OUT/lib.jsonl; echo "lib parity rc=$? ($(left) s left)"; tail -1 $OUT/lib.jsonl
   [ -z "$mb" ] || wait $mb || { why="its build failed"; tail -20 $OUT/marlin-build.log; mb=; }
-  timeout $(( $(left) - 200 )) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
+  timeout $(keep 200) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
   echo "lib bench rc=$? ($(left) s left)"
   [ -n "${SKIP_PEERS:-}" ] || { timeout 80 python3 $B/cuda/bench/peers.py ${BENCH_SHAPES:-} > $OUT/peers.jsonl 2> $OUT/peers.err; echo "peers rc=$? ($(left) s left)"; }
   if [ -n "$mb" ]; then
@@ -198,7 +201,7 @@ bench() {
     echo "marlin: skipped ($why)"
   fi
   # The kernels launched directly: upstream's qmv, the streamed kernel by M, the invariant kernel.
-  timeout $(( $(left) - 15 )) $W/hb/qmv_harness inv-bench ${BENCH_SHAPES:-} > $OUT/harness.jsonl; echo "kernel bench rc=$?"
+  timeout $(keep 15) $W/hb/qmv_harness inv-bench ${BENCH_SHAPES:-} > $OUT/harness.jsonl; echo "kernel bench rc=$?"
   python3 $H/summarize.py $OUT/lib.jsonl $OUT/harness.jsonl $OUT/peers.jsonl $OUT/marlin.jsonl | cut -c1-220
   python3 $B/cuda/bench/collect.py $OUT/results.json $OUT/env.txt $OUT/lib.jsonl $OUT/harness.jsonl \
     $OUT/peers.jsonl $OUT/marlin.jsonl
@@ -255,7 +258,7 @@ profile() {
     > $OUT/profile-build.log 2>&1 || { tail -30 $OUT/profile-build.log; return 1; }
   echo "profile build: $(( $(date +%s) - t0 )) s"
   local ncu; ncu=$(ncu_bin)
-  CUDA_VISIBLE_DEVICES=$1 timeout $(( $(left) - 5 )) $ncu --clock-control none -k regex:qmv \
+  CUDA_VISIBLE_DEVICES=$1 timeout $(keep 5) $ncu --clock-control none -k regex:qmv \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
     --section MemoryWorkloadAnalysis --section SchedulerStats --section ComputeWorkloadAnalysis \
     --csv --page details $W/hp/qmv_profile ${PROFILE_SHAPE:-} > $OUT/ncu.csv 2> $OUT/ncu.err
@@ -273,7 +276,7 @@ profile() {
 profile_source() {
   local ncu; ncu=$(ncu_bin)
   rm -f $W/deep.ncu-rep
-  CUDA_VISIBLE_DEVICES=$1 timeout $(( $(left) - 5 )) $ncu --clock-control none \
+  CUDA_VISIBLE_DEVICES=$1 timeout $(keep 5) $ncu --clock-control none \
     -k "regex:$PROFILE_SOURCE" --section WarpStateStats --section SourceCounters \
     --section SchedulerStats ${PROFILE_METRICS:+--metrics "$PROFILE_METRICS"} -o $W/deep \
     $W/hp/qmv_profile ${PROFILE_SHAPE:-} > $OUT/ncu-deep.log 2>&1
@@ -334,7 +337,7 @@ wgmma() {
   local timed=()
   for a in "${ok[@]}"; do case $a in *_poison) ;; *) timed+=($a) ;; esac; done
   if [ ${#timed[@]} -gt 0 ]; then
-    timeout $(( $(left) - 10 )) $W/hw/qmv_wgmma ab ${WG_AB_ROUNDS:-5} "${timed[@]}" > $OUT/wgmma-ab.jsonl
+    timeout $(keep 10) $W/hw/qmv_wgmma ab ${WG_AB_ROUNDS:-5} "${timed[@]}" > $OUT/wgmma-ab.jsonl
     echo "wgmma ab rc=$? ($(left) s left)"
     grep -v '"kind":"ab"' $OUT/wgmma-ab.jsonl | python3 $H/summarize.py /dev/stdin | cut -c1-250
   fi
@@ -342,7 +345,7 @@ wgmma() {
   [ ${#timed[@]} -gt 0 ] && [ "${WG_NCU:-0}" = 1 ] || return 0
   local ncu; ncu=$(ncu_bin)
   rm -f $W/wg.ncu-rep
-  timeout $(( $(left) - 5 )) $ncu --clock-control none -k regex:qmv --section SpeedOfLight \
+  timeout $(keep 5) $ncu --clock-control none -k regex:qmv --section SpeedOfLight \
     --section WarpStateStats --section SchedulerStats --section SourceCounters \
     --metrics smsp__inst_executed.sum -o $W/wg $W/hw/qmv_wgmma one ${WG_NCU_ARMS:-wg2_s3} \
     > $OUT/wgmma-ncu.log 2>&1
@@ -361,7 +364,7 @@ smoke() {
   [ "$(left)" -gt 30 ] || { echo "smoke: $(left) s left, not enough"; return 1; }
   [ -e $B/mlx/python/include ] || ln -s ../../install/include $B/mlx/python/include
   CUDA_VISIBLE_DEVICES=$1 MLX_PTX_CACHE_DIR=$W/ptx-upstream PYTHONPATH=$B/mlx/python \
-    timeout $(( $(left) - 5 )) python3 $B/cuda/bundle/sm90_smoke.py 4 8 2>&1 | tee $OUT/sm90-smoke.log
+    timeout $(keep 5) python3 $B/cuda/bundle/sm90_smoke.py 4 8 2>&1 | tee $OUT/sm90-smoke.log
   local rc=${PIPESTATUS[0]}
   echo "sm90 smoke rc=$rc"
   return $rc
@@ -377,7 +380,7 @@ control() {
   tail -3 $OUT/control-build.log; echo "control build: $(( $(date +%s) - t0 )) s"
   CUDA_VISIBLE_DEVICES=$1 MLX_PTX_CACHE_DIR=$W/ptx-upstream \
     TEST_SELECT=${CONTROL_SELECT:-'(qmm or qmv) and not gather and not qmm_non_transposed'} \
-    timeout $(( $(left) - 10 )) bash $B/cuda/bundle/test-python.sh pin $OUT
+    timeout $(keep 10) bash $B/cuda/bundle/test-python.sh pin $OUT
   echo "tests pin rc=$?"
 }
 

@@ -320,7 +320,7 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
     )
     .unwrap();
     let path = stand_in_path(&f.t().join("bin"));
-    let run_repeated = |arms: Option<&str>, repeat: Option<&str>| {
+    let run_deadline = |arms: Option<&str>, repeat: Option<&str>, deadline: Option<&str>| {
         std::fs::create_dir_all(&out_dir).unwrap();
         let _ = std::fs::remove_file(&log);
         let mut cmd = Command::new("bash");
@@ -340,12 +340,17 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
         if let Some(repeat) = repeat {
             cmd.env("WG_CHECK_REPEAT", repeat);
         }
+        match deadline {
+            Some(d) => cmd.env("DEADLINE", d),
+            None => cmd.env_remove("DEADLINE"),
+        };
         let out = cmd.output().unwrap();
         (
             f.out(out),
             std::fs::read_to_string(&log).unwrap_or_default(),
         )
     };
+    let run_repeated = |arms: Option<&str>, repeat: Option<&str>| run_deadline(arms, repeat, None);
     let run_with = |arms: Option<&str>| run_repeated(arms, None);
     let run = || run_with(None);
     let (out, calls) = run();
@@ -391,6 +396,13 @@ fn gpu_session_wgmma_checks_each_arm_alone_and_times_those_that_pass() {
         "{}",
         out.snapshot()
     );
+
+    // Less time left than the rounds keep back (DEADLINE 5, 10 kept): they run under a
+    // 1-second limit instead of `timeout` refusing a negative one (and running nothing).
+    let (out, calls) = run_deadline(Some("good"), None, Some("5"));
+    let out = out.code(0);
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(calls, ["check good", "ab 3 good"], "{}", out.snapshot());
 
     // Only a diagnostic arm passing: checked, nothing timed, and the phase passes.
     let (out, calls) = run_with(Some("also_poison bad"));
