@@ -273,15 +273,62 @@ inline int sm_count() {
   return c;
 }
 
+// The launcher alone (cu::qmv_invariant).
 template <typename T, int bits, int gs>
-void run_invariant(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
-                   bool broadcast, int sms) {
+void run_launcher(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
+                  bool broadcast, int sms) {
   cu::qmv_invariant<gs>(x, b.wq(c), b.scales + b.sb_elems * c, b.biases + b.sb_elems * c,
                         out, p.m, p.n, p.k, p.l, broadcast, sms, launch_smem);
 }
 
-// One device buffer that grows to the largest scratch asked of it (the XP path's prepared x).
-// Timing's warm-up calls size it: a timed call never allocates.
+inline int device_id() {
+  static int d = [] {
+    int v;
+    CHECK(cudaGetDevice(&v));
+    return v;
+  }();
+  return d;
+}
+
+inline void* scratch(size_t bytes);
+
+// How many calls the warpgroup-mma kernel took in this process (a parity run in which it took
+// none on a device it fits says nothing about it).
+inline long& wgmma_runs() {
+  static long n = 0;
+  return n;
+}
+
+// The warpgroup-mma kernel (qmv_wgmma.cuh, overlay 0015) where it fits these arrays and device;
+// false (nothing launched) where it does not.
+template <typename T, int bits, int gs>
+bool run_wgmma(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
+               bool broadcast, int sms) {
+  const T* sc = b.scales + b.sb_elems * c;
+  const T* bi = b.biases + b.sb_elems * c;
+  if (!cu::qmv_wgmma_fits<gs>(x, b.wq(c), sc, bi, p.k, p.l, broadcast, device_id())) {
+    return false;
+  }
+  void* s = scratch(cu::qmv_wgmma_scratch_bytes(p.m, p.n, p.k, p.l, broadcast, sms));
+  ++wgmma_runs();
+  cu::qmv_wgmma<gs>(x, b.wq(c), sc, bi, out, p.m, p.n, p.k, p.l, broadcast, sms, launch_smem, s);
+  return true;
+}
+
+// As the library's qmv_invariant (qmv.cu) dispatches: the warpgroup-mma kernel where it fits and
+// wins (M = 9..16 on large shapes, with MLX_CUDA_QMV_WGMMA=1), else the launcher.
+template <typename T, int bits, int gs>
+void run_invariant(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
+                   bool broadcast, int sms) {
+  if (cu::qmv_wgmma_wins(p.m, p.n, p.k, p.l, broadcast) &&
+      run_wgmma(b, p, c, x, out, broadcast, sms)) {
+    return;
+  }
+  run_launcher(b, p, c, x, out, broadcast, sms);
+}
+
+// One device buffer that grows to the largest scratch asked of it (the XP path's prepared x, the
+// warpgroup-mma kernel's). Timing's warm-up calls size it: a timed call never allocates.
 inline void* scratch(size_t bytes) {
   static void* p = nullptr;
   static size_t size = 0;
@@ -334,14 +381,17 @@ void run_invariant_as(const Buffers<T, bits, gs>& b, Problem p, int c, const T* 
 
 // The launcher's paths, by name: as the library runs it (""), with XP ("_xp"), with XP and
 // programmatic dependent launch ("_xp_pdl", where the device takes it), with TA ("_ta") and with
-// both ("_xp_ta").
-enum class InvPath { Plain, Xp, XpPdl, Ta, XpTa };
+// both ("_xp_ta"); and the warpgroup-mma kernel at every M and shape ("_wgmma", where it fits the
+// arrays and the device: 4-bit gs 64 on an sm_90a build on compute capability 9.0; elsewhere the
+// launcher, so the case is run but says nothing new).
+enum class InvPath { Plain, Xp, XpPdl, Ta, XpTa, Wgmma };
 inline const char* inv_path_name(InvPath path) {
   switch (path) {
     case InvPath::Plain: return "";
     case InvPath::Xp: return "_xp";
     case InvPath::XpPdl: return "_xp_pdl";
     case InvPath::Ta: return "_ta";
+    case InvPath::Wgmma: return "_wgmma";
     default: return "_xp_ta";
   }
 }
@@ -350,6 +400,7 @@ inline std::vector<InvPath> inv_paths() {
   if (pdl_ok()) v.push_back(InvPath::XpPdl);
   v.push_back(InvPath::Ta);
   v.push_back(InvPath::XpTa);
+  v.push_back(InvPath::Wgmma);
   return v;
 }
 
@@ -358,6 +409,9 @@ void run_invariant_path(InvPath path, const Buffers<T, bits, gs>& b, Problem p, 
                         const T* x, T* out, bool broadcast, int sms) {
   switch (path) {
     case InvPath::Plain: return run_invariant(b, p, c, x, out, broadcast, sms);
+    case InvPath::Wgmma:
+      if (!run_wgmma(b, p, c, x, out, broadcast, sms)) run_launcher(b, p, c, x, out, broadcast, sms);
+      return;
     case InvPath::Xp: return run_invariant_as<true, false, false>(b, p, c, x, out, broadcast, sms);
     case InvPath::XpPdl: return run_invariant_as<true, false, true>(b, p, c, x, out, broadcast, sms);
     case InvPath::Ta: return run_invariant_as<false, true, false>(b, p, c, x, out, broadcast, sms);

@@ -4,9 +4,13 @@
 //                    without a residue, odd N, N < 8, batch 2: under the streamed and the
 //                    invariant policies each output row must be bit-identical to the same row
 //                    computed at M = 1 under that policy; negative control: under the upstream
-//                    policy the harness must find rows that differ (qmm_sm80 from M * B = 8 on)
+//                    policy the harness must find rows that differ (qmm_sm80 from M * B = 8 on);
+//                    and 3584x18944 4-bit gs 64 f16/bf16, batch 1 and 2, under the invariant
+//                    policy with MLX_CUDA_QMV_WGMMA=1 (where sm_90a takes the warpgroup-mma
+//                    kernel from M * B = 9 on)
 //   qmv_lib bench    time quantized_matmul per call (many calls per eval, weights rotated past
-//                    L2) under the three policies for the benchmark shapes
+//                    L2) under the three policies for the benchmark shapes, and at 4-bit
+//                    M = 9..16 the invariant policy with MLX_CUDA_QMV_WGMMA=1 (lib_invariant_wgmma)
 //
 // One JSON object per line; exit 1 on a parity failure or a control that catches nothing.
 #include <mlx/backend/cuda/quantized/qmv_policy.h>
@@ -14,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -77,6 +82,37 @@ static int parity() {
   const int gss[] = {32, 64, 128};
   const int shapes[][2] = {{37, 640}, {5, 512}, {130, 4160}};
   mx::random::seed(3);
+  // A shape where the invariant policy takes the warpgroup-mma kernel on sm_90a once it is asked
+  // to (MLX_CUDA_QMV_WGMMA=1; M * B = 9..16, N x K >= 2^26, 4-bit gs 64): its rows against
+  // M = 1's, which the launcher computes.
+  setenv("MLX_CUDA_QMV_WGMMA", "1", 1);
+  const int large[2] = {3584, 18944};
+  for (auto dt : {mx::bfloat16, mx::float16})
+    for (int batch : {1, 2}) {
+      int n = large[0], k = large[1], gs = 64, bits = 4;
+      auto q = make_weights(n, k, gs, bits, dt);
+      auto x = mx::astype(mx::random::normal({batch, 16, k}), dt);
+      mx::eval(x);
+      mx::cu::set_qmv_batch_policy(mx::cu::QmvBatchPolicy::Invariant);
+      std::vector<std::vector<uint8_t>> ref(size_t(batch) * 16);
+      for (int b = 0; b < batch; ++b)
+        for (int r = 0; r < 16; ++r) {
+          auto xr = mx::slice(x, {b, r, 0}, {b + 1, r + 1, k});
+          ref[size_t(b) * 16 + r] =
+              bytes_of(mx::quantized_matmul(xr, q.w, q.scales, q.biases, true, gs, bits));
+        }
+      for (int m = 2; m <= 16; ++m) {
+        long d = count_row_diffs(x, q, gs, bits, m, ref, size_t(n) * mx::size_of(dt));
+        invariant_differ += d;
+        checked += long(batch) * m * n;
+        if (d)
+          printf("{\"kind\":\"lib_parity_fail\",\"policy\":\"invariant\",\"dtype\":\"%s\","
+                 "\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"m\":%d,"
+                 "\"differ\":%ld}\n",
+                 dname(dt), bits, gs, n, k, batch, m, d);
+      }
+    }
+  unsetenv("MLX_CUDA_QMV_WGMMA");
   for (auto dt : dts)
     for (int bits : bitss)
       for (int gs : gss)
@@ -180,6 +216,18 @@ static int bench(int argc, char** argv) {
           printf("{\"kind\":\"bench\",\"dtype\":\"bfloat16\",\"bits\":%d,\"gs\":%d,\"n\":%d,"
                  "\"k\":%d,\"m\":%d,\"arm\":\"lib_%s\",\"us\":%.3f,\"bytes\":%zu}\n",
                  bits, gs, n, k, m, pname(policy), us, wbytes);
+          fflush(stdout);
+        }
+        // Where the invariant policy may take the warpgroup-mma kernel once asked to
+        // (MLX_CUDA_QMV_WGMMA=1): that, beside lib_invariant (the launcher) in the same run.
+        if (bits == 4 && m >= 9) {
+          setenv("MLX_CUDA_QMV_WGMMA", "1", 1);
+          double us = time_us(x, qs, gs, bits);
+          unsetenv("MLX_CUDA_QMV_WGMMA");
+          printf("{\"kind\":\"bench\",\"dtype\":\"bfloat16\",\"bits\":%d,\"gs\":%d,\"n\":%d,"
+                 "\"k\":%d,\"m\":%d,\"arm\":\"lib_invariant_wgmma\",\"us\":%.3f,"
+                 "\"bytes\":%zu}\n",
+                 bits, gs, n, k, m, us, wbytes);
           fflush(stdout);
         }
       }
