@@ -75,6 +75,28 @@ static long count_row_diffs(const array& x, const Quantized& q, int gs, int bits
   return differ;
 }
 
+// Each row of x ([batch, 16, k]) alone (M = 1), under the policy set: the references of
+// count_row_diffs.
+static std::vector<std::vector<uint8_t>> decode_rows(const array& x, const Quantized& q, int gs,
+                                                     int bits) {
+  int batch = x.shape(0), k = x.shape(2);
+  std::vector<std::vector<uint8_t>> ref(size_t(batch) * 16);
+  for (int b = 0; b < batch; ++b)
+    for (int r = 0; r < 16; ++r) {
+      auto xr = mx::slice(x, {b, r, 0}, {b + 1, r + 1, k});
+      ref[size_t(b) * 16 + r] =
+          bytes_of(mx::quantized_matmul(xr, q.w, q.scales, q.biases, true, gs, bits));
+    }
+  return ref;
+}
+
+static void print_fail(mx::cu::QmvBatchPolicy policy, mx::Dtype dt, int bits, int gs, int n,
+                       int k, int batch, int m, long d) {
+  printf("{\"kind\":\"lib_parity_fail\",\"policy\":\"%s\",\"dtype\":\"%s\",\"bits\":%d,"
+         "\"gs\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"m\":%d,\"differ\":%ld}\n",
+         pname(policy), dname(dt), bits, gs, n, k, batch, m, d);
+}
+
 static int parity() {
   long checked = 0, streamed_differ = 0, invariant_differ = 0, upstream_differ = 0;
   const mx::Dtype dts[] = {mx::bfloat16, mx::float16, mx::float32};
@@ -94,22 +116,12 @@ static int parity() {
       auto x = mx::astype(mx::random::normal({batch, 16, k}), dt);
       mx::eval(x);
       mx::cu::set_qmv_batch_policy(mx::cu::QmvBatchPolicy::Invariant);
-      std::vector<std::vector<uint8_t>> ref(size_t(batch) * 16);
-      for (int b = 0; b < batch; ++b)
-        for (int r = 0; r < 16; ++r) {
-          auto xr = mx::slice(x, {b, r, 0}, {b + 1, r + 1, k});
-          ref[size_t(b) * 16 + r] =
-              bytes_of(mx::quantized_matmul(xr, q.w, q.scales, q.biases, true, gs, bits));
-        }
+      auto ref = decode_rows(x, q, gs, bits);
       for (int m = 2; m <= 16; ++m) {
         long d = count_row_diffs(x, q, gs, bits, m, ref, size_t(n) * mx::size_of(dt));
         invariant_differ += d;
         checked += long(batch) * m * n;
-        if (d)
-          printf("{\"kind\":\"lib_parity_fail\",\"policy\":\"invariant\",\"dtype\":\"%s\","
-                 "\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"m\":%d,"
-                 "\"differ\":%ld}\n",
-                 dname(dt), bits, gs, n, k, batch, m, d);
+        if (d) print_fail(mx::cu::QmvBatchPolicy::Invariant, dt, bits, gs, n, k, batch, m, d);
       }
     }
   unsetenv("MLX_CUDA_QMV_WGMMA");
@@ -133,24 +145,14 @@ static int parity() {
             for (auto policy : policies) {
               mx::cu::set_qmv_batch_policy(policy);
               // References: each row alone (M = 1), under the same policy.
-              std::vector<std::vector<uint8_t>> ref(size_t(batch) * 16);
-              for (int b = 0; b < batch; ++b)
-                for (int r = 0; r < 16; ++r) {
-                  auto xr = mx::slice(x, {b, r, 0}, {b + 1, r + 1, k});
-                  ref[size_t(b) * 16 + r] =
-                      bytes_of(mx::quantized_matmul(xr, q.w, q.scales, q.biases, true, gs, bits));
-                }
+              auto ref = decode_rows(x, q, gs, bits);
               for (int m = 2; m <= 16; ++m) {
                 long d = count_row_diffs(x, q, gs, bits, m, ref, row_bytes);
                 if (policy != mx::cu::QmvBatchPolicy::Upstream) {
                   (policy == mx::cu::QmvBatchPolicy::Streamed ? streamed_differ
                                                               : invariant_differ) += d;
                   checked += long(batch) * m * n;
-                  if (d)
-                    printf("{\"kind\":\"lib_parity_fail\",\"policy\":\"%s\",\"dtype\":\"%s\","
-                           "\"bits\":%d,\"gs\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"m\":%d,"
-                           "\"differ\":%ld}\n",
-                           pname(policy), dname(dt), bits, gs, n, k, batch, m, d);
+                  if (d) print_fail(policy, dt, bits, gs, n, k, batch, m, d);
                 } else {
                   upstream_differ += d;
                 }
