@@ -26,7 +26,7 @@
 #   (after the build: the exactness probe's runs and the SDPA cases, no suites), QMV=1 (issue 27's
 #   library call: the build with MLX's tests off, then gpu-session.sh's `build bench` from a copy of
 #   the checkout's cuda/ with its results in res/qmv, then the 7b decoder's probe under the
-#   invariant policy beside streamed, timed)
+#   invariant policy with MLX_CUDA_QMV_WGMMA=1, then without it beside streamed, timed)
 set -uo pipefail
 W=/tmp/run
 B=$W/mlx-cuda-bundle
@@ -357,6 +357,10 @@ if [ "${QMV:-0}" = 1 ]; then
     echo "qmv: rc=$?"; tail -30 $R/qmv.txt
     done_step qmv
   fi
+  # The warpgroup-mma kernel (opt-in, MLX_CUDA_QMV_WGMMA=1) first: verify blocks k = 2..16 and
+  # the k = 16 timing are what its default depends on; then the default path beside streamed.
+  exactness wg-7b-40 'preset=7b;ops=0;prompt=40;cache=step;timing=5' POLICIES=invariant CONTROL=0 \
+    MLX_CUDA_QMV_WGMMA=1
   exactness inv-7b-40 'preset=7b;ops=0;prompt=40;cache=step;timing=5' POLICIES="invariant streamed"
   [ "$(left)" -gt 240 ] && exactness inv-7b-1024 'preset=7b;ops=0;prompt=1024;cache=step;timing=5' \
     POLICIES=invariant CONTROL=0
