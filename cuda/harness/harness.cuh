@@ -316,7 +316,7 @@ bool run_wgmma(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* o
 }
 
 // As the library's qmv_invariant (qmv.cu) dispatches: the warpgroup-mma kernel where it fits and
-// wins (M = 9..16 on large shapes, with MLX_CUDA_QMV_WGMMA=1), else the launcher.
+// wins (M = 9..16 on large shapes, unless MLX_CUDA_QMV_WGMMA=0), else the launcher.
 template <typename T, int bits, int gs>
 void run_invariant(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
                    bool broadcast, int sms) {

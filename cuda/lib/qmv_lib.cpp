@@ -6,11 +6,12 @@
 //                    computed at M = 1 under that policy; negative control: under the upstream
 //                    policy the harness must find rows that differ (qmm_sm80 from M * B = 8 on);
 //                    and 3584x18944 4-bit gs 64 f16/bf16, batch 1 and 2, under the invariant
-//                    policy with MLX_CUDA_QMV_WGMMA=1 (where sm_90a takes the warpgroup-mma
-//                    kernel from M * B = 9 on)
+//                    policy as it is by default (where sm_90a takes the warpgroup-mma kernel
+//                    from M * B = 9 on) and with MLX_CUDA_QMV_WGMMA=0 (the launcher)
 //   qmv_lib bench    time quantized_matmul per call (many calls per eval, weights rotated past
 //                    L2) under the three policies for the benchmark shapes, and at 4-bit
-//                    M = 9..16 the invariant policy with MLX_CUDA_QMV_WGMMA=1 (lib_invariant_wgmma)
+//                    M = 9..16 the invariant policy with MLX_CUDA_QMV_WGMMA=0
+//                    (lib_invariant_launcher)
 //
 // One JSON object per line; exit 1 on a parity failure or a control that catches nothing.
 #include <mlx/backend/cuda/quantized/qmv_policy.h>
@@ -97,6 +98,32 @@ static void print_fail(mx::cu::QmvBatchPolicy policy, mx::Dtype dt, int bits, in
          pname(policy), dname(dt), bits, gs, n, k, batch, m, d);
 }
 
+// 3584x18944 4-bit gs 64 f16/bf16, batch 1 and 2, under the invariant policy: where sm_90a
+// takes the warpgroup-mma kernel by default (M * B = 9..16, N x K >= 2^26) or, with
+// MLX_CUDA_QMV_WGMMA=0 (`launcher`), the launcher. Rows against M = 1's, which the launcher
+// computes. Adds the outputs compared to `checked`; returns how many differ.
+static long parity_large(bool launcher, long& checked) {
+  const int n = 3584, k = 18944, gs = 64, bits = 4;
+  long differ = 0;
+  if (launcher) setenv("MLX_CUDA_QMV_WGMMA", "0", 1);
+  mx::cu::set_qmv_batch_policy(mx::cu::QmvBatchPolicy::Invariant);
+  for (auto dt : {mx::bfloat16, mx::float16})
+    for (int batch : {1, 2}) {
+      auto q = make_weights(n, k, gs, bits, dt);
+      auto x = mx::astype(mx::random::normal({batch, 16, k}), dt);
+      mx::eval(x);
+      auto ref = decode_rows(x, q, gs, bits);
+      for (int m = 2; m <= 16; ++m) {
+        long d = count_row_diffs(x, q, gs, bits, m, ref, size_t(n) * mx::size_of(dt));
+        differ += d;
+        checked += long(batch) * m * n;
+        if (d) print_fail(mx::cu::QmvBatchPolicy::Invariant, dt, bits, gs, n, k, batch, m, d);
+      }
+    }
+  if (launcher) unsetenv("MLX_CUDA_QMV_WGMMA");
+  return differ;
+}
+
 static int parity() {
   long checked = 0, streamed_differ = 0, invariant_differ = 0, upstream_differ = 0;
   const mx::Dtype dts[] = {mx::bfloat16, mx::float16, mx::float32};
@@ -104,27 +131,9 @@ static int parity() {
   const int gss[] = {32, 64, 128};
   const int shapes[][2] = {{37, 640}, {5, 512}, {130, 4160}};
   mx::random::seed(3);
-  // A shape where the invariant policy takes the warpgroup-mma kernel on sm_90a once it is asked
-  // to (MLX_CUDA_QMV_WGMMA=1; M * B = 9..16, N x K >= 2^26, 4-bit gs 64): its rows against
-  // M = 1's, which the launcher computes.
-  setenv("MLX_CUDA_QMV_WGMMA", "1", 1);
-  const int large[2] = {3584, 18944};
-  for (auto dt : {mx::bfloat16, mx::float16})
-    for (int batch : {1, 2}) {
-      int n = large[0], k = large[1], gs = 64, bits = 4;
-      auto q = make_weights(n, k, gs, bits, dt);
-      auto x = mx::astype(mx::random::normal({batch, 16, k}), dt);
-      mx::eval(x);
-      mx::cu::set_qmv_batch_policy(mx::cu::QmvBatchPolicy::Invariant);
-      auto ref = decode_rows(x, q, gs, bits);
-      for (int m = 2; m <= 16; ++m) {
-        long d = count_row_diffs(x, q, gs, bits, m, ref, size_t(n) * mx::size_of(dt));
-        invariant_differ += d;
-        checked += long(batch) * m * n;
-        if (d) print_fail(mx::cu::QmvBatchPolicy::Invariant, dt, bits, gs, n, k, batch, m, d);
-      }
-    }
-  unsetenv("MLX_CUDA_QMV_WGMMA");
+  // The shape the invariant policy gives the warpgroup-mma kernel on sm_90a, by default and
+  // with it off.
+  invariant_differ += parity_large(false, checked) + parity_large(true, checked);
   for (auto dt : dts)
     for (int bits : bitss)
       for (int gs : gss)
@@ -220,14 +229,14 @@ static int bench(int argc, char** argv) {
                  bits, gs, n, k, m, pname(policy), us, wbytes);
           fflush(stdout);
         }
-        // Where the invariant policy may take the warpgroup-mma kernel once asked to
-        // (MLX_CUDA_QMV_WGMMA=1): that, beside lib_invariant (the launcher) in the same run.
+        // Where the invariant policy may take the warpgroup-mma kernel (lib_invariant, by
+        // default): the launcher (MLX_CUDA_QMV_WGMMA=0) beside it in the same run.
         if (bits == 4 && m >= 9) {
-          setenv("MLX_CUDA_QMV_WGMMA", "1", 1);
+          setenv("MLX_CUDA_QMV_WGMMA", "0", 1);
           double us = time_us(x, qs, gs, bits);
           unsetenv("MLX_CUDA_QMV_WGMMA");
           printf("{\"kind\":\"bench\",\"dtype\":\"bfloat16\",\"bits\":%d,\"gs\":%d,\"n\":%d,"
-                 "\"k\":%d,\"m\":%d,\"arm\":\"lib_invariant_wgmma\",\"us\":%.3f,"
+                 "\"k\":%d,\"m\":%d,\"arm\":\"lib_invariant_launcher\",\"us\":%.3f,"
                  "\"bytes\":%zu}\n",
                  bits, gs, n, k, m, us, wbytes);
           fflush(stdout);

@@ -32,6 +32,7 @@ fn fixture() -> Fixture {
         ("cuda/harness/profile.cu", "// profile\n"),
         ("cuda/harness/peak.cu", "// peak\n"),
         ("cuda/harness/wgmma.cu", "// wgmma\n"),
+        ("cuda/harness/wgmma_switch.cu", "// switch\n"),
         ("cuda/bench/marlin_bench.cu", "// marlin\n"),
     ] {
         let path = f.root.join(p);
@@ -45,7 +46,10 @@ fn fixture() -> Fixture {
             "#!/bin/sh\nlog={log}\necho \"{name} $*\" >> $log\n\
              for a; do case $a in */gen|*/h) cat \"$a\"/* >> $log; echo >> $log;; \
              *host.cu) cat \"$a\" >> $log;; esac; done\n\
-             case \"$*\" in *\"$FAIL_UNIT\"*) exit 1;; esac\n",
+             case \"$*\" in *\"$FAIL_UNIT\"*) exit 1;; esac\n\
+             case \"$*\" in *wgmma_switch.cu*) o=; for a; do [ \"$o\" = -o ] && o=$a && break; o=$a; done; \
+             printf '#!/bin/sh\\necho \"switch: %s\"\\nexit %s\\n' \"$SWITCH_SAYS\" \"$SWITCH_RC\" > \"$o\"; \
+             chmod +x \"$o\";; esac\n",
             log = f.t().join("calls.log").display()
         )
     };
@@ -64,6 +68,12 @@ fn fixture() -> Fixture {
 
 /// `cuda-check ARGS --cuda <t>/cuda` with `<t>/bin` first on PATH, failing `fail` (if not empty).
 fn check(f: &Fixture, args: &[&str], fail: &str) -> Out {
+    check_env(f, args, fail, &[])
+}
+
+/// [`check`] with more of the environment (`SWITCH_SAYS`, `SWITCH_RC`: what the stand-in
+/// wgmma_switch program prints and its exit status).
+fn check_env(f: &Fixture, args: &[&str], fail: &str, env: &[(&str, &str)]) -> Out {
     let cuda: PathBuf = f.t().join("cuda");
     let path = std::env::join_paths(
         std::iter::once(f.t().join("bin"))
@@ -72,7 +82,8 @@ fn check(f: &Fixture, args: &[&str], fail: &str) -> Out {
     .unwrap();
     let mut cmd = f.command(&[&["cuda-check"], args, &["--cuda", cuda.to_str().unwrap()]].concat());
     cmd.env("PATH", path)
-        .env("FAIL_UNIT", if fail.is_empty() { "\u{1}" } else { fail });
+        .env("FAIL_UNIT", if fail.is_empty() { "\u{1}" } else { fail })
+        .envs(env.iter().copied());
     f.out(cmd.output().unwrap())
 }
 
@@ -94,7 +105,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
     let f = fixture();
     let out = check(&f, &["compile"], "").code(0);
     assert!(
-        out.stdout.starts_with("cuda-compile-check: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile ("),
+        out.stdout.starts_with("cuda-compile-check: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile, wgmma_switch.cu passes ("),
         "{}",
         out.snapshot()
     );
@@ -103,7 +114,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         .lines()
         .filter(|l| l.starts_with("nvcc ") || l.starts_with("c++ "))
         .collect();
-    assert_eq!(units.len(), 8, "{calls}");
+    assert_eq!(units.len(), 9, "{calls}");
     let mlx_flags = "-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --extended-lambda";
     for unit in [
         "qmv.cu",
@@ -123,6 +134,17 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         let l = call(&calls, unit);
         assert!(l.contains("/h -I cuda/harness -I "), "{l}");
     }
+    // The switch's program is linked (no -c) against the toolkit's libraries, then run.
+    let switch = call(&calls, "wgmma_switch.cu");
+    assert!(
+        switch.starts_with(&format!("nvcc {mlx_flags} ")),
+        "{switch}"
+    );
+    assert!(
+        switch.contains("/cuda/lib -L ") && !switch.contains(" -c "),
+        "{switch}"
+    );
+    assert!(out.stderr.contains("\nswitch:\n"), "{}", out.snapshot());
     let marlin = call(&calls, "cuda/bench/marlin_bench.cu");
     assert!(
         marlin.starts_with("nvcc -std=c++17 -O3 -arch=sm_90a "),
@@ -167,6 +189,24 @@ fn compile_names_the_unit_that_does_not_compile() {
         "{}",
         out.snapshot()
     );
+}
+
+/// The switch's program failing a case is the check's finding: exit 1, the unit and what the
+/// program said; marlin_bench.cu (after it) not compiled.
+#[test]
+fn compile_reports_the_switch_program_that_fails() {
+    let f = fixture();
+    let says = "FAIL taken (MLX_CUDA_QMV_WGMMA=0)";
+    let env = [("SWITCH_SAYS", says), ("SWITCH_RC", "1")];
+    let out = check_env(&f, &["compile"], "", &env).code(1);
+    assert!(
+        out.stderr.contains(&format!(
+            "cuda-compile-check: wgmma_switch.cu: switch: {says} (exit status: 1)"
+        )),
+        "{}",
+        out.snapshot()
+    );
+    assert!(!calls(&f).contains("marlin_bench.cu"), "{}", calls(&f));
 }
 
 /// jit-abi builds the host's program from the three instantiations, the bundle's JIT source

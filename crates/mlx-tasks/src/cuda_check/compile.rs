@@ -3,7 +3,8 @@
 //! the H200. qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu are compiled to objects
 //! (device code included); quantized.cpp is checked by the host compiler, as MLX builds it;
 //! cuda/harness/profile.cu (which includes every harness header), peak.cu and wgmma.cu are
-//! compiled against the tree;
+//! compiled against the tree, and wgmma_switch.cu (MLX_CUDA_QMV_WGMMA's routing, host code)
+//! built and run;
 //! cuda/bench/marlin_bench.cu against the bundle's pinned Marlin. The first unit that does not
 //! compile stops the check (exit 1, the unit named).
 
@@ -59,6 +60,7 @@ pub fn run(g: &Global, t: &Toolkit) -> Result<()> {
     // The warpgroup-mma prototype (`qmv_wgmma`): its wgmma (sm_90a only) and the launcher beside it.
     let out = words!["-c", "cuda/harness/wgmma.cu", "-o", s.w("wgmma.o")];
     s.nvcc("wgmma.cu", &[&flags[..], &dirs, &inc, &out].concat())?;
+    wgmma_switch(&s, &flags, &inc)?;
     // The qmv benchmark's Marlin arm (cuda/bench/marlin_bench.cu) with the pinned kernel file, built
     // as cuda/machine/gpu-session.sh builds it (the wheels have no CCCL: <nv/target> from the
     // bundle's).
@@ -76,9 +78,28 @@ pub fn run(g: &Global, t: &Toolkit) -> Result<()> {
     ];
     s.nvcc("marlin_bench.cu", &[&marlin[..], &rest].concat())?;
     println!(
-        "{NAME}: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile ({} s)",
+        "{NAME}: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile, wgmma_switch.cu passes ({} s)",
         start.elapsed().as_secs()
     );
+    Ok(())
+}
+
+/// `cuda/harness/wgmma_switch.cu` linked (the toolkit's static cudart) and run: how
+/// `MLX_CUDA_QMV_WGMMA` routes qmv_wgmma_wins, bad values included. Host code only; it fails
+/// (a finding) when a case does not hold.
+fn wgmma_switch(s: &Setup, flags: &[OsString], inc: &[OsString]) -> Result<()> {
+    let unit = "wgmma_switch.cu";
+    let exe = s.w("wgmma_switch");
+    let libs = words!["-L", s.cuda.join("lib"), "-L", s.cuda.join("lib64")];
+    let out = words!["cuda/harness/wgmma_switch.cu", "-o", &exe];
+    s.nvcc(unit, &[flags, inc, &libs, &out].concat())?;
+    eprintln!("run: {unit}");
+    let run = cmd!(s.sh, "{exe}").ignore_status().quiet().output()?;
+    let said = String::from_utf8_lossy(&run.stdout).trim().to_string();
+    if !run.status.success() {
+        return Err(Failed::finding(unit, format!("{said} ({})", run.status)));
+    }
+    eprintln!("{said}");
     Ok(())
 }
 
