@@ -299,16 +299,22 @@ inline long& wgmma_runs() {
   return n;
 }
 
-// The warpgroup-mma kernel (qmv_wgmma.cuh, overlay 0015) where it fits these arrays and device;
-// false (nothing launched) where it does not.
+// Whether the warpgroup-mma kernel (qmv_wgmma.cuh, overlay 0015) fits these arrays and device.
+template <typename T, int bits, int gs>
+bool wgmma_fits(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, bool broadcast) {
+  return cu::qmv_wgmma_fits<gs>(x, b.wq(c), b.scales + b.sb_elems * c,
+                                b.biases + b.sb_elems * c, p.k, p.l, broadcast, device_id());
+}
+
+// The warpgroup-mma kernel where it fits; false (nothing launched) where it does not.
 template <typename T, int bits, int gs>
 bool run_wgmma(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
                bool broadcast, int sms) {
-  const T* sc = b.scales + b.sb_elems * c;
-  const T* bi = b.biases + b.sb_elems * c;
-  if (!cu::qmv_wgmma_fits<gs>(x, b.wq(c), sc, bi, p.k, p.l, broadcast, device_id())) {
+  if (!wgmma_fits(b, p, c, x, broadcast)) {
     return false;
   }
+  const T* sc = b.scales + b.sb_elems * c;
+  const T* bi = b.biases + b.sb_elems * c;
   void* s = scratch(cu::qmv_wgmma_scratch_bytes(p.m, p.n, p.k, p.l, broadcast, sms));
   ++wgmma_runs();
   cu::qmv_wgmma<gs>(x, b.wq(c), sc, bi, out, p.m, p.n, p.k, p.l, broadcast, sms, launch_smem, s);

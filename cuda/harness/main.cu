@@ -115,8 +115,9 @@ void inv_bench_shape(int n, int k, const std::vector<int>& ms) {
         time_us([&](int c) { run_streamed<ByM>(b, p, c, b.out); }, copies, w_bytes));
     inv_path_rows(b, p, sms, copies, w_bytes, row);
     // Where the library's dispatch takes the warpgroup-mma kernel (unless MLX_CUDA_QMV_WGMMA=0),
-    // the launcher it replaces (elsewhere "invariant" is the launcher already).
-    if (cu::qmv_wgmma_wins(m, n, k, 1, true)) {
+    // the launcher it replaces (elsewhere "invariant" is the launcher already: 8-bit, or a
+    // device or build without sm_90a).
+    if (cu::qmv_wgmma_wins(m, n, k, 1, true) && wgmma_fits(b, p, 0, b.x, true)) {
       row("invariant_launcher", time_us([&](int c) {
             run_launcher(b, p, c, b.x, b.out, true, sms);
           }, copies, w_bytes));
