@@ -26,8 +26,12 @@ for p in ${POLICIES:-streamed upstream}; do
   case "$p" in upstream|streamed|invariant) ;; *) echo "exactness.sh: policy upstream, streamed or invariant, not $p" >&2; exit 2;; esac
 done
 cudnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+# CUPTI for the timing rows' GPU time: the nvidia-cuda-cupti wheel (PyTorch's) where the toolkit
+# has none; without it the probe's timing is wall time only (its CMake says which).
+cupti=$(python3 -c 'import glob, nvidia
+print(next((d for p in nvidia.__path__ for d in glob.glob(p + "/cu*") if glob.glob(d + "/include/cupti.h")), ""))' 2>/dev/null || true)
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$install" \
-  ${cudnn:+-DCUDNN_LIB_DIR=$cudnn/lib} >&2
+  ${cudnn:+-DCUDNN_LIB_DIR=$cudnn/lib} ${cupti:+-DCUPTI_DIR=$cupti} >&2
 cmake --build "$build" >&2
 # MLX's NVRTC JIT looks for its headers in <folder of the binary>/../include.
 [ -e "$build/include" ] || ln -s "$install/include" "$build/include"

@@ -11,7 +11,15 @@
 //   qmv_lib bench    time quantized_matmul per call (many calls per eval, weights rotated past
 //                    L2) under the three policies for the benchmark shapes, and at 4-bit
 //                    M = 9..16 the invariant policy with MLX_CUDA_QMV_WGMMA=0
-//                    (lib_invariant_launcher)
+//                    (lib_invariant_launcher). With CUDA graphs on (MLX's default) the calls,
+//                    independent of each other, run concurrently where the graph lets them:
+//                    throughput.
+//   qmv_lib serial   the same arms at M = 1, 2, 4, 8, 9, 12, 16 with CUDA graphs off
+//                    (MLX_USE_CUDA_GRAPHS=0, set before MLX starts): each call's kernels go to
+//                    MLX's one stream in order, so a call starts when the one before it ended,
+//                    as in a decoder's forward. Arms `<arm>_serial`.
+// Every bench row also has `host_us`: the host's share per call (building and submitting the
+// work, async_eval's return); where it is near `us` the row measured the host, not the GPU.
 //
 // One JSON object per line; exit 1 on a parity failure or a control that catches nothing.
 #include <mlx/backend/cuda/quantized/qmv_policy.h>
@@ -176,8 +184,20 @@ static int parity() {
   return (streamed_differ == 0 && invariant_differ == 0 && upstream_differ > 0) ? 0 : 1;
 }
 
-// Per-call time of quantized_matmul: `calls` calls per eval, weights rotated over `copies`.
-static double time_us(const array& x, const std::vector<Quantized>& qs, int gs, int bits) {
+struct Timed {
+  double us;       // per call, until the GPU finished
+  double host_us;  // per call, until async_eval returned (the host's building and submitting)
+};
+
+using Clock = std::chrono::steady_clock;
+
+static double micros(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+// Per-call time of quantized_matmul: `calls` calls per eval, weights rotated over `copies`;
+// the median of five repetitions (the host's share: of the same repetition).
+static Timed time_us(const array& x, const std::vector<Quantized>& qs, int gs, int bits) {
   int copies = qs.size();
   auto run = [&](int calls) {
     std::vector<array> outs;
@@ -185,27 +205,41 @@ static double time_us(const array& x, const std::vector<Quantized>& qs, int gs, 
       auto& q = qs[i % copies];
       outs.push_back(mx::quantized_matmul(x, q.w, q.scales, q.biases, true, gs, bits));
     }
-    auto t0 = std::chrono::steady_clock::now();
-    mx::eval(outs);
+    auto t0 = Clock::now();
+    mx::async_eval(outs);
+    auto t1 = Clock::now();
     mx::synchronize();
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    return Timed{micros(t0, Clock::now()) / calls, micros(t0, t1) / calls};
   };
   run(copies);  // warm-up: JIT compiles, allocations
-  double first = run(copies);
+  double first = run(copies).us * copies;
   int calls = std::max(copies, std::min(4000, int(copies * 20000.0 / std::max(first, 1.0))));
-  std::vector<double> reps;
-  for (int r = 0; r < 5; ++r) reps.push_back(run(calls) / calls);
-  std::sort(reps.begin(), reps.end());
+  std::vector<Timed> reps;
+  for (int r = 0; r < 5; ++r) reps.push_back(run(calls));
+  std::sort(reps.begin(), reps.end(), [](const Timed& a, const Timed& b) { return a.us < b.us; });
   return reps[reps.size() / 2];
 }
 
-static int bench(int argc, char** argv) {
+static void print_bench(int bits, int gs, int n, int k, int m, const std::string& arm,
+                        const Timed& t, size_t wbytes, bool graphs) {
+  printf("{\"kind\":\"bench\",\"dtype\":\"bfloat16\",\"bits\":%d,\"gs\":%d,\"n\":%d,"
+         "\"k\":%d,\"m\":%d,\"arm\":\"%s\",\"us\":%.3f,\"host_us\":%.3f,\"bytes\":%zu,"
+         "\"graphs\":%s}\n",
+         bits, gs, n, k, m, arm.c_str(), t.us, t.host_us, wbytes, graphs ? "true" : "false");
+  fflush(stdout);
+}
+
+// `serial`: CUDA graphs off (the caller set MLX_USE_CUDA_GRAPHS=0 before MLX started) and
+// fewer M; arms named `<arm>_serial`.
+static int bench(int argc, char** argv, bool serial) {
   // The harness's five shapes, then Qwen2.5-7B's four.
   const int shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096},
                            {3584, 3584}, {18944, 3584}, {3584, 18944}, {152064, 3584}};
   std::vector<int> which;
   for (int a = 2; a < argc; ++a) which.push_back(atoi(argv[a]));
-  const int ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16};
+  const std::vector<int> ms = serial ? std::vector<int>{1, 2, 4, 8, 9, 12, 16}
+                                     : std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16};
+  const std::string suffix = serial ? "_serial" : "";
   const int gs = 64;
   for (int si = 0; si < 9; ++si) {
     if (!which.empty() && std::find(which.begin(), which.end(), si) == which.end()) continue;
@@ -223,23 +257,16 @@ static int bench(int argc, char** argv) {
         for (auto policy : {mx::cu::QmvBatchPolicy::Upstream, mx::cu::QmvBatchPolicy::Streamed,
                             mx::cu::QmvBatchPolicy::Invariant}) {
           mx::cu::set_qmv_batch_policy(policy);
-          double us = time_us(x, qs, gs, bits);
-          printf("{\"kind\":\"bench\",\"dtype\":\"bfloat16\",\"bits\":%d,\"gs\":%d,\"n\":%d,"
-                 "\"k\":%d,\"m\":%d,\"arm\":\"lib_%s\",\"us\":%.3f,\"bytes\":%zu}\n",
-                 bits, gs, n, k, m, pname(policy), us, wbytes);
-          fflush(stdout);
+          print_bench(bits, gs, n, k, m, std::string("lib_") + pname(policy) + suffix,
+                      time_us(x, qs, gs, bits), wbytes, !serial);
         }
         // Where the invariant policy may take the warpgroup-mma kernel (lib_invariant, by
         // default): the launcher (MLX_CUDA_QMV_WGMMA=0) beside it in the same run.
         if (bits == 4 && m >= 9) {
           setenv("MLX_CUDA_QMV_WGMMA", "0", 1);
-          double us = time_us(x, qs, gs, bits);
+          Timed t = time_us(x, qs, gs, bits);
           unsetenv("MLX_CUDA_QMV_WGMMA");
-          printf("{\"kind\":\"bench\",\"dtype\":\"bfloat16\",\"bits\":%d,\"gs\":%d,\"n\":%d,"
-                 "\"k\":%d,\"m\":%d,\"arm\":\"lib_invariant_launcher\",\"us\":%.3f,"
-                 "\"bytes\":%zu}\n",
-                 bits, gs, n, k, m, us, wbytes);
-          fflush(stdout);
+          print_bench(bits, gs, n, k, m, "lib_invariant_launcher" + suffix, t, wbytes, !serial);
         }
       }
     }
@@ -250,7 +277,12 @@ static int bench(int argc, char** argv) {
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "parity";
   if (mode == "parity") return parity();
-  if (mode == "bench") return bench(argc, argv);
-  fprintf(stderr, "usage: qmv_lib parity|bench [shape-index...]\n");
+  if (mode == "bench") return bench(argc, argv, false);
+  if (mode == "serial") {
+    // Read once, when MLX's CUDA device first starts: set before any MLX call.
+    setenv("MLX_USE_CUDA_GRAPHS", "0", 1);
+    return bench(argc, argv, true);
+  }
+  fprintf(stderr, "usage: qmv_lib parity|bench|serial [shape-index...]\n");
   return 2;
 }

@@ -8,7 +8,8 @@
 #           GPU TUNE_GPU (default: the second when there are two): the fast loop for launch shapes
 #   tests   MLX's python/tests/test_quantized.py under both policies (test-python.sh); with two
 #           GPUs each policy runs on its own GPU, at the same time
-#   bench   library parity (the three policies), library benchmark, peers (PyTorch), Marlin
+#   bench   library parity (the three policies), library benchmark (one call at a time with CUDA
+#           graphs off: `qmv_lib serial`; then with graphs on: `qmv_lib bench`), peers (PyTorch), Marlin
 #           (IST-DASLab's, from the bundle's deps/marlin, built here: cuda/bench/marlin_bench.cu),
 #           kernel harness benchmark (inv-bench), all on one GPU, then collect.py -> $OUT/results.json
 #   both    tests (both policies at once) on the second GPU while bench runs on the first
@@ -32,7 +33,8 @@
 # Results land in $OUT (logs packed into logs.tar.gz when there are more than 8 files, the most
 # that comes back). env: GPU_SESSION_DIR (the state kept between calls, default /tmp/run),
 # DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices into the nine shapes;
-# default all), SKIP_PEERS, SKIP_MARLIN, TEST_SELECT and TEST_TIMEOUT (test-python.sh), TUNE_GPU,
+# default all), SKIP_PEERS, SKIP_MARLIN, SKIP_HARNESS (build and bench without the kernel
+# harness: the library's runs alone), TEST_SELECT and TEST_TIMEOUT (test-python.sh), TUNE_GPU,
 # PROFILE_SHAPE ("N K"), PROFILE_SOURCE (a kernel regex: stalls per SASS line) and
 # PROFILE_METRICS (more metrics for it) for profile,
 # CONTROL_SELECT, INV_MODES, INV_TUNE and INV_SHAPES (invariant). Two invocations may run at
@@ -107,12 +109,13 @@ build() {
   PYTHON_BINDINGS=$py bash $B/cuda/bundle/build.sh > $OUT/build.log 2>&1 \
     || { tail -60 $OUT/build.log; return 1; }
   echo "mlx build (python=$py): $(( $(date +%s) - t0 )) s"
-  harness_build & local hb=$!
+  local hb=
+  [ -n "${SKIP_HARNESS:-}" ] || { harness_build & hb=$!; }
   cmake -S $B/cuda/lib -B $W/lib -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$B/install \
     -DCMAKE_MODULE_PATH=$B/install/share/cmake/MLX -DCUDNN_INCLUDE_PATH=$cudnn/include \
     -DCUDNN_LIBRARY_PATH=$cudnn/lib > $OUT/lib-build.log 2>&1 && ninja -C $W/lib >> $OUT/lib-build.log 2>&1 \
     || { tail -30 $OUT/lib-build.log; return 1; }
-  wait $hb || return 1
+  [ -z "$hb" ] || wait $hb || return 1
   touch $W/built
   echo "build done: $(( $(date +%s) - t0 )) s"
 }
@@ -191,6 +194,10 @@ bench() {
   local q=$B/install/bin/qmv_lib
   timeout 150 $q parity > $OUT/lib.jsonl; echo "lib parity rc=$? ($(left) s left)"; tail -1 $OUT/lib.jsonl
   [ -z "$mb" ] || wait $mb || { why="its build failed"; tail -20 $OUT/marlin-build.log; mb=; }
+  # One call at a time first (graphs off: a call starts when the one before it ended, as in a
+  # decoder's forward), then throughput (graphs on, MLX's default: independent calls overlap).
+  timeout $(keep 320) $q serial ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
+  echo "lib serial rc=$? ($(left) s left)"
   timeout $(keep 200) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
   echo "lib bench rc=$? ($(left) s left)"
   [ -n "${SKIP_PEERS:-}" ] || { timeout 80 python3 $B/cuda/bench/peers.py ${BENCH_SHAPES:-} > $OUT/peers.jsonl 2> $OUT/peers.err; echo "peers rc=$? ($(left) s left)"; }
@@ -201,7 +208,12 @@ bench() {
     echo "marlin: skipped ($why)"
   fi
   # The kernels launched directly: upstream's qmv, the streamed kernel by M, the invariant kernel.
-  timeout $(keep 15) $W/hb/qmv_harness inv-bench ${BENCH_SHAPES:-} > $OUT/harness.jsonl; echo "kernel bench rc=$?"
+  if [ -n "${SKIP_HARNESS:-}" ]; then
+    echo "kernel bench: skipped (SKIP_HARNESS is set)"
+  else
+    harness_build || return 1
+    timeout $(keep 15) $W/hb/qmv_harness inv-bench ${BENCH_SHAPES:-} > $OUT/harness.jsonl; echo "kernel bench rc=$?"
+  fi
   python3 $H/summarize.py $OUT/lib.jsonl $OUT/harness.jsonl $OUT/peers.jsonl $OUT/marlin.jsonl | cut -c1-220
   python3 $B/cuda/bench/collect.py $OUT/results.json $OUT/env.txt $OUT/lib.jsonl $OUT/harness.jsonl \
     $OUT/peers.jsonl $OUT/marlin.jsonl

@@ -747,24 +747,57 @@ Block verify(const Model& m, const Cache& prompt_cache, const Classic& cl, int k
 
 // ---- Timing (timing=R): what verification costs under this process's policy.
 
-// The median milliseconds of `reps` calls of f, after one warm-up call; f evaluates its work.
-double median_ms(int reps, const std::function<void()>& f) {
+GpuMeter& gpu_meter() {
+  static GpuMeter meter;
+  return meter;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One timed quantity: the median of its repetitions' wall milliseconds and, where a GPU meter
+// is set, of what the GPU did in each (the same repetitions).
+struct Timed {
+  double wall_ms = 0;
+  bool has_gpu = false;
+  GpuTime gpu;
+};
+
+// `reps` calls of f after one warm-up call; f evaluates its work. The wall time is f's own (a
+// meter's synchronizing and flushing around it not counted); `gpu`: measure the GPU too.
+Timed median_ms(int reps, const std::function<void()>& f, bool gpu = false) {
   f();
-  std::vector<double> ms;
+  std::vector<double> wall, busy, qmm, kernels;
+  const GpuMeter* meter = gpu && gpu_meter() ? &gpu_meter() : nullptr;
   for (int r = 0; r < reps; ++r) {
-    auto t = std::chrono::steady_clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t)
-                     .count());
+    double w = 0;
+    auto timed = [&] {
+      auto t = std::chrono::steady_clock::now();
+      f();
+      w = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+    };
+    GpuTime g;
+    if (meter) {
+      g = (*meter)(timed);
+    } else {
+      timed();
+    }
+    wall.push_back(w);
+    busy.push_back(g.busy_ms);
+    qmm.push_back(g.qmm_ms);
+    kernels.push_back(static_cast<double>(g.kernels));
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  Timed out{median(wall), meter != nullptr, {}};
+  out.gpu = {median(busy), median(qmm), static_cast<long>(median(kernels))};
+  return out;
 }
 
 // One forward of k tokens from the prompt's cache, logits and cache evaluated. The cache is
 // owned by the timing alone and rewound after each forward, so with cache=step its buffers are
 // updated in place (donated), as mlx-lm's are.
-double forward_ms(const Model& m, const Cache& pc, const std::vector<int32_t>& toks, int reps) {
+Timed forward_ms(const Model& m, const Cache& pc, const std::vector<int32_t>& toks, int reps) {
   Cache tc = pc;
   int k = static_cast<int>(toks.size());
   return median_ms(reps, [&] {
@@ -780,7 +813,7 @@ double forward_ms(const Model& m, const Cache& pc, const std::vector<int32_t>& t
       c.v[i] = c.step ? slice_axis(c.vbuf[i], 2, 0, pc.len) : pc.v[i];
     }
     tc = std::move(c);
-  });
+  }, true);
 }
 
 // The attention op alone as the decoder calls it over k rows after the prompt: q [1, H, k, D]
@@ -804,7 +837,7 @@ double sdpa_ms(const Model& m, const Cache& pc, int k, int reps) {
                                                             k > 1 ? "causal" : ""));
     }
     mx::eval(outs);
-  });
+  }).wall_ms;
   return ms / d.layers;
 }
 
@@ -816,10 +849,15 @@ void write_timing(std::ostream& os, const Model& m, const Cache& pc, const Class
     if (k > o.k_max) continue;
     progress("decoder timing, k = " + std::to_string(k));
     std::vector<int32_t> toks(cl.tokens.begin(), cl.tokens.begin() + k);
-    double fwd = forward_ms(m, pc, toks, o.timing);
+    Timed fwd = forward_ms(m, pc, toks, o.timing);
     double att = sdpa_ms(m, pc, k, o.timing);
-    os << (first ? "" : ",") << "{\"k\":" << k << ",\"forward_ms\":" << fwd
-       << ",\"sdpa_ms\":" << att << "}";
+    os << (first ? "" : ",") << "{\"k\":" << k << ",\"forward_ms\":" << fwd.wall_ms
+       << ",\"sdpa_ms\":" << att;
+    if (fwd.has_gpu) {
+      os << ",\"gpu_ms\":" << fwd.gpu.busy_ms << ",\"gpu_qmm_ms\":" << fwd.gpu.qmm_ms
+         << ",\"gpu_kernels\":" << fwd.gpu.kernels;
+    }
+    os << "}";
     first = false;
   }
   os << "]}";
@@ -1022,5 +1060,7 @@ Options parse_options(const std::string& spec) {
   }
   return o;
 }
+
+void set_gpu_meter(GpuMeter meter) { gpu_meter() = std::move(meter); }
 
 } // namespace exactness

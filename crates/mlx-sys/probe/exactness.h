@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -64,6 +65,22 @@ struct Options {
   // comparing, so every comparison must report a difference (shows the check can fail).
   bool perturb = false;
 };
+
+// What the GPU did while one piece of work ran: the time at least one kernel, copy or set was
+// running, the part of it in quantized-matmul kernels (names with "qmv" or "qmm"), and how many
+// kernels ran.
+struct GpuTime {
+  double busy_ms = 0;
+  double qmm_ms = 0;
+  long kernels = 0;
+};
+
+// Runs its argument (which evaluates its work) and reports what the GPU did meanwhile.
+using GpuMeter = std::function<GpuTime(const std::function<void()>&)>;
+
+// Where the program can measure the GPU (the CUDA probe with CUPTI, gpu_time.cc), the timing
+// rows gain its columns; unset (the bridge, a build without CUPTI), they have none.
+void set_gpu_meter(GpuMeter meter);
 
 // Runs the probe and writes one JSON object (docs/json.md, "exactness" raw results) to out.
 // Throws std::exception on bad options.

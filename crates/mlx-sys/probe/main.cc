@@ -8,13 +8,18 @@
 // SPEC is exactness.h's "key=value;..." options. Prints one JSON line in the shape of
 // mlx-sys's exactness example ({"policy", "paths": null, "env": {the kernel settings set},
 // "probe": {...}}; values are plain words, printed as they are), which
-// `cargo xtask exactness --from FILE` renders. Exit 2 on bad arguments or an error.
+// `cargo xtask exactness --from FILE` renders. Exit 2 on bad arguments or an error. Built with
+// CUPTI (PROBE_CUPTI, gpu_time.cc), the timing rows also give the forward's GPU time.
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
 
 #include "exactness.h"
+
+#ifdef PROBE_CUPTI
+void install_gpu_time();  // gpu_time.cc
+#endif
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {
@@ -29,6 +34,19 @@ int main(int argc, char** argv) {
   }
   try {
     auto opts = exactness::parse_options(argc == 3 ? argv[2] : "");
+#ifdef PROBE_CUPTI
+    // The timing rows' GPU columns (CUPTI's tracing on for the whole run); PROBE_GPU_TIME=0: off.
+    // CUPTI refusing to start costs the columns only, said on stderr: the rows say it too, by
+    // lacking them.
+    const char* gpu_time = std::getenv("PROBE_GPU_TIME");
+    if (!gpu_time || std::string(gpu_time) != "0") {
+      try {
+        install_gpu_time();
+      } catch (const std::exception& e) {
+        std::cerr << "exactness: no GPU time in the timing rows: " << e.what() << "\n";
+      }
+    }
+#endif
     std::ostringstream probe;
     exactness::run(opts, probe);
     std::string json = probe.str();
@@ -37,7 +55,7 @@ int main(int argc, char** argv) {
     // The settings that choose MLX's kernels, as this process saw them.
     const char* names[] = {"MLX_CUDA_QMV_BATCH_POLICY", "MLX_CPU_QMM_T_POLICY",
                            "MLX_CUDA_QMV_WGMMA", "MLX_CUDA_USE_CUDNN_SDPA",
-                           "MLX_USE_CUDA_GRAPHS"};
+                           "MLX_USE_CUDA_GRAPHS", "PROBE_GPU_TIME"};
     bool first = true;
     for (const char* n : names) {
       const char* v = std::getenv(n);

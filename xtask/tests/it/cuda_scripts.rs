@@ -1373,6 +1373,80 @@ fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
     assert_eq!(calls, "inv-parity\ninv-bench\n", "{}", out.snapshot());
 }
 
+/// gpu-session.sh's `bench` phase times the library one call at a time (`qmv_lib serial`, CUDA
+/// graphs off) before the throughput run (`qmv_lib bench`), both on BENCH_SHAPES, and files both
+/// arms in results.json; SKIP_HARNESS leaves the kernel harness out (neither built nor run). A
+/// stand-in qmv_lib records its arguments.
+#[test]
+fn gpu_session_bench_times_serial_then_throughput() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let state = f.t().join("state");
+    let checkout = f.t().join("checkout");
+    let out_dir = f.t().join("out");
+    let log = f.t().join("qmv_lib.log");
+    unpacked_checkout(&state, &checkout);
+    let bundle = state.join("mlx-cuda-bundle/cuda");
+    for (d, file) in [("harness", "summarize.py"), ("bench", "collect.py")] {
+        std::fs::create_dir_all(bundle.join(d)).unwrap();
+        std::fs::copy(
+            workspace().join("cuda").join(d).join(file),
+            bundle.join(d).join(file),
+        )
+        .unwrap();
+    }
+    let row = |arm: &str, us: f64| {
+        format!(
+            r#"{{"kind":"bench","dtype":"bfloat16","bits":4,"gs":64,"n":8,"k":64,"m":1,"arm":"{arm}","us":{us},"host_us":0.5,"bytes":8}}"#
+        )
+    };
+    std::fs::create_dir_all(state.join("lib")).unwrap();
+    std::fs::write(
+        state.join("lib/qmv_lib"),
+        format!(
+            "#!/bin/sh\necho \"$*\" >> {}\ncase $1 in\n  parity) echo '{}' ;;\n  serial) echo '{}' ;;\n  bench) echo '{}' ;;\nesac\n",
+            log.display(),
+            r#"{"kind":"lib_parity","checked":1,"streamed_differ":0,"invariant_differ":0,"upstream_differ":1}"#,
+            row("lib_invariant_serial", 2.0),
+            row("lib_invariant", 1.0)
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(state.join("lib/qmv_lib")).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(state.join("lib/qmv_lib"), perms).unwrap();
+    std::fs::write(state.join("built"), "").unwrap();
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let out = f
+        .out(
+            Command::new("bash")
+                .arg(workspace().join("cuda/machine/gpu-session.sh"))
+                .arg("bench")
+                .current_dir(&checkout)
+                .env("GPU_SESSION_DIR", &state)
+                .env("OUT", &out_dir)
+                .env("BENCH_SHAPES", "2 4")
+                .env("SKIP_PEERS", "1")
+                .env("SKIP_MARLIN", "1")
+                .env("SKIP_HARNESS", "1")
+                .output()
+                .unwrap(),
+        )
+        .code(0);
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(calls, "parity\nserial 2 4\nbench 2 4\n", "{}", out.snapshot());
+    assert!(
+        out.stdout.contains("kernel bench: skipped (SKIP_HARNESS is set)"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(!out_dir.join("harness-build.log").exists());
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("results.json")).unwrap()).unwrap();
+    let arms = &results["rows"][0]["arms"];
+    assert_eq!(arms["lib_invariant_serial"], 2.0, "{results}");
+    assert_eq!(arms["lib_invariant"], 1.0, "{results}");
+}
+
 /// cuda/harness/sass_mix.py on a small `cuobjdump -sass` dump: per kernel, the smallest loop (a
 /// backward branch's range) that holds an HMMA, with its opcodes counted; a kernel without one
 /// says `"loop": null`; the name filter keeps only what it matches.

@@ -108,6 +108,46 @@ fn a_promised_row_that_differs_is_a_finding_in_text_and_json() {
     assert_eq!(v["runs"][0]["probe"]["ops"][0]["asserted"], true);
 }
 
+/// A CUDA probe built with CUPTI adds the forward's GPU time to its timing rows: rendered as a
+/// table of its own, each k over the same run's k = 1; rows without it render no such table.
+#[test]
+fn timing_rows_with_gpu_time_render_it_over_k_1() {
+    let f = fixture();
+    let timed = |gpu: bool| {
+        let row = |k: u32, wall: f64, busy: f64, qmm: f64| {
+            let mut r = json!({"k": k, "forward_ms": wall, "sdpa_ms": 0.01});
+            if gpu {
+                r["gpu_ms"] = json!(busy);
+                r["gpu_qmm_ms"] = json!(qmm);
+                r["gpu_kernels"] = json!(400);
+            }
+            r
+        };
+        let mut r = run("invariant", false, vec![]);
+        r["probe"]["decoder"]["timing"] =
+            json!({"reps": 5, "rows": [row(1, 6.0, 2.0, 1.5), row(16, 7.0, 2.5, 1.8)]});
+        r
+    };
+    let lines = [timed(true), run("streamed", true, vec![op("quantized_matmul", 1)])];
+    let file = write(&f, &lines);
+    let out = f
+        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
+        .code(0);
+    assert!(out.stdout.contains("GPU time (same forwards)"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("2.500 ms, qmm 1.800 ms (1.25x, 1.20x)"),
+        "{}",
+        out.stdout
+    );
+    let lines = [timed(false), run("streamed", true, vec![op("quantized_matmul", 1)])];
+    let file = write(&f, &lines);
+    let out = f
+        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
+        .code(0);
+    assert!(out.stdout.contains("timing (median of 5)"), "{}", out.stdout);
+    assert!(!out.stdout.contains("GPU time"), "{}", out.stdout);
+}
+
 #[test]
 fn without_a_caught_control_the_run_cannot_pass() {
     let f = fixture();

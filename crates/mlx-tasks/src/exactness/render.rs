@@ -283,6 +283,43 @@ fn timing_table(s: &mut String, runs: &[&Run]) {
         }
         s.push('\n');
     }
+    gpu_table(s, &timed);
+}
+
+/// Where the probe measured the GPU (CUPTI): per k, each run's GPU busy time, its quantized
+/// matmuls' part, and both against the same run's k = 1 (what verifying k tokens costs the GPU
+/// over one decode step; the wall time above is mostly the host's).
+fn gpu_table(s: &mut String, timed: &[(&Run, &report::Timing)]) {
+    if !timed
+        .iter()
+        .any(|(_, t)| t.rows.iter().any(|r| r.gpu_ms.is_some()))
+    {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "  GPU time (same forwards): busy, of it quantized matmuls; each over its run's k = 1"
+    );
+    for row in &timed[0].1.rows {
+        let _ = write!(s, "  {:>3}", row.k);
+        for (_, t) in timed {
+            let cell = gpu_cell(t, row.k).unwrap_or_else(|| "-".into());
+            let _ = write!(s, " {cell:<52}");
+        }
+        s.push('\n');
+    }
+}
+
+fn gpu_cell(t: &report::Timing, k: u32) -> Option<String> {
+    let r = t.rows.iter().find(|x| x.k == k)?;
+    let (gpu, qmm) = (r.gpu_ms?, r.gpu_qmm_ms?);
+    let mut cell = format!("{gpu:.3} ms, qmm {qmm:.3} ms");
+    if let Some(one) = t.rows.iter().find(|x| x.k == 1) {
+        if let (Some(g1), Some(q1)) = (one.gpu_ms, one.gpu_qmm_ms) {
+            let _ = write!(cell, " ({:.2}x, {:.2}x)", gpu / g1, qmm / q1);
+        }
+    }
+    Some(cell)
 }
 
 /// The upstream run's row at k with the same kernel settings as `run` (None for upstream itself).

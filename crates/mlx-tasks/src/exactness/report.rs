@@ -75,6 +75,16 @@ pub struct TimingRow {
     pub forward_ms: f64,
     /// The attention op alone at the decoder's shapes, per call (per layer).
     pub sdpa_ms: f64,
+    /// The GPU's busy time in the same forwards: kernels, copies and sets, their intervals
+    /// joined (CUPTI; the CUDA probe built with it, docs/kernels/exactness.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_ms: Option<f64>,
+    /// Of it, the quantized matmuls' kernels (names with "qmv" or "qmm").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_qmm_ms: Option<f64>,
+    /// Kernels the forward ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_kernels: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

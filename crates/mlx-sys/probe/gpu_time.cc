@@ -1,0 +1,134 @@
+// The GPU's own time of a piece of work, for the CUDA probe (compiled where CMake finds CUPTI:
+// CMakeLists.txt). A decoder forward's wall time is mostly the host's (building MLX's graph,
+// launching): what verification costs the GPU is what its kernels, copies and sets took.
+//
+// CUPTI's activity API records each kernel's, memcpy's and memset's start and end on the GPU
+// (graph-launched kernels too); tracing starts once, before MLX touches the device, so the
+// graphs MLX instantiates and replays are traced from their first launch. A measurement drops
+// the records before it, runs the work, synchronizes the device, flushes, and joins the
+// intervals: `busy_ms` is their union (time with at least one running), `qmm_ms` the union of
+// the kernels whose names contain "qmv" or "qmm" (MLX's quantized matmuls, the overlays'
+// included). Records CUPTI dropped make the measurement an error, not a smaller number.
+#include <cupti.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "exactness.h"
+
+namespace {
+
+struct Span {
+  uint64_t start, end;
+  bool kernel, qmm;
+};
+
+std::mutex mu;
+std::vector<Span> spans;
+
+void check(CUptiResult r, const char* what) {
+  if (r == CUPTI_SUCCESS) return;
+  const char* msg = nullptr;
+  cuptiGetResultString(r, &msg);
+  throw std::runtime_error(std::string("gpu time: ") + what + ": " + (msg ? msg : "CUPTI error"));
+}
+
+void CUPTIAPI requested(uint8_t** buf, size_t* size, size_t* max_records) {
+  *size = size_t(8) << 20;
+  *buf = static_cast<uint8_t*>(std::aligned_alloc(8, *size));
+  *max_records = 0;
+}
+
+bool is_qmm(const char* name) {
+  return name && (std::strstr(name, "qmv") || std::strstr(name, "qmm"));
+}
+
+void add(const CUpti_Activity* r) {
+  switch (r->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      auto k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
+      spans.push_back({k->start, k->end, true, is_qmm(k->name)});
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      auto c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
+      spans.push_back({c->start, c->end, false, false});
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      auto s = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
+      spans.push_back({s->start, s->end, false, false});
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t valid) {
+  std::lock_guard<std::mutex> lock(mu);
+  CUpti_Activity* r = nullptr;
+  while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) add(r);
+  std::free(buf);
+}
+
+// Milliseconds covered by at least one of the spans (sorted by start here).
+double union_ms(std::vector<Span> v) {
+  std::sort(v.begin(), v.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  uint64_t total = 0, start = 0, end = 0;
+  for (const Span& s : v) {
+    if (s.end <= s.start) continue;
+    if (s.start > end) {
+      total += end - start;
+      start = s.start;
+      end = s.end;
+    } else {
+      end = std::max(end, s.end);
+    }
+  }
+  total += end - start;
+  return total / 1e6;
+}
+
+void flush() {
+  if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("gpu time: synchronize failed");
+  check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flush");
+}
+
+exactness::GpuTime measure(const std::function<void()>& f) {
+  flush();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    spans.clear();
+  }
+  f();
+  flush();
+  size_t dropped = 0;
+  check(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped), "dropped records");
+  if (dropped) throw std::runtime_error("gpu time: CUPTI dropped " + std::to_string(dropped) + " records");
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<Span> qmm;
+  long kernels = 0;
+  for (const Span& s : spans) {
+    kernels += s.kernel;
+    if (s.qmm) qmm.push_back(s);
+  }
+  return {union_ms(spans), union_ms(qmm), kernels};
+}
+
+}  // namespace
+
+// main.cc calls it before the probe runs, unless PROBE_GPU_TIME=0.
+void install_gpu_time() {
+  check(cuptiActivityRegisterCallbacks(requested, completed), "register");
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable kernels");
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable memcpy");
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable memset");
+  exactness::set_gpu_meter(measure);
+}
