@@ -192,13 +192,14 @@ bench() {
   # the executable as it was started: so from <install>/bin, by its absolute path.
   mkdir -p $B/install/bin && cp $W/lib/qmv_lib $B/install/bin/
   local q=$B/install/bin/qmv_lib
-  timeout 150 $q parity > $OUT/lib.jsonl; echo "lib parity rc=$? ($(left) s left)"; tail -1 $OUT/lib.jsonl
-  [ -z "$mb" ] || wait $mb || { why="its build failed"; tail -20 $OUT/marlin-build.log; mb=; }
   # One call at a time first (graphs off: a call starts when the one before it ended, as in a
-  # decoder's forward), then throughput (graphs on, MLX's default: independent calls overlap).
-  timeout $(keep 320) $q serial ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
+  # decoder's forward), then parity, then throughput (graphs on, MLX's default: independent calls
+  # overlap).
+  timeout $(keep 250) $q serial ${BENCH_SHAPES:-} > $OUT/lib.jsonl
   echo "lib serial rc=$? ($(left) s left)"
-  timeout $(keep 200) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
+  timeout 150 $q parity >> $OUT/lib.jsonl; echo "lib parity rc=$? ($(left) s left)"; tail -1 $OUT/lib.jsonl
+  [ -z "$mb" ] || wait $mb || { why="its build failed"; tail -20 $OUT/marlin-build.log; mb=; }
+  timeout $(keep 70) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
   echo "lib bench rc=$? ($(left) s left)"
   [ -n "${SKIP_PEERS:-}" ] || { timeout 80 python3 $B/cuda/bench/peers.py ${BENCH_SHAPES:-} > $OUT/peers.jsonl 2> $OUT/peers.err; echo "peers rc=$? ($(left) s left)"; }
   if [ -n "$mb" ]; then

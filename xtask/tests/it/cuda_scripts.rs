@@ -1374,11 +1374,11 @@ fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
 }
 
 /// gpu-session.sh's `bench` phase times the library one call at a time (`qmv_lib serial`, CUDA
-/// graphs off) before the throughput run (`qmv_lib bench`), both on BENCH_SHAPES, and files both
+/// graphs off) first, then parity, then throughput (`qmv_lib bench`), both on BENCH_SHAPES; it files both
 /// arms in results.json; SKIP_HARNESS leaves the kernel harness out (neither built nor run). A
 /// stand-in qmv_lib records its arguments.
 #[test]
-fn gpu_session_bench_times_serial_then_throughput() {
+fn gpu_session_bench_times_serial_first_then_throughput() {
     let f = Fixture::new(&[("a", "a\n")]);
     let state = f.t().join("state");
     let checkout = f.t().join("checkout");
@@ -1433,7 +1433,7 @@ fn gpu_session_bench_times_serial_then_throughput() {
         )
         .code(0);
     let calls = std::fs::read_to_string(&log).unwrap_or_default();
-    assert_eq!(calls, "parity\nserial 2 4\nbench 2 4\n", "{}", out.snapshot());
+    assert_eq!(calls, "serial 2 4\nparity\nbench 2 4\n", "{}", out.snapshot());
     assert!(
         out.stdout.contains("kernel bench: skipped (SKIP_HARNESS is set)"),
         "{}",
