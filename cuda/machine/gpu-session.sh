@@ -33,7 +33,8 @@
 # Results land in $OUT (logs packed into logs.tar.gz when there are more than 8 files, the most
 # that comes back). env: GPU_SESSION_DIR (the state kept between calls, default /tmp/run),
 # DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices into the nine shapes;
-# default all), SKIP_PEERS, SKIP_MARLIN, SKIP_HARNESS (build and bench without the kernel
+# default all), LIB_RUNS (bench's library runs in order, default "serial parity bench"),
+# SKIP_PEERS, SKIP_MARLIN, SKIP_HARNESS (build and bench without the kernel
 # harness: the library's runs alone), TEST_SELECT and TEST_TIMEOUT (test-python.sh), TUNE_GPU,
 # PROFILE_SHAPE ("N K"), PROFILE_SOURCE (a kernel regex: stalls per SASS line) and
 # PROFILE_METRICS (more metrics for it) for profile,
@@ -176,8 +177,12 @@ tests() {
 }
 
 bench() {
+  local r
+  for r in ${LIB_RUNS:-serial parity bench}; do
+    case $r in serial|parity|bench) ;; *) echo "LIB_RUNS: serial, parity or bench, not '$r'" >&2; return 2 ;; esac
+  done
   export CUDA_VISIBLE_DEVICES=$1 MLX_PTX_CACHE_DIR=$W/ptx-bench
-  # Marlin (pins.toml's bench source; a fork may not pin it) built while library parity runs:
+  # Marlin (pins.toml's bench source; a fork may not pin it) built while the library runs:
   # nvcc 13.0 on PATH, sm_90a as the H200 is (compute capability 9.0; build.sh's CUDA_ARCH and
   # cuda/harness/build.sh default to it too), with the flags torch gives Marlin's own setup.py
   # (cuda/bundle/nvcc-flags.sh).
@@ -192,15 +197,20 @@ bench() {
   # the executable as it was started: so from <install>/bin, by its absolute path.
   mkdir -p $B/install/bin && cp $W/lib/qmv_lib $B/install/bin/
   local q=$B/install/bin/qmv_lib
-  # One call at a time first (graphs off: a call starts when the one before it ended, as in a
-  # decoder's forward), then parity, then throughput (graphs on, MLX's default: independent calls
-  # overlap).
-  timeout $(keep 250) $q serial ${BENCH_SHAPES:-} > $OUT/lib.jsonl
-  echo "lib serial rc=$? ($(left) s left)"
-  timeout 150 $q parity >> $OUT/lib.jsonl; echo "lib parity rc=$? ($(left) s left)"; tail -1 $OUT/lib.jsonl
+  # LIB_RUNS in order (default: all three): serial, one call at a time (graphs off: a call starts
+  # when the one before it ended, as in a decoder's forward); parity; bench, throughput (graphs
+  # on, MLX's default: independent calls overlap).
+  : > $OUT/lib.jsonl
+  local rc
+  for r in ${LIB_RUNS:-serial parity bench}; do
+    case $r in
+      serial) timeout $(keep 70) $q serial ${BENCH_SHAPES:-} >> $OUT/lib.jsonl; rc=$? ;;
+      parity) timeout 150 $q parity >> $OUT/lib.jsonl; rc=$?; tail -1 $OUT/lib.jsonl ;;
+      bench) timeout $(keep 70) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl; rc=$? ;;
+    esac
+    echo "lib $r rc=$rc ($(left) s left)"
+  done
   [ -z "$mb" ] || wait $mb || { why="its build failed"; tail -20 $OUT/marlin-build.log; mb=; }
-  timeout $(keep 70) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl
-  echo "lib bench rc=$? ($(left) s left)"
   [ -n "${SKIP_PEERS:-}" ] || { timeout 80 python3 $B/cuda/bench/peers.py ${BENCH_SHAPES:-} > $OUT/peers.jsonl 2> $OUT/peers.err; echo "peers rc=$? ($(left) s left)"; }
   if [ -n "$mb" ]; then
     timeout 50 $W/marlin_bench ${BENCH_SHAPES:-} > $OUT/marlin.jsonl; echo "marlin rc=$? ($(left) s left)"
@@ -410,7 +420,7 @@ for phase in "$@"; do
     invariant) invariant 0 || exit 1 ;;
     tests) [ -f $W/built ] || { echo "build first"; exit 2; }
            if [ $ngpu -gt 1 ]; then tests 0 1; else tests 0; fi ;;
-    bench) [ -f $W/built ] || { echo "build first"; exit 2; }; bench 0 ;;
+    bench) [ -f $W/built ] || { echo "build first"; exit 2; }; bench 0 || exit $? ;;
     both)  [ -f $W/built ] || { echo "build first"; exit 2; }
            [ $ngpu -gt 1 ] || { echo "both needs two GPUs"; exit 2; }
            (tests 1 1) & tp=$!; bench 0; wait $tp ;;
