@@ -1411,7 +1411,9 @@ fn gpu_session_bench_times_serial_first_then_throughput() {
         ),
     )
     .unwrap();
-    let mut perms = std::fs::metadata(state.join("lib/qmv_lib")).unwrap().permissions();
+    let mut perms = std::fs::metadata(state.join("lib/qmv_lib"))
+        .unwrap()
+        .permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(state.join("lib/qmv_lib"), perms).unwrap();
     std::fs::write(state.join("built"), "").unwrap();
@@ -1433,9 +1435,15 @@ fn gpu_session_bench_times_serial_first_then_throughput() {
         )
         .code(0);
     let calls = std::fs::read_to_string(&log).unwrap_or_default();
-    assert_eq!(calls, "serial 2 4\nparity\nbench 2 4\n", "{}", out.snapshot());
+    assert_eq!(
+        calls,
+        "serial 2 4\nparity\nbench 2 4\n",
+        "{}",
+        out.snapshot()
+    );
     assert!(
-        out.stdout.contains("kernel bench: skipped (SKIP_HARNESS is set)"),
+        out.stdout
+            .contains("kernel bench: skipped (SKIP_HARNESS is set)"),
         "{}",
         out.snapshot()
     );

@@ -314,10 +314,10 @@ fn gpu_cell(t: &report::Timing, k: u32) -> Option<String> {
     let r = t.rows.iter().find(|x| x.k == k)?;
     let (gpu, qmm) = (r.gpu_ms?, r.gpu_qmm_ms?);
     let mut cell = format!("{gpu:.3} ms, qmm {qmm:.3} ms");
-    if let Some(one) = t.rows.iter().find(|x| x.k == 1) {
-        if let (Some(g1), Some(q1)) = (one.gpu_ms, one.gpu_qmm_ms) {
-            let _ = write!(cell, " ({:.2}x, {:.2}x)", gpu / g1, qmm / q1);
-        }
+    if let Some(one) = t.rows.iter().find(|x| x.k == 1)
+        && let (Some(g1), Some(q1)) = (one.gpu_ms, one.gpu_qmm_ms)
+    {
+        let _ = write!(cell, " ({:.2}x, {:.2}x)", gpu / g1, qmm / q1);
     }
     Some(cell)
 }
