@@ -33,7 +33,8 @@
 # Results land in $OUT (logs packed into logs.tar.gz when there are more than 8 files, the most
 # that comes back). env: GPU_SESSION_DIR (the state kept between calls, default /tmp/run),
 # DEADLINE (seconds this call may use, default 570), BENCH_SHAPES (indices into the nine shapes;
-# default all), LIB_RUNS (bench's library runs in order, default "serial parity bench"),
+# default all), LIB_RUNS (bench's library runs in order, default "serial parity bench"), LIB_KEEP
+# (seconds serial leaves to what follows, default 70),
 # SKIP_PEERS, SKIP_MARLIN, SKIP_HARNESS (build and bench without the kernel
 # harness: the library's runs alone), TEST_SELECT and TEST_TIMEOUT (test-python.sh), TUNE_GPU,
 # PROFILE_SHAPE ("N K"), PROFILE_SOURCE (a kernel regex: stalls per SASS line) and
@@ -204,7 +205,7 @@ bench() {
   local rc
   for r in ${LIB_RUNS:-serial parity bench}; do
     case $r in
-      serial) timeout $(keep 70) $q serial ${BENCH_SHAPES:-} >> $OUT/lib.jsonl; rc=$? ;;
+      serial) timeout $(keep ${LIB_KEEP:-70}) $q serial ${BENCH_SHAPES:-} >> $OUT/lib.jsonl; rc=$? ;;
       parity) timeout 150 $q parity >> $OUT/lib.jsonl; rc=$?; tail -1 $OUT/lib.jsonl ;;
       bench) timeout $(keep 70) $q bench ${BENCH_SHAPES:-} >> $OUT/lib.jsonl; rc=$? ;;
     esac

@@ -354,7 +354,7 @@ if [ "${QMV:-0}" = 1 ]; then
       || { say "qmv: copy failed"; exit 1; }
     # What it leaves is the probe's: its build and the 7b runs below took about 100 s (session
     # 32, H100); gpu-session.sh's own build (the kernel harness, cuda/lib) took 321 s there.
-    (cd $W/ck && OUT=$R/qmv DEADLINE=$(( $(left) - 240 )) bash $M/gpu-session.sh build bench) \
+    (cd $W/ck && OUT=$R/qmv DEADLINE=$(( $(left) - ${PROBE_RESERVE:-240} )) bash $M/gpu-session.sh build bench) \
       > $R/qmv.txt 2>&1
     echo "qmv: rc=$?"; tail -30 $R/qmv.txt
     done_step qmv
