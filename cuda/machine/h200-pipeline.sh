@@ -26,7 +26,8 @@
 #   (after the build: the exactness probe's runs and the SDPA cases, no suites), QMV=1 (issue 27's
 #   library call: the build with MLX's tests off, then gpu-session.sh's `build bench` from a copy of
 #   the checkout's cuda/ with its results in res/qmv, then the 7b decoder's probe under the
-#   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA=0 (the launcher), timed)
+#   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA=0 (the launcher), timed;
+#   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240)
 set -uo pipefail
 W=/tmp/run
 B=$W/mlx-cuda-bundle
