@@ -27,7 +27,8 @@
 #   library call: the build with MLX's tests off, then gpu-session.sh's `build bench` from a copy of
 #   the checkout's cuda/ with its results in res/qmv, then the 7b decoder's probe under the
 #   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA=0 (the launcher), timed;
-#   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240)
+#   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
+#   probe's runs alone, no gpu-session.sh)
 set -uo pipefail
 W=/tmp/run
 B=$W/mlx-cuda-bundle
@@ -348,7 +349,7 @@ if [ "${QMV:-0}" = 1 ]; then
   # (a later call may send the checkout again) and the bundle this run unpacked (the same file as
   # $W/bundle.tar.gz, so its unpack keeps the built tree); its build step finds MLX built and
   # installed, and builds cuda/lib and the kernel harness. What is left after it is the probe's.
-  if ! step qmv; then
+  if [ "${QMV_LIB:-1}" != 0 ] && ! step qmv; then
     say "qmv: gpu-session.sh build bench"
     rm -rf $W/ck && mkdir -p $W/ck/.devcarry $R/qmv && cp -r $M/.. $W/ck/cuda \
       && cp "$carry/bundle.tar.gz" $W/ck/.devcarry/ && cp "$carry/bundle.tar.gz" $W/bundle.tar.gz \
