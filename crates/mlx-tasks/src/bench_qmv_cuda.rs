@@ -157,8 +157,46 @@ pub fn markdown(r: &Results) -> String {
         for note in arm_configs(&rows).into_iter().chain(bit_identical(&rows)) {
             let _ = writeln!(out, "\n{note}");
         }
+        serial_table(&mut out, &rows);
     }
     out
+}
+
+/// The library's arms one call at a time (`qmv_lib serial`: CUDA graphs off, each call starting
+/// when the one before it ended), where the run measured them.
+const SERIAL: &[(&str, &str)] = &[
+    ("lib_upstream_serial", "MLX upstream"),
+    ("lib_streamed_serial", "streamed policy"),
+    ("lib_invariant_serial", "invariant policy"),
+    ("lib_invariant_launcher_serial", "invariant, launcher"),
+];
+
+/// A second table of the group where it has serial arms: µs and the ratio to upstream's serial
+/// M = 1 (the flatness a decoder's forward sees; the first table's library arms are throughput).
+fn serial_table(out: &mut String, rows: &BTreeMap<u32, Row>) {
+    let has = |r: &Row| SERIAL.iter().any(|(a, _)| r.arms.contains_key(*a));
+    if !rows.values().any(has) {
+        return;
+    }
+    let base = rows.get(&1).and_then(|r| r.arms.get(SERIAL[0].0)).copied();
+    let _ = writeln!(
+        out,
+        "\nOne call at a time (CUDA graphs off; µs; × MLX upstream one at a time at M = 1)\n"
+    );
+    let head: Vec<&str> = SERIAL.iter().map(|c| c.1).collect();
+    let _ = writeln!(out, "| M | {} |", head.join(" | "));
+    let _ = writeln!(out, "|---:|{}", "---:|".repeat(SERIAL.len()));
+    for (m, row) in rows.iter().filter(|(_, r)| has(r)) {
+        let cells: Vec<String> = SERIAL
+            .iter()
+            .map(|(arm, _)| match (row.arms.get(*arm), base) {
+                (Some(t), Some(b)) => format!("{t:.1} ({:.2}x)", t / b),
+                (Some(t), None) => format!("{t:.1}"),
+                (None, _) => "–".into(),
+            })
+            .collect();
+        let _ = writeln!(out, "| {m} | {} |", cells.join(" | "));
+    }
 }
 
 /// The heading of an arm's column (the arm itself when it has none).
@@ -386,6 +424,38 @@ mod tests {
             "{m16}"
         );
         assert!(svg(&r).contains("<polyline"));
+    }
+
+    /// `qmv_lib serial`'s arms get a table of their own, over upstream's serial M = 1; a run
+    /// without them has none.
+    #[test]
+    fn serial_arms_get_their_own_table_over_upstreams_serial_m1() {
+        let mut r = results(
+            &[("lib_invariant", 30.0), ("lib_invariant_serial", 33.0)],
+            20.0,
+        );
+        r.rows[0].arms.insert("lib_upstream_serial".into(), 22.0);
+        let md = markdown(&r);
+        let serial: Vec<&str> = md
+            .lines()
+            .skip_while(|l| !l.starts_with("One call at a time"))
+            .collect();
+        assert!(
+            serial
+                .iter()
+                .any(|l| l.starts_with("| 16 |") && l.contains("33.0 (1.50x)")),
+            "{md}"
+        );
+        assert!(
+            serial
+                .iter()
+                .any(|l| l.starts_with("| 1 |") && l.contains("22.0 (1.00x)")),
+            "{md}"
+        );
+        let main_m16 = md.lines().find(|l| l.starts_with("| 16 |")).unwrap();
+        assert!(main_m16.contains("30.0 (1.50x)"), "{main_m16}");
+        let plain = markdown(&results(&[("lib_invariant", 30.0)], 20.0));
+        assert!(!plain.contains("One call at a time"), "{plain}");
     }
 
     /// What collect.py writes for a run with Marlin: its float16 gs 128 times in the bfloat16
