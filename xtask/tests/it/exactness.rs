@@ -128,38 +128,26 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
             json!({"reps": 5, "rows": [row(1, 6.0, 2.0, 1.5), row(16, 7.0, 2.5, 1.8)]});
         r
     };
-    let lines = [
-        timed(true),
-        run("streamed", true, vec![op("quantized_matmul", 1)]),
-    ];
-    let file = write(&f, &lines);
-    let out = f
-        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
-        .code(0);
+    // The timed run beside a caught control, rendered.
+    let render = |gpu: bool| {
+        let lines = [
+            timed(gpu),
+            run("streamed", true, vec![op("quantized_matmul", 1)]),
+        ];
+        let file = write(&f, &lines);
+        f.xtask(&["exactness", "--backend", "cuda", "--from", &file])
+            .code(0)
+            .stdout
+    };
+    let out = render(true);
+    assert!(out.contains("GPU time (same forwards)"), "{out}");
     assert!(
-        out.stdout.contains("GPU time (same forwards)"),
-        "{}",
-        out.stdout
+        out.contains("2.500 ms, qmm 1.800 ms (1.25x, 1.20x)"),
+        "{out}"
     );
-    assert!(
-        out.stdout.contains("2.500 ms, qmm 1.800 ms (1.25x, 1.20x)"),
-        "{}",
-        out.stdout
-    );
-    let lines = [
-        timed(false),
-        run("streamed", true, vec![op("quantized_matmul", 1)]),
-    ];
-    let file = write(&f, &lines);
-    let out = f
-        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
-        .code(0);
-    assert!(
-        out.stdout.contains("timing (median of 5)"),
-        "{}",
-        out.stdout
-    );
-    assert!(!out.stdout.contains("GPU time"), "{}", out.stdout);
+    let out = render(false);
+    assert!(out.contains("timing (median of 5)"), "{out}");
+    assert!(!out.contains("GPU time"), "{out}");
 }
 
 #[test]
