@@ -18,8 +18,10 @@
 //                    (MLX_USE_CUDA_GRAPHS=0, set before MLX starts): each call's kernels go to
 //                    MLX's one stream in order, so a call starts when the one before it ended,
 //                    as in a decoder's forward. Arms `<arm>_serial`.
-// Every bench row also has `host_us`: the host's share per call (building and submitting the
-// work, async_eval's return); where it is near `us` the row measured the host, not the GPU.
+// Every bench row also has `host_us`: per call, until async_eval returned (building and
+// submitting the work). MLX's eval also waits there once more than 10 command batches are in
+// flight, so it bounds the host's share from above: well below `us`, the row measured the GPU;
+// near it, the row cannot tell.
 //
 // One JSON object per line; exit 1 on a parity failure or a control that catches nothing.
 #include <mlx/backend/cuda/quantized/qmv_policy.h>
@@ -186,7 +188,7 @@ static int parity() {
 
 struct Timed {
   double us;       // per call, until the GPU finished
-  double host_us;  // per call, until async_eval returned (the host's building and submitting)
+  double host_us;  // per call, until async_eval returned (at most the host's share)
 };
 
 using Clock = std::chrono::steady_clock;
