@@ -8,8 +8,9 @@
 #           GPU TUNE_GPU (default: the second when there are two): the fast loop for launch shapes
 #   tests   MLX's python/tests/test_quantized.py under both policies (test-python.sh); with two
 #           GPUs each policy runs on its own GPU, at the same time
-#   bench   library parity (the three policies), library benchmark (one call at a time with CUDA
-#           graphs off: `qmv_lib serial`; then with graphs on: `qmv_lib bench`), peers (PyTorch), Marlin
+#   bench   the library's runs of LIB_RUNS in order (default: one call at a time with CUDA graphs
+#           off, `qmv_lib serial`; parity under the three policies; throughput with graphs on,
+#           `qmv_lib bench`), peers (PyTorch), Marlin
 #           (IST-DASLab's, from the bundle's deps/marlin, built here: cuda/bench/marlin_bench.cu),
 #           kernel harness benchmark (inv-bench), all on one GPU, then collect.py -> $OUT/results.json
 #   both    tests (both policies at once) on the second GPU while bench runs on the first

@@ -1453,6 +1453,32 @@ fn gpu_session_bench_times_serial_first_then_throughput() {
     let arms = &results["rows"][0]["arms"];
     assert_eq!(arms["lib_invariant_serial"], 2.0, "{results}");
     assert_eq!(arms["lib_invariant"], 1.0, "{results}");
+
+    // A LIB_RUNS word that is not a run: exit 2 naming it, before any run, lib.jsonl as it was.
+    std::fs::remove_file(&log).unwrap();
+    let before = std::fs::read(out_dir.join("lib.jsonl")).unwrap();
+    let out = f
+        .out(
+            Command::new("bash")
+                .arg(workspace().join("cuda/machine/gpu-session.sh"))
+                .arg("bench")
+                .current_dir(&checkout)
+                .env("GPU_SESSION_DIR", &state)
+                .env("OUT", &out_dir)
+                .env("LIB_RUNS", "serial nope")
+                .env("SKIP_MARLIN", "1")
+                .output()
+                .unwrap(),
+        )
+        .code(2);
+    assert!(
+        out.stderr
+            .contains("LIB_RUNS: serial, parity or bench, not 'nope'"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(!log.exists(), "a run started: {}", out.snapshot());
+    assert_eq!(std::fs::read(out_dir.join("lib.jsonl")).unwrap(), before);
 }
 
 /// cuda/harness/sass_mix.py on a small `cuobjdump -sass` dump: per kernel, the smallest loop (a
