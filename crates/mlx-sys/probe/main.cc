@@ -35,11 +35,15 @@ int main(int argc, char** argv) {
   try {
     auto opts = exactness::parse_options(argc == 3 ? argv[2] : "");
 #ifdef PROBE_CUPTI
-    // The timing rows' GPU columns (CUPTI's tracing on for the whole run); PROBE_GPU_TIME=0: off.
-    // CUPTI refusing to start costs the columns only, said on stderr: the rows say it too, by
-    // lacking them.
+    // The timing rows' GPU columns (CUPTI's tracing on for the whole run); PROBE_GPU_TIME=0: off,
+    // unset or 1: on, anything else an error. CUPTI refusing to start costs the columns only,
+    // said on stderr: the rows say it too, by lacking them.
     const char* gpu_time = std::getenv("PROBE_GPU_TIME");
-    if (!gpu_time || std::string(gpu_time) != "0") {
+    std::string gt = gpu_time ? gpu_time : "1";
+    if (gt != "0" && gt != "1") {
+      throw std::invalid_argument("PROBE_GPU_TIME must be 0 or 1, not '" + gt + "'");
+    }
+    if (gt == "1") {
       try {
         install_gpu_time();
       } catch (const std::exception& e) {
