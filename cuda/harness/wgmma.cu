@@ -320,20 +320,36 @@ struct Dst {
   T* out;
   float* red;
   int n, tokens, tok0, n_tok;
+  int row_end;  // rows at or past it are another block's (kBal) or past N
 };
 
 // A block's work: its 16 vectors (blockIdx.y), its span of K, where its outputs go, and how
-// many steps (tile, chunk) it walks over its tiles (blockIdx.x, + gridDim.x, ...) of `rows`.
+// many steps (tile, chunk) it walks over its tiles of `rows`: tiles blockIdx.x, + gridDim.x,
+// ... (row_first, row_stride); or, balanced (`bal`, kBal), rows [row_first, dst.row_end) of
+// its own: N's 16-row units split evenly over gridDim.x blocks (b U / G .. (b + 1) U / G),
+// walked in tiles of `rows` from the first, the last one shorter (a multiple of 16 rows). Which
+// rows a block takes changes no bit (each output is its own row's sum).
 template <class T>
 struct Work {
   Span sp;
   Dst<T> dst;
-  int total;
-  __device__ __forceinline__ Work(T* out, float* red, int tokens, int n, int k, int rows)
+  int total, row_first, row_stride;
+  __device__ __forceinline__ Work(T* out, float* red, int tokens, int n, int k, int rows,
+                                  bool bal = false)
       : sp(k),
-        dst{out, red, n, tokens, int(blockIdx.y) * 16, min(16, tokens - int(blockIdx.y) * 16)} {
-    const int tiles = (n + rows - 1) / rows;
-    const int mine = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+        dst{out, red, n, tokens, int(blockIdx.y) * 16, min(16, tokens - int(blockIdx.y) * 16), n} {
+    int mine;
+    if (bal) {
+      const int64_t units = (n + 15) / 16, b = blockIdx.x, g = gridDim.x;
+      const int u0 = int(b * units / g), u1 = int((b + 1) * units / g);
+      row_first = 16 * u0, row_stride = rows;
+      dst.row_end = min(16 * u1, n);
+      mine = (16 * (u1 - u0) + rows - 1) / rows;
+    } else {
+      const int tiles = (n + rows - 1) / rows;
+      row_first = int(blockIdx.x) * rows, row_stride = int(gridDim.x) * rows;
+      mine = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+    }
     total = mine * (sp.c1 - sp.c0);
   }
 };
@@ -371,7 +387,7 @@ struct Sums {
       for (int e = 0; e < NT * 4; ++e) {
         if (d.red) {
           const int r = row(e, row0), v = vec(e);
-          if (r < d.n && v < d.n_tok)
+          if (r < d.row_end && v < d.n_tok)
             d.red[(int64_t(next) * d.tokens + d.tok0 + v) * d.n + r] = part[e];
         } else {
           tot[e] = next == 0 ? part[e] : __fadd_rn(tot[e], part[e]);
@@ -389,7 +405,7 @@ struct Sums {
 #pragma unroll
       for (int e = 0; e < NT * 4; ++e) {
         const int r = row(e, row0), v = vec(e);
-        if (r < d.n && v < d.n_tok) d.out[int64_t(d.tok0 + v) * d.n + r] = T(tot[e]);
+        if (r < d.row_end && v < d.n_tok) d.out[int64_t(d.tok0 + v) * d.n + r] = T(tot[e]);
       }
     }
     set_next(sp.p0);
@@ -407,14 +423,18 @@ __global__ void qmv_wg_reduce_kernel(const float* red, T* out, int tokens, int n
 }
 
 // Where a step of the ring is: its chunk of K, its stage, its tile's first row. Steps follow
-// each other as a block walks its tiles (tile blockIdx.x, + gridDim.x, ...), chunk by chunk
+// each other as a block walks its tiles (Work: row_first, + row_stride, ...), chunk by chunk
 // through its span.
 struct Pos {
-  int c, slot, row0;
+  int c, slot, row0, stride;
+  template <class T>
+  __device__ __forceinline__ static Pos first(const Work<T>& wk) {
+    return {wk.sp.c0, 0, wk.row_first, wk.row_stride};
+  }
   template <int S, int rows>
   __device__ __forceinline__ void next(const Span& sp) {
     slot = slot + 1 == S ? 0 : slot + 1;
-    if (++c == sp.c1) c = sp.c0, row0 += int(gridDim.x) * rows;
+    if (++c == sp.c1) c = sp.c0, row0 += stride;
   }
 };
 
@@ -513,7 +533,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
   Sums<T, NT> sums(sp, dst, rbase, gid, tig);
   float acc[D][8] = {};
-  Pos in{sp.c0, 0, int(blockIdx.x) * kRows};  // the next step to issue
+  Pos in = Pos::first(wk);  // the next step to issue
   int s_in = 0;
 #pragma unroll
   for (int i = 0; i < S - 1; ++i, ++s_in, in.next<S, kRows>(sp)) {
@@ -523,7 +543,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   }
   // Step s computes stage s % S: the loop is unrolled S times so that every stage's address
   // (and so every wgmma descriptor) is a constant.
-  Pos at{sp.c0, 0, int(blockIdx.x) * kRows};  // the step computed
+  Pos at = Pos::first(wk);  // the step computed
   for (int s0 = 0; s0 < total; s0 += S) {
 #pragma unroll
     for (int u = 0; u < S; ++u) {
@@ -621,6 +641,13 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 // whether the DRAM pages' locality is what holds the tma feed's M = 1 below the launcher's.
 // kEvict (kTma): the weights' tensor copies evict-first from L2 (x's preparation, the scales and
 // biases stay); kPrefetch (kTma): the producer prefetches the tensor map before its first copy.
+// kBal (kTma): each block takes rows of its own, N's 16-row units split evenly over the blocks
+// (Work), its last tile shorter, copied by 16-row boxes (`map16`); a warpgroup with no row of
+// a short tile skips its math: whether tiles left over in a last round (1188 tiles of
+// 152064x3584 over 264 blocks: 4.5 each) are what holds the kernel's M = 1 behind the
+// launcher's. kInX (kTma): no preparation launch; the consumer warps stage each step's x
+// themselves (warp (g, nb) of the first 8, as qmv_wg_kernel's, loaded one step ahead), fence
+// it for wgmma and meet at a named barrier before their math: whether that launch is the rest.
 enum Variant {
   kLag = 1,
   kSplit = 2,
@@ -630,7 +657,9 @@ enum Variant {
   kNoFence = 32,
   kPair = 64,
   kEvict = 128,
-  kPrefetch = 256
+  kPrefetch = 256,
+  kBal = 512,
+  kInX = 1024
 };
 
 // x of a step (prepared: the chunk's B, then its xs) into its stage by the copy engine.
@@ -650,7 +679,8 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
                                         uint64_t* empty,
                                         const uint8_t* w, const CUtensorMap* map,
                                         const T* scales, const T* biases, const uint8_t* prep,
-                                        int n, int k, const Span& sp, int total, int lane) {
+                                        int n, int k, const Span& sp, int total, int lane,
+                                        Pos first, int row_end, const CUtensorMap* map16) {
   using namespace cu::qmv_invariant_detail;
   constexpr int kRows = G::rows;
   constexpr int kXBytes = NT * kPrepX / 2;  // M <= 8: the first 8 vectors' half of each step
@@ -666,7 +696,8 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
     if (lane == 0) asm volatile("prefetch.tensormap [%0];\n" ::"l"(at) : "memory");
   }
   const int flush = min(kFirstWait, total) - 1;
-  Pos in{sp.c0, 0, int(blockIdx.x) * kRows};
+  constexpr uint32_t kXTx = V & kInX ? 0 : kPrepTile;  // x's bytes in a step's barrier
+  Pos in = first;
   for (int s = 0; s < total; ++s, in.next<S, kRows>(sp)) {
     constexpr int kLagBy = V & kLag ? 1 : 0;
     // kPair: an even step waits for its own stage and its successor's; an odd one has waited.
@@ -680,14 +711,20 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
     const uint8_t* tile = prep + in.c * kPrepTile;
     const uint8_t* wc = w + in.c * kRowBytes;
     if constexpr (F == kTma) {
+      // kBal: a short last tile (h rows, a multiple of 16) by h / 16 boxes of 16 rows.
+      const int h = V & kBal ? min(kRows, (row_end + 15) / 16 * 16 - in.row0) : kRows;
       if (lane == 0) {
-        mbar_arrive_expect_tx(wbar, kRows * kRowBytes + kPrepTile);
-        if constexpr (V & kEvict) {
+        mbar_arrive_expect_tx(wbar, h * kRowBytes + kXTx);
+        if (h < kRows) {
+          for (int j = 0; j < h / 16; ++j)
+            tensor_copy_2d(st + G::w + j * 16 * kRowBytes, map16, in.c * kRowBytes,
+                           in.row0 + 16 * j, wbar);
+        } else if constexpr (V & kEvict) {
           tensor_copy_2d(st + G::w, map, in.c * kRowBytes, in.row0, wbar, policy);
         } else {
           tensor_copy_2d(st + G::w, map, in.c * kRowBytes, in.row0, wbar);
         }
-        if (!(V & kPdl) || s > flush) copy_x(st + G::x, st + G::xs, tile, wbar);
+        if (!(V & kInX) && (!(V & kPdl) || s > flush)) copy_x(st + G::x, st + G::xs, tile, wbar);
       }
     } else if constexpr (F == kBulk) {
       if (lane == 0) mbar_arrive_expect_tx(bar, kRows * kRowBytes + kXBytes + kGroups * 16 * 4);
@@ -730,7 +767,7 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
     if constexpr (V & kPdl) {
       if (lane == 0 && s == flush) {
         asm volatile("griddepcontrol.wait;\n" ::: "memory");
-        Pos p{sp.c0, 0, int(blockIdx.x) * kRows};
+        Pos p = first;
         for (int j = 0; j <= s; ++j, p.next<S, kRows>(sp)) {
           uint8_t* sj = smem + p.slot * G::stage;
           copy_x(sj + G::x, sj + G::xs, prep + p.c * kPrepTile, tx_bar(p.slot));
@@ -767,12 +804,15 @@ template <class T, int WGS, int S, int NT, int D, Feed F, int V>
 __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::blocks)
     qmv_wg_ws_kernel(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
                      int tokens, int n, int k, const uint8_t* prep, float* red,
-                     const __grid_constant__ CUtensorMap map) {
+                     const __grid_constant__ CUtensorMap map,
+                     const __grid_constant__ CUtensorMap map16) {
   using namespace cu::qmv_invariant_detail;
   using G = Geo<WGS, S, F>;
   static_assert(!(V & kSplit) || F == kTma, "kSplit splits the tensor copy's barrier");
   static_assert(!(V & kPdl) || F == kTma, "kPdl defers the tensor feed's x copies");
   static_assert(!(V & kPdl) || !(V & kLag), "kLag waits for step 0 before kPdl copies its x");
+  static_assert(!(V & (kBal | kInX)) || F == kTma, "kBal and kInX vary the tensor feed");
+  static_assert(!(V & kInX) || !(V & (kPdl | kPoison)), "kInX has no preparation to overlap");
   constexpr int kRows = G::rows, kStage = G::stage;
   extern __shared__ __align__(1024) uint8_t smem_ws[];
   uint8_t* smem = smem_ws;
@@ -780,16 +820,18 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   uint64_t* empty = full + S;
   uint64_t* fullw = empty + S;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const Work<T> wk(out, red, tokens, n, k, kRows);
+  const Work<T> wk(out, red, tokens, n, k, kRows, V & kBal);
   const Span& sp = wk.sp;
   const Dst<T>& dst = wk.dst;
   const int total = wk.total;
   const uint32_t smem0 = smem_addr(smem);
 
-  // Every stage's x zeroed once (M <= 8 copies the first 8 vectors' half only), the barriers
-  // set up, before any copy.
+  // Every stage's x zeroed once (M <= 8 copies the first 8 vectors' half only; kInX: and xs,
+  // whose dead vectors no warp writes), the barriers set up, before any copy.
   for (int i = t; i < S * kStage / 16; i += G::threads) {
-    if ((i * 16) % kStage < G::w) reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
+    const int off = (i * 16) % kStage;
+    if (off < G::w || ((V & kInX) && off >= G::xs && off < G::xs + kGroups * 16 * 4))
+      reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
   }
   if (t == 0) {
     for (int i = 0; i < S; ++i) {
@@ -806,14 +848,31 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
     if (G::swz && smem0 % 1024) __trap();
     produce<T, G, S, NT, F, V>(smem, full, fullw, empty, w, &map, scales, biases,
                          prep + int64_t(blockIdx.y) * sp.chunks * kPrepTile, n, k, sp, total,
-                         lane);
+                         lane, Pos::first(wk), dst.row_end, &map16);
     return;
   }
   const int gid = lane / 4, tig = lane % 4;
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
   Sums<T, NT> sums(sp, dst, rbase, gid, tig);
   float acc[D][8] = {};
-  Pos at{sp.c0, 0, int(blockIdx.x) * kRows};
+  Pos at = Pos::first(wk);
+  // kInX: x of a step by warp (g, nb) = (warp / 2, warp % 2) of the first 8 where any of
+  // vectors 8 nb .. 8 nb + 7 is live, loaded one step ahead (`xr`), staged once the step's
+  // stage is full (its last readers have released it), fenced for wgmma; then all consumer
+  // warps meet (named barrier 7) before any reads it.
+  const int xg = warp / 2, xnb = warp % 2;
+  const bool x_warp = (V & kInX) && warp < 8 && xnb * 8 < dst.n_tok;
+  const bool x_live = xnb * 8 + gid < dst.n_tok;
+  const T* x_at =
+      x + int64_t(dst.tok0 + min(xnb * 8 + gid, dst.n_tok - 1)) * k + xg * kGs + tig * 16;
+  uint4 xr[2];
+  auto load_x = [&](int c) {
+    if (!x_warp) return;
+    const uint4* src = reinterpret_cast<const uint4*>(x_at + c * kChunk);
+    xr[0] = x_live ? src[0] : make_uint4(0, 0, 0, 0);
+    xr[1] = x_live ? src[1] : make_uint4(0, 0, 0, 0);
+  };
+  if constexpr (V & kInX) load_x(at.c);
   // Unrolled S times: every stage's address (and so every wgmma descriptor) is a constant.
   for (int s0 = 0; s0 < total; s0 += S) {
 #pragma unroll
@@ -823,9 +882,23 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
       if constexpr (V & kSplit) mbar_wait(&fullw[u], uint32_t(s0 / S) & 1);
       // kCopy: x landed by cp.async (the generic proxy) and wgmma reads it (the async proxy).
       if constexpr (F == kCopy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      if constexpr (V & kInX) {
+        uint8_t* st = smem + u * kStage;
+        if (x_warp) {
+          stage_group<T>(xr, xg, xnb, gid, tig, st + G::x, reinterpret_cast<float*>(st + G::xs));
+          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        }
+        asm volatile("bar.sync 7, %0;\n" ::"n"(WGS * 128) : "memory");
+        Pos nx = at;
+        nx.next<S, kRows>(sp);
+        if (s0 + u + 1 < total) load_x(nx.c);
+      }
       sums.end_through(at.c, at.row0);
-      compute_chunk<T, G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig, sums.part,
-                              acc);
+      // kBal: a warpgroup with no row of a short tile skips its math (its warps all do).
+      const bool idle = (V & kBal) && (warp / 4) * 64 >= dst.row_end - at.row0;
+      if (!idle)
+        compute_chunk<T, G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig,
+                                   sums.part, acc);
       if constexpr (V & kPoison) poison_rows<G>(smem + u * kStage, rbase, lane);
       // kBulk, kTma: the copy engine (the async proxy) writes the stage next, after this warp's
       // generic reads of it.
@@ -884,8 +957,11 @@ inline const CUtensorMap& weight_map(const uint8_t* w, int n, int k, int rows) {
     }
     return reinterpret_cast<Encode>(fn);
   }();
-  static CUtensorMap map;
-  static std::tuple<const uint8_t*, int, int, int> key{};
+  // One kept per box height (kBal copies short tiles by 16-row boxes).
+  static CUtensorMap maps[2];
+  static std::tuple<const uint8_t*, int, int, int> keys[2]{};
+  CUtensorMap& map = maps[rows == 16];
+  auto& key = keys[rows == 16];
   if (key == std::tuple{w, n, k, rows}) return map;
   cuuint64_t dims[2] = {cuuint64_t(k / 2), cuuint64_t(n)};
   cuuint64_t strides[1] = {cuuint64_t(k / 2)};
@@ -917,7 +993,7 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   }
   uint8_t* prep = scratch;
   float* red = reinterpret_cast<float*>(scratch + (XP ? (prep_bytes(tokens, k) + 255) / 256 * 256 : 0));
-  if constexpr (XP) {
+  if constexpr (XP && !(V & kInX)) {
     void* pargs[] = {&x, &prep, &tokens, &k};
     launch(reinterpret_cast<void*>(&qmv_wg_prep_kernel<T>), dim3(k / kChunk, (tokens + 15) / 16),
            dim3(256), pargs);
@@ -925,10 +1001,13 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   const int tiles = (n + G::rows - 1) / G::rows, slots = G::blocks * sms;
   const int splits = splits_for(tiles, k / kChunk, slots);
   if (splits == 1) red = nullptr;
-  dim3 grid(std::min(tiles, std::max(1, slots / splits)), (tokens + 15) / 16, splits);
-  CUtensorMap map{};
+  // kBal: as many blocks as fit at once, each with rows of its own (at least 16).
+  const int across = V & kBal ? (n + 15) / 16 : tiles;
+  dim3 grid(std::min(across, std::max(1, slots / splits)), (tokens + 15) / 16, splits);
+  CUtensorMap map{}, map16{};
   if constexpr (F == kTma) map = weight_map(w, n, k, G::rows);
-  void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k, &prep, &red, &map};
+  if constexpr (F == kTma && (V & kBal)) map16 = weight_map(w, n, k, 16);
+  void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k, &prep, &red, &map, &map16};
   void* kern;
   if constexpr (F == kStaged) {
     kern = tokens > 8 ? reinterpret_cast<void*>(&qmv_wg_kernel<T, WGS, S, 2, D, XP>)
@@ -1085,7 +1164,12 @@ Arms<T> all_arms() {
           {"wg2_s3_tma_pdl_evict", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kEvict>},
           {"wg2_s3_tma_pdl_pf", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kPrefetch>},
           {"wg2_s3_tma_pdl_evict_pf",
-           &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kEvict | kPrefetch>}};
+           &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kEvict | kPrefetch>},
+          {"wg2_s3_tma_bal", &run_wg_as<T, 2, 3, 1, true, kTma, kBal>},
+          {"wg2_s3_tma_pdl_bal", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kBal>},
+          {"wg2_s3_tma_inx", &run_wg_as<T, 2, 3, 1, true, kTma, kInX>},
+          {"wg2_s3_tma_bal_inx", &run_wg_as<T, 2, 3, 1, true, kTma, kBal | kInX>},
+          {"wg2_s4_tma_bal_inx", &run_wg_as<T, 2, 4, 1, true, kTma, kBal | kInX>}};
 }
 
 // The arms named (all when none is): an unknown name is an error.
