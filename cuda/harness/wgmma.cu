@@ -324,31 +324,34 @@ struct Dst {
 };
 
 // A block's work: its 16 vectors (blockIdx.y), its span of K, where its outputs go, and how
-// many steps (tile, chunk) it walks over its tiles of `rows`: tiles blockIdx.x, + gridDim.x,
-// ... (row_first, row_stride); or, balanced (`bal`, kBal), rows [row_first, dst.row_end) of
-// its own: N's 16-row units split evenly over gridDim.x blocks (b U / G .. (b + 1) U / G),
-// walked in tiles of `rows` from the first, the last one shorter (a multiple of 16 rows). Which
-// rows a block takes changes no bit (each output is its own row's sum).
+// many steps (tile, chunk) it walks over its tiles of `rows`: `full` tiles row_first,
+// + row_stride, ... (by default tiles blockIdx.x, + gridDim.x, ...), then rows [tail0,
+// dst.row_end) of its own in tiles of `rows` from tail0, the last one shorter (a multiple of 16
+// rows). Balanced (kBal): no full tiles, N's 16-row units split evenly over the gridDim.x
+// blocks (b U / G .. (b + 1) U / G). Tail (kTail): the whole rounds of strided tiles, then the
+// rows past them (the tiles left over for a last round) split so over the blocks. Which rows a
+// block takes changes no bit (each output is its own row's sum).
 template <class T>
 struct Work {
   Span sp;
   Dst<T> dst;
-  int total, row_first, row_stride;
+  int total, row_first, row_stride, full, tail0;
   __device__ __forceinline__ Work(T* out, float* red, int tokens, int n, int k, int rows,
-                                  bool bal = false)
+                                  int mode = 0)  // mode: 0 strided, 1 kBal, 2 kTail
       : sp(k),
         dst{out, red, n, tokens, int(blockIdx.y) * 16, min(16, tokens - int(blockIdx.y) * 16), n} {
-    int mine;
-    if (bal) {
-      const int64_t units = (n + 15) / 16, b = blockIdx.x, g = gridDim.x;
-      const int u0 = int(b * units / g), u1 = int((b + 1) * units / g);
-      row_first = 16 * u0, row_stride = rows;
-      dst.row_end = min(16 * u1, n);
-      mine = (16 * (u1 - u0) + rows - 1) / rows;
-    } else {
-      const int tiles = (n + rows - 1) / rows;
-      row_first = int(blockIdx.x) * rows, row_stride = int(gridDim.x) * rows;
-      mine = (tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+    const int tiles = (n + rows - 1) / rows, b = blockIdx.x, g = gridDim.x;
+    row_first = b * rows, row_stride = g * rows, tail0 = 0;
+    full = (tiles - b + g - 1) / g;
+    int mine = full;
+    const int whole = mode == 2 ? tiles / g : 0;  // kTail: rounds every block takes a tile of
+    if (mode == 1 || (mode == 2 && tiles % g)) {
+      const int base = whole * g * rows;
+      const int64_t units = (n - base + 15) / 16;
+      const int u0 = base / 16 + int(b * units / g), u1 = base / 16 + int((b + 1) * units / g);
+      full = whole, tail0 = 16 * u0;
+      dst.row_end = u1 > u0 ? min(16 * u1, n) : n;
+      mine = whole + (16 * (u1 - u0) + rows - 1) / rows;
     }
     total = mine * (sp.c1 - sp.c0);
   }
@@ -426,15 +429,23 @@ __global__ void qmv_wg_reduce_kernel(const float* red, T* out, int tokens, int n
 // each other as a block walks its tiles (Work: row_first, + row_stride, ...), chunk by chunk
 // through its span.
 struct Pos {
-  int c, slot, row0, stride;
+  int c, slot, row0, stride, left, tail0;  // left: full tiles still to walk, this one included
   template <class T>
-  __device__ __forceinline__ static Pos first(const Work<T>& wk) {
-    return {wk.sp.c0, 0, wk.row_first, wk.row_stride};
+  __device__ __forceinline__ static Pos first(const Work<T>& wk, int rows) {
+    return wk.full > 0 ? Pos{wk.sp.c0, 0, wk.row_first, wk.row_stride, wk.full, wk.tail0}
+                       : Pos{wk.sp.c0, 0, wk.tail0, rows, INT_MAX, wk.tail0};
   }
   template <int S, int rows>
   __device__ __forceinline__ void next(const Span& sp) {
     slot = slot + 1 == S ? 0 : slot + 1;
-    if (++c == sp.c1) c = sp.c0, row0 += stride;
+    if (++c == sp.c1) {
+      c = sp.c0;
+      if (--left == 0) {
+        row0 = tail0, stride = rows, left = INT_MAX;
+      } else {
+        row0 += stride;
+      }
+    }
   }
 };
 
@@ -533,7 +544,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
   Sums<T, NT> sums(sp, dst, rbase, gid, tig);
   float acc[D][8] = {};
-  Pos in = Pos::first(wk);  // the next step to issue
+  Pos in = Pos::first(wk, kRows);  // the next step to issue
   int s_in = 0;
 #pragma unroll
   for (int i = 0; i < S - 1; ++i, ++s_in, in.next<S, kRows>(sp)) {
@@ -543,7 +554,7 @@ __global__ void __launch_bounds__(Geo<WGS, S>::threads, Geo<WGS, S>::blocks)
   }
   // Step s computes stage s % S: the loop is unrolled S times so that every stage's address
   // (and so every wgmma descriptor) is a constant.
-  Pos at = Pos::first(wk);  // the step computed
+  Pos at = Pos::first(wk, kRows);  // the step computed
   for (int s0 = 0; s0 < total; s0 += S) {
 #pragma unroll
     for (int u = 0; u < S; ++u) {
@@ -648,6 +659,10 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 // launcher's. kInX (kTma): no preparation launch; the consumer warps stage each step's x
 // themselves (warp (g, nb) of the first 8, as qmv_wg_kernel's, loaded one step ahead), fence
 // it for wgmma and meet at a named barrier before their math: whether that launch is the rest.
+// kTail (kTma): the tiles as by default for every whole round of the grid, the rows left over
+// for a last one split as kBal splits N (neighbouring blocks, neighbouring rows): the balance
+// without kBal's far-apart ranges. kBox16 (kTma): every tile by 8 boxes of 16 rows, as kBal's
+// and kTail's short tiles are copied: what the smaller copies cost alone.
 enum Variant {
   kLag = 1,
   kSplit = 2,
@@ -659,7 +674,9 @@ enum Variant {
   kEvict = 128,
   kPrefetch = 256,
   kBal = 512,
-  kInX = 1024
+  kInX = 1024,
+  kTail = 2048,
+  kBox16 = 4096
 };
 
 // x of a step (prepared: the chunk's B, then its xs) into its stage by the copy engine.
@@ -712,10 +729,11 @@ __device__ __forceinline__ void produce(uint8_t* smem, uint64_t* full, uint64_t*
     const uint8_t* wc = w + in.c * kRowBytes;
     if constexpr (F == kTma) {
       // kBal: a short last tile (h rows, a multiple of 16) by h / 16 boxes of 16 rows.
-      const int h = V & kBal ? min(kRows, (row_end + 15) / 16 * 16 - in.row0) : kRows;
+      const int h =
+          V & (kBal | kTail) ? min(kRows, (row_end + 15) / 16 * 16 - in.row0) : kRows;
       if (lane == 0) {
         mbar_arrive_expect_tx(wbar, h * kRowBytes + kXTx);
-        if (h < kRows) {
+        if (h < kRows || (V & kBox16)) {
           for (int j = 0; j < h / 16; ++j)
             tensor_copy_2d(st + G::w + j * 16 * kRowBytes, map16, in.c * kRowBytes,
                            in.row0 + 16 * j, wbar);
@@ -811,7 +829,9 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   static_assert(!(V & kSplit) || F == kTma, "kSplit splits the tensor copy's barrier");
   static_assert(!(V & kPdl) || F == kTma, "kPdl defers the tensor feed's x copies");
   static_assert(!(V & kPdl) || !(V & kLag), "kLag waits for step 0 before kPdl copies its x");
-  static_assert(!(V & (kBal | kInX)) || F == kTma, "kBal and kInX vary the tensor feed");
+  static_assert(!(V & (kBal | kInX | kTail | kBox16)) || F == kTma,
+                "kBal, kInX, kTail and kBox16 vary the tensor feed");
+  static_assert(!(V & kBal) || !(V & kTail), "kBal and kTail split rows each their own way");
   static_assert(!(V & kInX) || !(V & (kPdl | kPoison)), "kInX has no preparation to overlap");
   constexpr int kRows = G::rows, kStage = G::stage;
   extern __shared__ __align__(1024) uint8_t smem_ws[];
@@ -820,7 +840,7 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   uint64_t* empty = full + S;
   uint64_t* fullw = empty + S;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const Work<T> wk(out, red, tokens, n, k, kRows, V & kBal);
+  const Work<T> wk(out, red, tokens, n, k, kRows, V & kBal ? 1 : V & kTail ? 2 : 0);
   const Span& sp = wk.sp;
   const Dst<T>& dst = wk.dst;
   const int total = wk.total;
@@ -848,14 +868,14 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
     if (G::swz && smem0 % 1024) __trap();
     produce<T, G, S, NT, F, V>(smem, full, fullw, empty, w, &map, scales, biases,
                          prep + int64_t(blockIdx.y) * sp.chunks * kPrepTile, n, k, sp, total,
-                         lane, Pos::first(wk), dst.row_end, &map16);
+                         lane, Pos::first(wk, kRows), dst.row_end, &map16);
     return;
   }
   const int gid = lane / 4, tig = lane % 4;
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
   Sums<T, NT> sums(sp, dst, rbase, gid, tig);
   float acc[D][8] = {};
-  Pos at = Pos::first(wk);
+  Pos at = Pos::first(wk, kRows);
   // kInX: x of a step by warp (g, nb) = (warp / 2, warp % 2) of the first 8 where any of
   // vectors 8 nb .. 8 nb + 7 is live, loaded one step ahead (`xr`), staged once the step's
   // stage is full (its last readers have released it), fenced for wgmma; then all consumer
@@ -895,7 +915,7 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
       }
       sums.end_through(at.c, at.row0);
       // kBal: a warpgroup with no row of a short tile skips its math (its warps all do).
-      const bool idle = (V & kBal) && (warp / 4) * 64 >= dst.row_end - at.row0;
+      const bool idle = (V & (kBal | kTail)) && (warp / 4) * 64 >= dst.row_end - at.row0;
       if (!idle)
         compute_chunk<T, G, NT, D>(smem + u * kStage, smem0 + u * kStage, rbase, gid, tig,
                                    sums.part, acc);
@@ -1006,7 +1026,7 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   dim3 grid(std::min(across, std::max(1, slots / splits)), (tokens + 15) / 16, splits);
   CUtensorMap map{}, map16{};
   if constexpr (F == kTma) map = weight_map(w, n, k, G::rows);
-  if constexpr (F == kTma && (V & kBal)) map16 = weight_map(w, n, k, 16);
+  if constexpr (F == kTma && (V & (kBal | kTail | kBox16))) map16 = weight_map(w, n, k, 16);
   void* args[] = {&x, &w, &scales, &biases, &out, &tokens, &n, &k, &prep, &red, &map, &map16};
   void* kern;
   if constexpr (F == kStaged) {
@@ -1169,7 +1189,10 @@ Arms<T> all_arms() {
           {"wg2_s3_tma_pdl_bal", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kBal>},
           {"wg2_s3_tma_inx", &run_wg_as<T, 2, 3, 1, true, kTma, kInX>},
           {"wg2_s3_tma_bal_inx", &run_wg_as<T, 2, 3, 1, true, kTma, kBal | kInX>},
-          {"wg2_s4_tma_bal_inx", &run_wg_as<T, 2, 4, 1, true, kTma, kBal | kInX>}};
+          {"wg2_s4_tma_bal_inx", &run_wg_as<T, 2, 4, 1, true, kTma, kBal | kInX>},
+          {"wg2_s3_tma_tail", &run_wg_as<T, 2, 3, 1, true, kTma, kTail>},
+          {"wg2_s3_tma_pdl_tail", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kTail>},
+          {"wg2_s3_tma_box16", &run_wg_as<T, 2, 3, 1, true, kTma, kBox16>}};
 }
 
 // The arms named (all when none is): an unknown name is an error.
