@@ -29,6 +29,10 @@
 #   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA=0 (the launcher), timed;
 #   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
 #   probe's runs alone, no gpu-session.sh)
+# The GPU idles while MLX builds (about 600 s): a gpu-session.sh phase that needs no MLX build
+# (wgmma, invariant) may run in the foreground of the call that starts this, with its own
+# GPU_SESSION_DIR, before `wait` (session 34: `wgmma` so, its rounds within a few percent of
+# the same arms' rounds with nothing else running).
 set -uo pipefail
 W=/tmp/run
 B=$W/mlx-cuda-bundle
