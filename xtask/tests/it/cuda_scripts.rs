@@ -1418,22 +1418,24 @@ fn gpu_session_bench_times_serial_first_then_throughput() {
     std::fs::set_permissions(state.join("lib/qmv_lib"), perms).unwrap();
     std::fs::write(state.join("built"), "").unwrap();
     std::fs::create_dir_all(&out_dir).unwrap();
-    let out = f
-        .out(
-            Command::new("bash")
-                .arg(workspace().join("cuda/machine/gpu-session.sh"))
-                .arg("bench")
-                .current_dir(&checkout)
-                .env("GPU_SESSION_DIR", &state)
-                .env("OUT", &out_dir)
-                .env("BENCH_SHAPES", "2 4")
-                .env("SKIP_PEERS", "1")
-                .env("SKIP_MARLIN", "1")
-                .env("SKIP_HARNESS", "1")
-                .output()
-                .unwrap(),
-        )
-        .code(0);
+    // `gpu-session.sh bench` on the stand-in, with `vars` beside the state and OUT.
+    let bench = |vars: &[(&str, &str)]| {
+        let mut c = Command::new("bash");
+        c.arg(workspace().join("cuda/machine/gpu-session.sh"))
+            .arg("bench")
+            .current_dir(&checkout)
+            .env("GPU_SESSION_DIR", &state)
+            .env("OUT", &out_dir)
+            .envs(vars.iter().copied());
+        f.out(c.output().unwrap())
+    };
+    let out = bench(&[
+        ("BENCH_SHAPES", "2 4"),
+        ("SKIP_PEERS", "1"),
+        ("SKIP_MARLIN", "1"),
+        ("SKIP_HARNESS", "1"),
+    ])
+    .code(0);
     let calls = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(
         calls,
@@ -1457,20 +1459,7 @@ fn gpu_session_bench_times_serial_first_then_throughput() {
     // A LIB_RUNS word that is not a run: exit 2 naming it, before any run, lib.jsonl as it was.
     std::fs::remove_file(&log).unwrap();
     let before = std::fs::read(out_dir.join("lib.jsonl")).unwrap();
-    let out = f
-        .out(
-            Command::new("bash")
-                .arg(workspace().join("cuda/machine/gpu-session.sh"))
-                .arg("bench")
-                .current_dir(&checkout)
-                .env("GPU_SESSION_DIR", &state)
-                .env("OUT", &out_dir)
-                .env("LIB_RUNS", "serial nope")
-                .env("SKIP_MARLIN", "1")
-                .output()
-                .unwrap(),
-        )
-        .code(2);
+    let out = bench(&[("LIB_RUNS", "serial nope"), ("SKIP_MARLIN", "1")]).code(2);
     assert!(
         out.stderr
             .contains("LIB_RUNS: serial, parity or bench, not 'nope'"),
