@@ -306,10 +306,11 @@ bool wgmma_fits(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, boo
                                 b.biases + b.sb_elems * c, p.k, p.l, broadcast, device_id());
 }
 
-// The warpgroup-mma kernel where it fits; false (nothing launched) where it does not.
+// The warpgroup-mma kernel where it fits; false (nothing launched) where it does not. PDL: its
+// launches with programmatic dependent launch, as the library's (qmv_wgmma_pdl).
 template <typename T, int bits, int gs>
 bool run_wgmma(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* out,
-               bool broadcast, int sms) {
+               bool broadcast, int sms, bool pdl = false) {
   if (!wgmma_fits(b, p, c, x, broadcast)) {
     return false;
   }
@@ -317,7 +318,8 @@ bool run_wgmma(const Buffers<T, bits, gs>& b, Problem p, int c, const T* x, T* o
   const T* bi = b.biases + b.sb_elems * c;
   void* s = scratch(cu::qmv_wgmma_scratch_bytes(p.m, p.n, p.k, p.l, broadcast, sms));
   ++wgmma_runs();
-  cu::qmv_wgmma<gs>(x, b.wq(c), sc, bi, out, p.m, p.n, p.k, p.l, broadcast, sms, launch_smem, s);
+  cu::qmv_wgmma<gs>(x, b.wq(c), sc, bi, out, p.m, p.n, p.k, p.l, broadcast, sms,
+                    pdl ? launch_smem_pdl : launch_smem, s);
   return true;
 }
 
@@ -389,8 +391,9 @@ void run_invariant_as(const Buffers<T, bits, gs>& b, Problem p, int c, const T* 
 // programmatic dependent launch ("_xp_pdl", where the device takes it), with TA ("_ta") and with
 // both ("_xp_ta"); and the warpgroup-mma kernel at every M and shape ("_wgmma", where it fits the
 // arrays and the device: 4-bit gs 64 on an sm_90a build on compute capability 9.0; elsewhere the
-// launcher, so the case is run but says nothing new).
-enum class InvPath { Plain, Xp, XpPdl, Ta, XpTa, Wgmma };
+// launcher, so the case is run but says nothing new), also with programmatic dependent launch
+// ("_wgmma_pdl", where the device takes it), as the library launches it.
+enum class InvPath { Plain, Xp, XpPdl, Ta, XpTa, Wgmma, WgmmaPdl };
 inline const char* inv_path_name(InvPath path) {
   switch (path) {
     case InvPath::Plain: return "";
@@ -398,6 +401,7 @@ inline const char* inv_path_name(InvPath path) {
     case InvPath::XpPdl: return "_xp_pdl";
     case InvPath::Ta: return "_ta";
     case InvPath::Wgmma: return "_wgmma";
+    case InvPath::WgmmaPdl: return "_wgmma_pdl";
     default: return "_xp_ta";
   }
 }
@@ -407,6 +411,7 @@ inline std::vector<InvPath> inv_paths() {
   v.push_back(InvPath::Ta);
   v.push_back(InvPath::XpTa);
   v.push_back(InvPath::Wgmma);
+  if (pdl_ok()) v.push_back(InvPath::WgmmaPdl);
   return v;
 }
 
@@ -416,7 +421,9 @@ void run_invariant_path(InvPath path, const Buffers<T, bits, gs>& b, Problem p, 
   switch (path) {
     case InvPath::Plain: return run_invariant(b, p, c, x, out, broadcast, sms);
     case InvPath::Wgmma:
-      if (!run_wgmma(b, p, c, x, out, broadcast, sms)) run_launcher(b, p, c, x, out, broadcast, sms);
+    case InvPath::WgmmaPdl:
+      if (!run_wgmma(b, p, c, x, out, broadcast, sms, path == InvPath::WgmmaPdl))
+        run_launcher(b, p, c, x, out, broadcast, sms);
       return;
     case InvPath::Xp: return run_invariant_as<true, false, false>(b, p, c, x, out, broadcast, sms);
     case InvPath::XpPdl: return run_invariant_as<true, false, true>(b, p, c, x, out, broadcast, sms);

@@ -1,7 +1,9 @@
 // MLX_CUDA_QMV_WGMMA, as qmv_wgmma_wins (overlay 0015's qmv_wgmma.cuh) reads it at each call:
 // unset or 1 lets the warpgroup-mma kernel take M * B = 9..16 of N x K >= 2^26, 0 leaves every
 // call to the launcher, anything else throws std::invalid_argument naming the variable and its
-// value. Host code only (no GPU needed); `cargo xtask cuda-check compile` builds and runs it.
+// value. MLX_CUDA_QMV_WGMMA_PDL, as qmv_wgmma_pdl reads it: unset or 1 launches the kernel's
+// three launches with programmatic dependent launch, 0 without, anything else throws the same
+// way. Host code only (no GPU needed); `cargo xtask cuda-check compile` builds and runs it.
 // Exit 0 when every case holds, 1 naming the first that does not.
 #include "mlx/backend/cuda/quantized/qmm/qmv_wgmma.cuh"
 
@@ -17,17 +19,61 @@ namespace {
 // One call as the library makes it for the shape (one matrix for every vector).
 bool wins(int m, int n, int k) { return cu::qmv_wgmma_wins(m, n, k, 1, true); }
 
-void set(const char* value) {
+void set_var(const char* name, const char* value) {
   if (value) {
-    setenv("MLX_CUDA_QMV_WGMMA", value, 1);
+    setenv(name, value, 1);
   } else {
-    unsetenv("MLX_CUDA_QMV_WGMMA");
+    unsetenv(name);
   }
 }
 
-int fail(const char* what, const char* value) {
-  std::printf("wgmma switch: FAIL %s (MLX_CUDA_QMV_WGMMA=%s)\n", what, value ? value : "unset");
+void set(const char* value) { set_var("MLX_CUDA_QMV_WGMMA", value); }
+
+int fail_var(const char* name, const char* what, const char* value) {
+  std::printf("wgmma switch: FAIL %s (%s=%s)\n", what, name, value ? value : "unset");
   return 1;
+}
+
+int fail(const char* what, const char* value) {
+  return fail_var("MLX_CUDA_QMV_WGMMA", what, value);
+}
+
+// Whether a call that reads `name` throws std::invalid_argument naming it and `value`; an empty
+// string when it does, else what went wrong.
+template <typename F>
+std::string throws_naming(F&& call, const char* name, const char* value) {
+  try {
+    call();
+    return "no error";
+  } catch (const std::invalid_argument& e) {
+    std::string msg = e.what();
+    if (msg.find(std::string(name) + " must") == std::string::npos ||
+        msg.find(std::string("'") + value + "'") == std::string::npos) {
+      return "the error does not name it: " + msg;
+    }
+  }
+  return "";
+}
+
+// MLX_CUDA_QMV_WGMMA_PDL: unset and 1 on, 0 off, anything else an error naming it; it leaves
+// MLX_CUDA_QMV_WGMMA's routing alone.
+int pdl_switch() {
+  const char* name = "MLX_CUDA_QMV_WGMMA_PDL";
+  for (const char* v : {static_cast<const char*>(nullptr), "1"}) {
+    set_var(name, v);
+    if (!cu::qmv_wgmma_pdl()) return fail_var(name, "off", v);
+  }
+  set_var(name, "0");
+  if (cu::qmv_wgmma_pdl()) return fail_var(name, "on", "0");
+  set(nullptr);
+  if (!wins(16, 3584, 18944)) return fail_var(name, "M = 16 not taken", "0");
+  for (const char* v : {"2", "", "yes", "1 "}) {
+    set_var(name, v);
+    std::string e = throws_naming([] { cu::qmv_wgmma_pdl(); }, name, v);
+    if (!e.empty()) return fail_var(name, e.c_str(), v);
+  }
+  set_var(name, nullptr);
+  return 0;
 }
 
 } // namespace
@@ -48,18 +94,14 @@ int main() {
   for (const char* v : {"2", "", "yes", "1 "}) {
     set(v);
     for (int m : {1, 16}) {
-      try {
-        wins(m, n, k);
-        return fail("no error", v);
-      } catch (const std::invalid_argument& e) {
-        std::string msg = e.what();
-        if (msg.find("MLX_CUDA_QMV_WGMMA") == std::string::npos ||
-            msg.find(std::string("'") + v + "'") == std::string::npos) {
-          return fail(("the error does not name it: " + msg).c_str(), v);
-        }
-      }
+      std::string e = throws_naming([&] { wins(m, n, k); }, "MLX_CUDA_QMV_WGMMA", v);
+      if (!e.empty()) return fail(e.c_str(), v);
     }
   }
-  std::printf("wgmma switch: unset/1 take M = 9..16 of large weights, 0 none, 4 bad values throw\n");
+  set(nullptr);
+  if (int rc = pdl_switch()) return rc;
+  std::printf(
+      "wgmma switch: unset/1 take M = 9..16 of large weights, 0 none, 4 bad values throw; "
+      "MLX_CUDA_QMV_WGMMA_PDL unset/1 on, 0 off, 4 bad values throw\n");
   return 0;
 }

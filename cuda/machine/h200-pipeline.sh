@@ -26,7 +26,8 @@
 #   (after the build: the exactness probe's runs and the SDPA cases, no suites), QMV=1 (issue 27's
 #   library call: the build with MLX's tests off, then gpu-session.sh's `build bench` from a copy of
 #   the checkout's cuda/ with its results in res/qmv, then the 7b decoder's probe under the
-#   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA=0 (the launcher), timed;
+#   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA_PDL=0, with it again, with CUDA
+#   graphs off, then with MLX_CUDA_QMV_WGMMA=0 (the launcher), timed;
 #   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
 #   probe's runs alone, no gpu-session.sh)
 # The GPU idles while MLX builds (about 600 s): a gpu-session.sh phase that needs no MLX build
@@ -366,6 +367,14 @@ if [ "${QMV:-0}" = 1 ]; then
     done_step qmv
   fi
   exactness inv-7b-40 'preset=7b;ops=0;prompt=40;cache=step;timing=5' POLICIES="invariant streamed"
+  # The warpgroup-mma kernel's launches without programmatic dependent launch, then with it again
+  # (two processes around the one without: the same build, the same GPU, minutes apart); then
+  # with it and CUDA graphs off (its stream launches: the same rows must come out).
+  t31='preset=7b;ops=0;prompt=40;cache=step;timing=31'
+  exactness nopdl-7b-40 "$t31" POLICIES=invariant CONTROL=0 MLX_CUDA_QMV_WGMMA_PDL=0
+  exactness pdl-7b-40 "$t31" POLICIES=invariant CONTROL=0
+  exactness nographs-7b-40 'preset=7b;ops=0;prompt=40;cache=step;timing=5' POLICIES=invariant \
+    CONTROL=0 MLX_USE_CUDA_GRAPHS=0
   # The invariant policy without the warpgroup-mma kernel (the launcher at every M).
   exactness launcher-7b-40 'preset=7b;ops=0;prompt=40;cache=step;timing=5' POLICIES=invariant \
     CONTROL=0 MLX_CUDA_QMV_WGMMA=0

@@ -19,6 +19,7 @@ fn fixture() -> Fixture {
         (format!("{CU}/quantized/qmm/qmv.cu"), qmv),
         (format!("{CU}/quantized/qmm/qmm_sm90.cu"), "// qmm\n"),
         (format!("{CU}/quantized/quantized.cpp"), "// host\n"),
+        (format!("{CU}/device.cpp"), "// encoder\n"),
         (format!("{CU}/scaled_dot_product_attention.cu"), "// sdpa\n"),
         (format!("{CU}/device/qmm_sm90.cuh"), "// jit\n"),
         (format!("{CU}/device/utils.h"), "// utils\n"),
@@ -105,7 +106,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
     let f = fixture();
     let out = check(&f, &["compile"], "").code(0);
     assert!(
-        out.stdout.starts_with("cuda-compile-check: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile, wgmma_switch.cu passes ("),
+        out.stdout.starts_with("cuda-compile-check: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp and device.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile, wgmma_switch.cu passes ("),
         "{}",
         out.snapshot()
     );
@@ -114,7 +115,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         .lines()
         .filter(|l| l.starts_with("nvcc ") || l.starts_with("c++ "))
         .collect();
-    assert_eq!(units.len(), 9, "{calls}");
+    assert_eq!(units.len(), 10, "{calls}");
     let mlx_flags = "-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --extended-lambda";
     for unit in [
         "qmv.cu",
@@ -150,11 +151,13 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         marlin.starts_with("nvcc -std=c++17 -O3 -arch=sm_90a "),
         "{marlin}"
     );
-    let cpp = call(&calls, "quantized/quantized.cpp");
-    assert!(
-        cpp.starts_with("c++ -std=c++20 -fsyntax-only -isystem "),
-        "{cpp}"
-    );
+    for unit in ["quantized/quantized.cpp", "backend/cuda/device.cpp"] {
+        let cpp = call(&calls, unit);
+        assert!(
+            cpp.starts_with("c++ -std=c++20 -fsyntax-only -isystem "),
+            "{cpp}"
+        );
+    }
     // bin2h.cmake was given the JIT sources (not notes.txt); the harness's header is qmv.cu's
     // kernels, its namespace closed.
     assert!(

@@ -1,7 +1,8 @@
 //! `cargo xtask cuda-check compile`: the patched CUDA translation units compile, without a GPU.
 //! nvcc 13.0 (the GPU machine's release), the bundle's pinned CUTLASS/CCCL/NVTX/fmt, sm_90a as on
 //! the H200. qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu are compiled to objects
-//! (device code included); quantized.cpp is checked by the host compiler, as MLX builds it;
+//! (device code included); quantized.cpp and device.cpp are checked by the host compiler, as MLX
+//! builds them;
 //! cuda/harness/profile.cu (which includes every harness header), peak.cu and wgmma.cu are
 //! compiled against the tree, and wgmma_switch.cu (MLX_CUDA_QMV_WGMMA's routing, host code)
 //! built and run;
@@ -78,7 +79,7 @@ pub fn run(g: &Global, t: &Toolkit) -> Result<()> {
     ];
     s.nvcc("marlin_bench.cu", &[&marlin[..], &rest].concat())?;
     println!(
-        "{NAME}: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile, wgmma_switch.cu passes ({} s)",
+        "{NAME}: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp and device.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile, wgmma_switch.cu passes ({} s)",
         start.elapsed().as_secs()
     );
     Ok(())
@@ -103,21 +104,26 @@ fn wgmma_switch(s: &Setup, flags: &[OsString], inc: &[OsString]) -> Result<()> {
     Ok(())
 }
 
-/// quantized.cpp through the host compiler (`c++ -fsyntax-only`), as MLX builds it.
+/// The host units the overlays touch, under `mlx/backend/cuda/`: quantized.cpp (the policy's
+/// routing) and device.cpp (the command encoder's programmatic launch, overlay 0016).
+const HOST_UNITS: [&str; 2] = ["quantized/quantized.cpp", "device.cpp"];
+
+/// The host units through the host compiler (`c++ -fsyntax-only`), as MLX builds them.
 fn host_check(s: &Setup, inc: &[OsString]) -> Result<()> {
-    let unit = "quantized.cpp";
-    eprintln!("c++: {unit}");
     let cuda_inc = s.cuda.join("include");
-    let cpp = s
-        .bundle
-        .join("mlx/mlx/backend/cuda/quantized/quantized.cpp");
-    cmd!(
-        s.sh,
-        "c++ -std=c++20 -fsyntax-only -isystem {cuda_inc} {inc...} {cpp}"
-    )
-    .quiet()
-    .run()
-    .map_err(|e| Failed::compile(unit, e))
+    for path in HOST_UNITS {
+        let unit = path.rsplit('/').next().unwrap_or(path);
+        eprintln!("c++: {unit}");
+        let cpp = s.bundle.join("mlx/mlx/backend/cuda").join(path);
+        cmd!(
+            s.sh,
+            "c++ -std=c++20 -fsyntax-only -isystem {cuda_inc} {inc...} {cpp}"
+        )
+        .quiet()
+        .run()
+        .map_err(|e| Failed::compile(unit, e))?;
+    }
+    Ok(())
 }
 
 /// MLX's `bin2h.cmake` run as its build runs it: the JIT sources (`device/*.h`, `device/*.cuh`)
