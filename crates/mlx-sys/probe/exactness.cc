@@ -769,7 +769,7 @@ struct Timed {
 // meter's synchronizing and flushing around it not counted); `gpu`: measure the GPU too.
 Timed median_ms(int reps, const std::function<void()>& f, bool gpu = false) {
   f();
-  std::vector<double> wall, busy, qmm, kernels;
+  std::vector<double> wall, busy, qmm, kernels, graph, graphs;
   const GpuMeter* meter = gpu && gpu_meter() ? &gpu_meter() : nullptr;
   for (int r = 0; r < reps; ++r) {
     double w = 0;
@@ -788,9 +788,12 @@ Timed median_ms(int reps, const std::function<void()>& f, bool gpu = false) {
     busy.push_back(g.busy_ms);
     qmm.push_back(g.qmm_ms);
     kernels.push_back(static_cast<double>(g.kernels));
+    graph.push_back(g.graph_ms);
+    graphs.push_back(static_cast<double>(g.graphs));
   }
   Timed out{median(wall), meter != nullptr, {}};
-  out.gpu = {median(busy), median(qmm), static_cast<long>(median(kernels))};
+  out.gpu = {median(busy), median(qmm), static_cast<long>(median(kernels)), median(graph),
+             static_cast<long>(median(graphs))};
   return out;
 }
 
@@ -855,7 +858,8 @@ void write_timing(std::ostream& os, const Model& m, const Cache& pc, const Class
        << ",\"sdpa_ms\":" << att;
     if (fwd.has_gpu) {
       os << ",\"gpu_ms\":" << fwd.gpu.busy_ms << ",\"gpu_qmm_ms\":" << fwd.gpu.qmm_ms
-         << ",\"gpu_kernels\":" << fwd.gpu.kernels;
+         << ",\"gpu_kernels\":" << fwd.gpu.kernels << ",\"gpu_graph_ms\":" << fwd.gpu.graph_ms
+         << ",\"gpu_graphs\":" << fwd.gpu.graphs;
     }
     os << "}";
     first = false;

@@ -67,12 +67,15 @@ struct Options {
 };
 
 // What the GPU did while one piece of work ran: the time at least one kernel, copy or set was
-// running, the part of it in quantized-matmul kernels (names with "qmv" or "qmm"), and how many
-// kernels ran.
+// running, the part of it in quantized-matmul kernels (names with "qmv" or "qmm"), how many
+// kernels ran, the time with each CUDA graph launch taken whole (its first start to its last
+// end: the gaps between its kernels counted) and how many graph launches there were.
 struct GpuTime {
   double busy_ms = 0;
   double qmm_ms = 0;
   long kernels = 0;
+  double graph_ms = 0;
+  long graphs = 0;
 };
 
 // Runs its argument (which evaluates its work) and reports what the GPU did meanwhile.

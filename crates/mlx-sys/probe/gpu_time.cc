@@ -8,13 +8,18 @@
 // the records before it, runs the work, synchronizes the device, flushes, and joins the
 // intervals: `busy_ms` is their union (time with at least one running), `qmm_ms` the union of
 // the kernels whose names contain "qmv" or "qmm" (MLX's quantized matmuls, the overlays'
-// included). Records CUPTI dropped make the measurement an error, not a smaller number.
+// included), `graph_ms` the union again with each CUDA graph launch's records taken whole, from
+// its first start to its last end (a record's correlation ID is that of the API call that
+// launched it: one cudaGraphLaunch for all of a graph's nodes), so the gaps between a graph's
+// kernels count and the gaps between launches (the host's) do not; `graphs` how many launches.
+// Records CUPTI dropped make the measurement an error, not a smaller number.
 #include <cupti.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -27,6 +32,8 @@ namespace {
 struct Span {
   uint64_t start, end;
   bool kernel, qmm;
+  uint32_t graph;  // the graph that launched it, 0 outside graphs
+  uint32_t corr;   // the correlation ID of the launching API call
 };
 
 std::mutex mu;
@@ -53,17 +60,17 @@ void add(const CUpti_Activity* r) {
   switch (r->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       auto k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
-      spans.push_back({k->start, k->end, true, is_qmm(k->name)});
+      spans.push_back({k->start, k->end, true, is_qmm(k->name), k->graphId, k->correlationId});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       auto c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
-      spans.push_back({c->start, c->end, false, false});
+      spans.push_back({c->start, c->end, false, false, c->graphId, c->correlationId});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       auto s = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
-      spans.push_back({s->start, s->end, false, false});
+      spans.push_back({s->start, s->end, false, false, s->graphId, s->correlationId});
       break;
     }
     default:
@@ -96,6 +103,25 @@ double union_ms(std::vector<Span> v) {
   return total / 1e6;
 }
 
+// The spans with each graph launch's taken whole (first start to last end, by correlation ID);
+// spans outside graphs as they are. Returns the launches' count beside.
+std::pair<std::vector<Span>, long> launches(const std::vector<Span>& v) {
+  std::map<uint32_t, Span> whole;
+  std::vector<Span> out;
+  for (const Span& s : v) {
+    if (s.end <= s.start) continue;
+    if (!s.graph) {
+      out.push_back(s);
+      continue;
+    }
+    auto it = whole.emplace(s.corr, s).first;
+    it->second.start = std::min(it->second.start, s.start);
+    it->second.end = std::max(it->second.end, s.end);
+  }
+  for (const auto& launch : whole) out.push_back(launch.second);
+  return {out, static_cast<long>(whole.size())};
+}
+
 void flush() {
   if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("gpu time: synchronize failed");
   check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flush");
@@ -119,7 +145,8 @@ exactness::GpuTime measure(const std::function<void()>& f) {
     kernels += s.kernel;
     if (s.qmm) qmm.push_back(s);
   }
-  return {union_ms(spans), union_ms(qmm), kernels};
+  auto [whole, graphs] = launches(spans);
+  return {union_ms(spans), union_ms(qmm), kernels, union_ms(whole), graphs};
 }
 
 }  // namespace

@@ -109,27 +109,35 @@ fn a_promised_row_that_differs_is_a_finding_in_text_and_json() {
 }
 
 /// A CUDA probe built with CUPTI adds the forward's GPU time to its timing rows: rendered as a
-/// table of its own, each k over the same run's k = 1; rows without it render no such table.
+/// table of its own, each k over the same run's k = 1; the time with each graph launch taken
+/// whole (a later probe's) as another; rows without them render no such table.
 #[test]
 fn timing_rows_with_gpu_time_render_it_over_k_1() {
     let f = fixture();
-    let timed = |gpu: bool| {
-        let row = |k: u32, wall: f64, busy: f64, qmm: f64| {
+    // 0: no GPU figures, 1: busy time only (session 34's probe), 2: the graph launches' too.
+    let timed = |gpu: u8| {
+        let row = |k: u32, wall: f64, busy: f64, qmm: f64, graph: f64, graphs: u64| {
             let mut r = json!({"k": k, "forward_ms": wall, "sdpa_ms": 0.01});
-            if gpu {
+            if gpu > 0 {
                 r["gpu_ms"] = json!(busy);
                 r["gpu_qmm_ms"] = json!(qmm);
                 r["gpu_kernels"] = json!(400);
             }
+            if gpu > 1 {
+                r["gpu_graph_ms"] = json!(graph);
+                r["gpu_graphs"] = json!(graphs);
+            }
             r
         };
         let mut r = run("invariant", false, vec![]);
-        r["probe"]["decoder"]["timing"] =
-            json!({"reps": 5, "rows": [row(1, 6.0, 2.0, 1.5), row(16, 7.0, 2.5, 1.8)]});
+        r["probe"]["decoder"]["timing"] = json!({"reps": 5, "rows": [
+            row(1, 6.0, 2.0, 1.5, 2.4, 6),
+            row(16, 7.0, 2.5, 1.8, 3.3, 7)
+        ]});
         r
     };
     // The timed run beside a caught control, rendered.
-    let render = |gpu: bool| {
+    let render = |gpu: u8| {
         let lines = [
             timed(gpu),
             run("streamed", true, vec![op("quantized_matmul", 1)]),
@@ -139,13 +147,18 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
             .code(0)
             .stdout
     };
-    let out = render(true);
+    let out = render(2);
     assert!(out.contains("GPU time (same forwards)"), "{out}");
     assert!(
         out.contains("2.500 ms, qmm 1.800 ms (1.25x, 1.20x)"),
         "{out}"
     );
-    let out = render(false);
+    assert!(out.contains("each graph launch whole"), "{out}");
+    assert!(out.contains("3.300 ms in 7 launches (1.38x)"), "{out}");
+    let out = render(1);
+    assert!(out.contains("2.500 ms, qmm 1.800 ms"), "{out}");
+    assert!(!out.contains("graph launch"), "{out}");
+    let out = render(0);
     assert!(out.contains("timing (median of 5)"), "{out}");
     assert!(!out.contains("GPU time"), "{out}");
 }

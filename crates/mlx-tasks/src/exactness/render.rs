@@ -284,6 +284,7 @@ fn timing_table(s: &mut String, runs: &[&Run]) {
         s.push('\n');
     }
     gpu_table(s, &timed);
+    graph_table(s, &timed);
 }
 
 /// Where the probe measured the GPU (CUPTI): per k, each run's GPU busy time, its quantized
@@ -318,6 +319,42 @@ fn gpu_cell(t: &report::Timing, k: u32) -> Option<String> {
         && let (Some(g1), Some(q1)) = (one.gpu_ms, one.gpu_qmm_ms)
     {
         let _ = write!(cell, " ({:.2}x, {:.2}x)", gpu / g1, qmm / q1);
+    }
+    Some(cell)
+}
+
+/// Where the probe measured it: the GPU's time with each graph launch taken whole (the gaps
+/// between a graph's kernels counted), its launches, and each k over the same run's k = 1.
+fn graph_table(s: &mut String, timed: &[(&Run, &report::Timing)]) {
+    if !timed
+        .iter()
+        .any(|(_, t)| t.rows.iter().any(|r| r.gpu_graph_ms.is_some()))
+    {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "  GPU time, each graph launch whole (first start to last end); over its run's k = 1"
+    );
+    for row in &timed[0].1.rows {
+        let _ = write!(s, "  {:>3}", row.k);
+        for (_, t) in timed {
+            let cell = graph_cell(t, row.k).unwrap_or_else(|| "-".into());
+            let _ = write!(s, " {cell:<52}");
+        }
+        s.push('\n');
+    }
+}
+
+fn graph_cell(t: &report::Timing, k: u32) -> Option<String> {
+    let r = t.rows.iter().find(|x| x.k == k)?;
+    let ms = r.gpu_graph_ms?;
+    let mut cell = format!("{ms:.3} ms");
+    if let Some(n) = r.gpu_graphs {
+        let _ = write!(cell, " in {n} launches");
+    }
+    if let Some(one) = t.rows.iter().find(|x| x.k == 1).and_then(|x| x.gpu_graph_ms) {
+        let _ = write!(cell, " ({:.2}x)", ms / one);
     }
     Some(cell)
 }

@@ -85,6 +85,13 @@ pub struct TimingRow {
     /// Kernels the forward ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_kernels: Option<u64>,
+    /// The GPU's time with each CUDA graph launch taken whole, from its first start to its last
+    /// end (the gaps between a graph's kernels counted, those between launches not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_graph_ms: Option<f64>,
+    /// The graph launches the forward made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_graphs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
