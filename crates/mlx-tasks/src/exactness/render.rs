@@ -353,7 +353,12 @@ fn graph_cell(t: &report::Timing, k: u32) -> Option<String> {
     if let Some(n) = r.gpu_graphs {
         let _ = write!(cell, " in {n} launches");
     }
-    if let Some(one) = t.rows.iter().find(|x| x.k == 1).and_then(|x| x.gpu_graph_ms) {
+    if let Some(one) = t
+        .rows
+        .iter()
+        .find(|x| x.k == 1)
+        .and_then(|x| x.gpu_graph_ms)
+    {
         let _ = write!(cell, " ({:.2}x)", ms / one);
     }
     Some(cell)
