@@ -291,21 +291,28 @@ fn timing_table(s: &mut String, runs: &[&Run]) {
 /// matmuls' part, and both against the same run's k = 1 (what verifying k tokens costs the GPU
 /// over one decode step; the wall time above is mostly the host's).
 fn gpu_table(s: &mut String, timed: &[(&Run, &report::Timing)]) {
-    if !timed
-        .iter()
-        .any(|(_, t)| t.rows.iter().any(|r| r.gpu_ms.is_some()))
-    {
+    let title =
+        "GPU time (same forwards): busy, of it quantized matmuls; each over its run's k = 1";
+    k_table(s, timed, title, |r| r.gpu_ms.is_some(), gpu_cell);
+}
+
+/// A table of one cell per (k, run) under `title`, where some row `has` what the cells show.
+fn k_table(
+    s: &mut String,
+    timed: &[(&Run, &report::Timing)],
+    title: &str,
+    has: fn(&report::TimingRow) -> bool,
+    cell: fn(&report::Timing, u32) -> Option<String>,
+) {
+    if !timed.iter().any(|(_, t)| t.rows.iter().any(has)) {
         return;
     }
-    let _ = writeln!(
-        s,
-        "  GPU time (same forwards): busy, of it quantized matmuls; each over its run's k = 1"
-    );
+    let _ = writeln!(s, "  {title}");
     for row in &timed[0].1.rows {
         let _ = write!(s, "  {:>3}", row.k);
         for (_, t) in timed {
-            let cell = gpu_cell(t, row.k).unwrap_or_else(|| "-".into());
-            let _ = write!(s, " {cell:<52}");
+            let c = cell(t, row.k).unwrap_or_else(|| "-".into());
+            let _ = write!(s, " {c:<52}");
         }
         s.push('\n');
     }
@@ -326,24 +333,8 @@ fn gpu_cell(t: &report::Timing, k: u32) -> Option<String> {
 /// Where the probe measured it: the GPU's time with each graph launch taken whole (the gaps
 /// between a graph's kernels counted), its launches, and each k over the same run's k = 1.
 fn graph_table(s: &mut String, timed: &[(&Run, &report::Timing)]) {
-    if !timed
-        .iter()
-        .any(|(_, t)| t.rows.iter().any(|r| r.gpu_graph_ms.is_some()))
-    {
-        return;
-    }
-    let _ = writeln!(
-        s,
-        "  GPU time, each graph launch whole (first start to last end); over its run's k = 1"
-    );
-    for row in &timed[0].1.rows {
-        let _ = write!(s, "  {:>3}", row.k);
-        for (_, t) in timed {
-            let cell = graph_cell(t, row.k).unwrap_or_else(|| "-".into());
-            let _ = write!(s, " {cell:<52}");
-        }
-        s.push('\n');
-    }
+    let title = "GPU time, each graph launch whole (first start to last end); over its run's k = 1";
+    k_table(s, timed, title, |r| r.gpu_graph_ms.is_some(), graph_cell);
 }
 
 fn graph_cell(t: &report::Timing, k: u32) -> Option<String> {
