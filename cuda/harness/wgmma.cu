@@ -41,7 +41,7 @@
 //                              difference, the first three)
 //   qmv_wgmma ab [R] [arm...]  the launcher and the arms in R rotated rounds (default 5; bf16) on
 //                              28672x4096, the two heads, 3584x3584 and 3584x18944 (K parts
-//                              split across blocks), M = 1, 8, 9, 16
+//                              split across blocks) and 18944x3584 (148 tiles), M = 1, 8, 9, 16
 //   qmv_wgmma one [arm...]     one launch of the launcher and each arm at M = 1 and 16 on the
 //                              128256x4096 head (for Nsight Compute)
 #include "harness.cuh"
@@ -662,7 +662,9 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 // kTail (kTma): the tiles as by default for every whole round of the grid, the rows left over
 // for a last one split as kBal splits N (neighbouring blocks, neighbouring rows): the balance
 // without kBal's far-apart ranges. kBox16 (kTma): every tile by 8 boxes of 16 rows, as kBal's
-// and kTail's short tiles are copied: what the smaller copies cost alone.
+// and kTail's short tiles are copied: what the smaller copies cost alone. kS2 (host side only):
+// at least two splits wherever K has as many chunks as parts, where splits_for gives one (18944
+// x 3584: 148 tiles on 264 slots, so 116 slots idle): whether the idle slots are its M = 1 gap.
 enum Variant {
   kLag = 1,
   kSplit = 2,
@@ -676,7 +678,8 @@ enum Variant {
   kBal = 512,
   kInX = 1024,
   kTail = 2048,
-  kBox16 = 4096
+  kBox16 = 4096,
+  kS2 = 8192
 };
 
 // x of a step (prepared: the chunk's B, then its xs) into its stage by the copy engine.
@@ -1019,7 +1022,8 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
            dim3(256), pargs);
   }
   const int tiles = (n + G::rows - 1) / G::rows, slots = G::blocks * sms;
-  const int splits = splits_for(tiles, k / kChunk, slots);
+  int splits = splits_for(tiles, k / kChunk, slots);
+  if ((V & kS2) && splits == 1 && k / kChunk >= kParts) splits = 2;
   if (splits == 1) red = nullptr;
   // kBal: as many blocks as fit at once, each with rows of its own (at least 16).
   const int across = V & kBal ? (n + 15) / 16 : tiles;
@@ -1192,7 +1196,10 @@ Arms<T> all_arms() {
           {"wg2_s4_tma_bal_inx", &run_wg_as<T, 2, 4, 1, true, kTma, kBal | kInX>},
           {"wg2_s3_tma_tail", &run_wg_as<T, 2, 3, 1, true, kTma, kTail>},
           {"wg2_s3_tma_pdl_tail", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kTail>},
-          {"wg2_s3_tma_box16", &run_wg_as<T, 2, 3, 1, true, kTma, kBox16>}};
+          {"wg2_s3_tma_box16", &run_wg_as<T, 2, 3, 1, true, kTma, kBox16>},
+          {"wg2_s4_tma_pdl", &run_wg_as<T, 2, 4, 1, true, kTma, kPdl>},
+          {"wg2_s3_tma_pdl_s2", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kS2>},
+          {"wg2_s3_tma_pdl_bal_s2", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kBal | kS2>}};
 }
 
 // The arms named (all when none is): an unknown name is an error.
@@ -1346,7 +1353,7 @@ int main(int argc, char** argv) {
     }
     auto arms = pick_arms<BF16>(argc, argv, 3);
     for (auto [n, k] : {std::pair{28672, 4096}, std::pair{128256, 4096}, std::pair{152064, 3584},
-                        std::pair{3584, 3584}, std::pair{3584, 18944}})
+                        std::pair{3584, 3584}, std::pair{3584, 18944}, std::pair{18944, 3584}})
       ab_shape(n, k, int(rounds), arms);
     return 0;
   }
