@@ -770,6 +770,7 @@ struct Timed {
 Timed median_ms(int reps, const std::function<void()>& f, bool gpu = false) {
   f();
   std::vector<double> wall, busy, qmm, kernels, graph, graphs;
+  std::vector<std::vector<std::pair<std::string, double>>> by_kernel;
   const GpuMeter* meter = gpu && gpu_meter() ? &gpu_meter() : nullptr;
   for (int r = 0; r < reps; ++r) {
     double w = 0;
@@ -790,10 +791,18 @@ Timed median_ms(int reps, const std::function<void()>& f, bool gpu = false) {
     kernels.push_back(static_cast<double>(g.kernels));
     graph.push_back(g.graph_ms);
     graphs.push_back(static_cast<double>(g.graphs));
+    by_kernel.push_back(std::move(g.by_kernel));
   }
   Timed out{median(wall), meter != nullptr, {}};
   out.gpu = {median(busy), median(qmm), static_cast<long>(median(kernels)), median(graph),
-             static_cast<long>(median(graphs))};
+             static_cast<long>(median(graphs)), {}};
+  // Where the time went: the names of the repetition whose busy time is the median.
+  for (size_t r = 0; r < busy.size(); ++r) {
+    if (busy[r] == out.gpu.busy_ms) {
+      out.gpu.by_kernel = by_kernel[r];
+      break;
+    }
+  }
   return out;
 }
 
@@ -859,7 +868,12 @@ void write_timing(std::ostream& os, const Model& m, const Cache& pc, const Class
     if (fwd.has_gpu) {
       os << ",\"gpu_ms\":" << fwd.gpu.busy_ms << ",\"gpu_qmm_ms\":" << fwd.gpu.qmm_ms
          << ",\"gpu_kernels\":" << fwd.gpu.kernels << ",\"gpu_graph_ms\":" << fwd.gpu.graph_ms
-         << ",\"gpu_graphs\":" << fwd.gpu.graphs;
+         << ",\"gpu_graphs\":" << fwd.gpu.graphs << ",\"gpu_by_kernel\":[";
+      for (size_t i = 0; i < fwd.gpu.by_kernel.size(); ++i) {
+        os << (i ? "," : "") << "[" << quoted(fwd.gpu.by_kernel[i].first) << ","
+           << fwd.gpu.by_kernel[i].second << "]";
+      }
+      os << "]";
     }
     os << "}";
     first = false;

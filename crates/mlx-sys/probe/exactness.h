@@ -10,6 +10,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace exactness {
@@ -69,14 +70,18 @@ struct Options {
 // What the GPU did while one piece of work ran: the time at least one kernel, copy or set was
 // running, the part of it in quantized-matmul kernels (names with "qmv" or "qmm"), how many
 // kernels ran, the time with each CUDA graph launch taken whole (its first start to its last
-// end: the gaps between its kernels counted) and how many graph launches there were.
+// end: the gaps between its kernels counted) and how many graph launches there were;
+// `by_kernel`: each kernel name's summed time (milliseconds, the longest first, at most
+// kByKernel names and then "(others)"), where the time goes.
 struct GpuTime {
   double busy_ms = 0;
   double qmm_ms = 0;
   long kernels = 0;
   double graph_ms = 0;
   long graphs = 0;
+  std::vector<std::pair<std::string, double>> by_kernel;
 };
+constexpr size_t kByKernel = 12;
 
 // Runs its argument (which evaluates its work) and reports what the GPU did meanwhile.
 using GpuMeter = std::function<GpuTime(const std::function<void()>&)>;

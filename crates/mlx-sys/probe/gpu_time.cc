@@ -11,10 +11,13 @@
 // included), `graph_ms` the union again with each CUDA graph launch's records taken whole, from
 // its first start to its last end (a record's correlation ID is that of the API call that
 // launched it: one cudaGraphLaunch for all of a graph's nodes), so the gaps between a graph's
-// kernels count and the gaps between launches (the host's) do not; `graphs` how many launches.
+// kernels count and the gaps between launches (the host's) do not; `graphs` how many launches;
+// `by_kernel` each kernel name's summed duration (demangled, template arguments and parameters
+// cut: "mlx::core::cu::qmv_wgmma_kernel"), the longest first.
 // Records CUPTI dropped make the measurement an error, not a smaller number.
 #include <cupti.h>
 #include <cuda_runtime_api.h>
+#include <cxxabi.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -34,10 +37,37 @@ struct Span {
   bool kernel, qmm;
   uint32_t graph;  // the graph that launched it, 0 outside graphs
   uint32_t corr;   // the correlation ID of the launching API call
+  int name;        // a kernel's index in `names`; -1 for copies and sets
 };
 
 std::mutex mu;
 std::vector<Span> spans;
+std::vector<std::string> names;
+std::map<std::string, int> name_ids;
+
+// A kernel's name as a reader knows it: demangled, without its return type, template arguments
+// or parameters.
+std::string short_name(const char* mangled) {
+  if (!mangled) return "(unnamed)";
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string n = status == 0 && d ? d : mangled;
+  std::free(d);
+  for (size_t at; (at = n.find("(anonymous namespace)")) != std::string::npos;) {
+    n.replace(at, 21, "{anon}");
+  }
+  n = n.substr(0, n.find_first_of("<("));
+  const size_t space = n.rfind(' ');
+  return space == std::string::npos ? n : n.substr(space + 1);
+}
+
+// Under mu.
+int name_id(const char* mangled) {
+  std::string n = short_name(mangled);
+  auto [it, added] = name_ids.emplace(n, static_cast<int>(names.size()));
+  if (added) names.push_back(n);
+  return it->second;
+}
 
 void check(CUptiResult r, const char* what) {
   if (r == CUPTI_SUCCESS) return;
@@ -60,17 +90,18 @@ void add(const CUpti_Activity* r) {
   switch (r->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       auto k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
-      spans.push_back({k->start, k->end, true, is_qmm(k->name), k->graphId, k->correlationId});
+      spans.push_back({k->start, k->end, true, is_qmm(k->name), k->graphId, k->correlationId,
+                       name_id(k->name)});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       auto c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
-      spans.push_back({c->start, c->end, false, false, c->graphId, c->correlationId});
+      spans.push_back({c->start, c->end, false, false, c->graphId, c->correlationId, -1});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       auto s = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
-      spans.push_back({s->start, s->end, false, false, s->graphId, s->correlationId});
+      spans.push_back({s->start, s->end, false, false, s->graphId, s->correlationId, -1});
       break;
     }
     default:
@@ -122,6 +153,27 @@ std::pair<std::vector<Span>, long> launches(const std::vector<Span>& v) {
   return {out, static_cast<long>(whole.size())};
 }
 
+// Each kernel name's summed milliseconds, the longest first: kByKernel names, then the rest as
+// "(others)".
+std::vector<std::pair<std::string, double>> by_kernel(const std::vector<Span>& v) {
+  std::map<int, uint64_t> ns;
+  for (const Span& s : v) {
+    if (s.kernel && s.end > s.start) ns[s.name] += s.end - s.start;
+  }
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [id, t] : ns) out.push_back({names[id], t / 1e6});
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (out.size() > exactness::kByKernel) {
+    double rest = 0;
+    for (size_t i = exactness::kByKernel; i < out.size(); ++i) rest += out[i].second;
+    out.resize(exactness::kByKernel);
+    out.push_back({"(others)", rest});
+  }
+  return out;
+}
+
 void flush() {
   if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("gpu time: synchronize failed");
   check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flush");
@@ -146,7 +198,7 @@ exactness::GpuTime measure(const std::function<void()>& f) {
     if (s.qmm) qmm.push_back(s);
   }
   auto [whole, graphs] = launches(spans);
-  return {union_ms(spans), union_ms(qmm), kernels, union_ms(whole), graphs};
+  return {union_ms(spans), union_ms(qmm), kernels, union_ms(whole), graphs, by_kernel(spans)};
 }
 
 }  // namespace

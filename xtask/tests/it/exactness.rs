@@ -126,6 +126,15 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
             if gpu > 1 {
                 r["gpu_graph_ms"] = json!(graph);
                 r["gpu_graphs"] = json!(graphs);
+                // Attention grows more than the matmuls; the copy kernel is named at k = 1 only.
+                let attention = if k == 1 { 0.1 } else { 0.5 };
+                let mut names = vec![json!(["mlx::core::cu::qmv_wgmma_kernel", qmm])];
+                names.push(json!(["mlx::core::cu::sdpa_vector", attention]));
+                if k == 1 {
+                    names.push(json!(["copy_kernel", 0.05]));
+                }
+                names.push(json!(["(others)", 0.2]));
+                r["gpu_by_kernel"] = json!(names);
             }
             r
         };
@@ -155,9 +164,25 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
     );
     assert!(out.contains("each graph launch whole"), "{out}");
     assert!(out.contains("3.300 ms in 7 launches (1.38x)"), "{out}");
+    // Per kernel name, k = 1 and k = 16: the largest growth first, "(others)" last, a name
+    // one list leaves out shown as "-".
+    assert!(out.contains("GPU time by kernel, invariant"), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    let at = |name: &str| lines.iter().position(|l| l.trim_start().starts_with(name));
+    let (sdpa, qmv) = (
+        at("mlx::core::cu::sdpa_vector"),
+        at("mlx::core::cu::qmv_wgmma"),
+    );
+    let (copy, others) = (at("copy_kernel"), at("(others)"));
+    assert!(sdpa < qmv && qmv < copy && copy < others, "{out}");
+    let row = |i: Option<usize>| lines[i.unwrap()].split_whitespace().collect::<Vec<_>>();
+    assert_eq!(row(sdpa)[1..], ["0.100", "0.500", "+0.400"], "{out}");
+    assert_eq!(row(qmv)[1..], ["1.500", "1.800", "+0.300"], "{out}");
+    assert_eq!(row(copy)[1..], ["0.050", "-", "-"], "{out}");
     let out = render(1);
     assert!(out.contains("2.500 ms, qmm 1.800 ms"), "{out}");
     assert!(!out.contains("graph launch"), "{out}");
+    assert!(!out.contains("GPU time by kernel"), "{out}");
     let out = render(0);
     assert!(out.contains("timing (median of 5)"), "{out}");
     assert!(!out.contains("GPU time"), "{out}");

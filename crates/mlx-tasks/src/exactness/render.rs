@@ -285,6 +285,7 @@ fn timing_table(s: &mut String, runs: &[&Run]) {
     }
     gpu_table(s, &timed);
     graph_table(s, &timed);
+    by_kernel_table(s, &timed);
 }
 
 /// Where the probe measured the GPU (CUPTI): per k, each run's GPU busy time, its quantized
@@ -355,6 +356,62 @@ fn graph_cell(t: &report::Timing, k: u32) -> Option<String> {
     Some(cell)
 }
 
+/// Where the probe named its kernels: per run, what each kernel name took at k = 1 and at the
+/// largest k (ms), the names that grew most first: where verifying k tokens spends its time.
+fn by_kernel_table(s: &mut String, timed: &[(&Run, &report::Timing)]) {
+    for (run, t) in timed {
+        let (Some(one), Some(last)) = (t.rows.iter().find(|x| x.k == 1), t.rows.last()) else {
+            continue;
+        };
+        let (Some(a), Some(b)) = (&one.gpu_by_kernel, &last.gpu_by_kernel) else {
+            continue;
+        };
+        if last.k == 1 {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "  GPU time by kernel, {}: k = 1 -> {} (ms, the repetition of median busy time)",
+            run.label(),
+            last.k
+        );
+        for (name, x, y) in by_growth(a, b) {
+            let cell = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.3}"));
+            let grew = match (x, y) {
+                (Some(x), Some(y)) => format!("{:+.3}", y - x),
+                _ => "-".into(),
+            };
+            let _ = writeln!(s, "    {name:<56} {:>8} {:>8} {grew:>8}", cell(x), cell(y));
+        }
+    }
+}
+
+/// The names of either list with their times in each (None where a list does not name it: its
+/// time is in that list's "(others)"), the largest growth first, "(others)" last.
+fn by_growth<'a>(
+    a: &'a [(String, f64)],
+    b: &'a [(String, f64)],
+) -> Vec<(&'a str, Option<f64>, Option<f64>)> {
+    let find = |l: &'a [(String, f64)], n: &str| l.iter().find(|(m, _)| m == n).map(|(_, v)| *v);
+    let mut names: Vec<&str> = a.iter().chain(b).map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut rows: Vec<_> = names
+        .into_iter()
+        .map(|n| (n, find(a, n), find(b, n)))
+        .collect();
+    let key = |r: &(&str, Option<f64>, Option<f64>)| {
+        let growth = r.2.unwrap_or(0.0) - r.1.unwrap_or(0.0);
+        (r.0 == "(others)", -growth)
+    };
+    rows.sort_by(|x, y| {
+        key(x)
+            .partial_cmp(&key(y))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    rows
+}
+
 /// The upstream run's row at k with the same kernel settings as `run` (None for upstream itself).
 fn upstream_row(timed: &[(&Run, &report::Timing)], run: &Run, k: u32) -> Option<report::TimingRow> {
     if run.policy == "upstream" {
@@ -364,7 +421,7 @@ fn upstream_row(timed: &[(&Run, &report::Timing)], run: &Run, k: u32) -> Option<
     timed
         .iter()
         .find(|(r, _)| r.policy == "upstream" && cudnn(r) == cudnn(run))
-        .and_then(|(_, t)| t.rows.iter().find(|x| x.k == k).copied())
+        .and_then(|(_, t)| t.rows.iter().find(|x| x.k == k).cloned())
 }
 
 /// One table cell's totals: the cases of one op and dtype.

@@ -67,7 +67,7 @@ pub struct Timing {
     pub rows: Vec<TimingRow>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TimingRow {
     /// Tokens in the forward: 1 is a decode step, k > 1 a verify of k drafted tokens.
     pub k: u32,
@@ -92,6 +92,11 @@ pub struct TimingRow {
     /// The graph launches the forward made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_graphs: Option<u64>,
+    /// Where the GPU's time went in the repetition with the median busy time: each kernel
+    /// name's summed milliseconds (demangled, without template arguments), the longest first,
+    /// the rest after the probe's first names as "(others)".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_by_kernel: Option<Vec<(String, f64)>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
