@@ -29,7 +29,7 @@
 #   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA_PDL=0, with it again, with CUDA
 #   graphs off, then with MLX_CUDA_QMV_WGMMA=0 (the launcher), timed;
 #   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
-#   probe's runs alone, no gpu-session.sh)
+#   probe's runs alone, no gpu-session.sh; QMV_RUNS: which of the probe's runs, in that order)
 # The GPU idles while MLX builds (about 600 s): a gpu-session.sh phase that needs no MLX build
 # (wgmma, invariant) may run in the foreground of the call that starts this, with its own
 # GPU_SESSION_DIR, before `wait` (session 34: `wgmma` so, its rounds within a few percent of
@@ -41,11 +41,18 @@ B=$W/mlx-cuda-bundle
 M=$(cd "$(dirname "$0")" && pwd)
 R=$W/res
 mkdir -p $W $R $W/steps
+# QMV=1's probe runs (QMV_RUNS picks and orders them).
+qmv_runs="inv-7b-40 nopdl-7b-40 pdl-7b-40 nographs-7b-40 launcher-7b-40 inv-7b-1024"
 
 case "${1:-}" in
   start)
     if [ -f $W/pid ] && kill -0 "$(cat $W/pid)" 2>/dev/null; then echo "pipeline: running"; exit 0; fi
     [ -f $W/done ] && { echo "pipeline: done"; exit 0; }
+    for r in ${QMV_RUNS:-}; do
+      case " $qmv_runs " in *" $r "*) ;; *)
+        echo "h200-pipeline.sh: QMV_RUNS names no run '$r' (the runs: $qmv_runs)" >&2; exit 2 ;;
+      esac
+    done
     # A copy of its own: each call sends the carried folder again.
     rm -rf $W/carry && cp -r "${2:?carried folder}" $W/carry || exit 1
     setsid nohup bash "$0" run $W/carry > $W/pipeline.log 2>&1 < /dev/null &
@@ -366,20 +373,27 @@ if [ "${QMV:-0}" = 1 ]; then
     echo "qmv: rc=$?"; tail -30 $R/qmv.txt
     done_step qmv
   fi
-  exactness inv-7b-40 'preset=7b;ops=0;prompt=40;cache=step;timing=5' POLICIES="invariant streamed"
-  # The warpgroup-mma kernel's launches without programmatic dependent launch, then with it again
-  # (two processes around the one without: the same build, the same GPU, minutes apart); then
-  # with it and CUDA graphs off (its stream launches: the same rows must come out).
+  # The probe's runs, in QMV_RUNS's order (default: as listed).
+  t5='preset=7b;ops=0;prompt=40;cache=step;timing=5'
   t31='preset=7b;ops=0;prompt=40;cache=step;timing=31'
-  exactness nopdl-7b-40 "$t31" POLICIES=invariant CONTROL=0 MLX_CUDA_QMV_WGMMA_PDL=0
-  exactness pdl-7b-40 "$t31" POLICIES=invariant CONTROL=0
-  exactness nographs-7b-40 'preset=7b;ops=0;prompt=40;cache=step;timing=5' POLICIES=invariant \
-    CONTROL=0 MLX_USE_CUDA_GRAPHS=0
-  # The invariant policy without the warpgroup-mma kernel (the launcher at every M).
-  exactness launcher-7b-40 'preset=7b;ops=0;prompt=40;cache=step;timing=5' POLICIES=invariant \
-    CONTROL=0 MLX_CUDA_QMV_WGMMA=0
-  [ "$(left)" -gt 240 ] && exactness inv-7b-1024 'preset=7b;ops=0;prompt=1024;cache=step;timing=5' \
-    POLICIES=invariant CONTROL=0
+  for r in ${QMV_RUNS:-$qmv_runs}; do
+    case $r in
+      # Both policies, with the negative control.
+      inv-7b-40) exactness $r "$t5" POLICIES="invariant streamed" ;;
+      # The warpgroup-mma kernel's launches without programmatic dependent launch, then with it
+      # (the same build and GPU, minutes apart); then with it and CUDA graphs off (its stream
+      # launches: the same rows must come out).
+      nopdl-7b-40) exactness $r "$t31" POLICIES=invariant CONTROL=0 MLX_CUDA_QMV_WGMMA_PDL=0 ;;
+      pdl-7b-40) exactness $r "$t31" POLICIES=invariant CONTROL=0 ;;
+      nographs-7b-40) exactness $r "$t5" POLICIES=invariant CONTROL=0 MLX_USE_CUDA_GRAPHS=0 ;;
+      # The invariant policy without the warpgroup-mma kernel (the launcher at every M).
+      launcher-7b-40) exactness $r "$t5" POLICIES=invariant CONTROL=0 MLX_CUDA_QMV_WGMMA=0 ;;
+      inv-7b-1024)
+        [ "$(left)" -gt 240 ] && exactness $r 'preset=7b;ops=0;prompt=1024;cache=step;timing=5' \
+          POLICIES=invariant CONTROL=0 ;;
+      *) say "QMV_RUNS: no run $r ($qmv_runs)" ;;
+    esac
+  done
   say "qmv steps done"
   exit 0
 fi
