@@ -770,7 +770,7 @@ struct Timed {
 Timed median_ms(int reps, const std::function<void()>& f, bool gpu = false) {
   f();
   std::vector<double> wall, busy, qmm, kernels, graph, graphs;
-  std::vector<std::vector<std::pair<std::string, double>>> by_kernel;
+  std::vector<std::vector<KernelTime>> by_kernel;
   const GpuMeter* meter = gpu && gpu_meter() ? &gpu_meter() : nullptr;
   for (int r = 0; r < reps; ++r) {
     double w = 0;
@@ -870,8 +870,8 @@ void write_timing(std::ostream& os, const Model& m, const Cache& pc, const Class
          << ",\"gpu_kernels\":" << fwd.gpu.kernels << ",\"gpu_graph_ms\":" << fwd.gpu.graph_ms
          << ",\"gpu_graphs\":" << fwd.gpu.graphs << ",\"gpu_by_kernel\":[";
       for (size_t i = 0; i < fwd.gpu.by_kernel.size(); ++i) {
-        os << (i ? "," : "") << "[" << quoted(fwd.gpu.by_kernel[i].first) << ","
-           << fwd.gpu.by_kernel[i].second << "]";
+        const KernelTime& t = fwd.gpu.by_kernel[i];
+        os << (i ? "," : "") << "[" << quoted(t.name) << "," << t.ms << "," << t.launches << "]";
       }
       os << "]";
     }

@@ -72,14 +72,19 @@ struct Options {
 // kernels ran, the time with each CUDA graph launch taken whole (its first start to its last
 // end: the gaps between its kernels counted) and how many graph launches there were;
 // `by_kernel`: each kernel name's summed time (milliseconds, the longest first, at most
-// kByKernel names and then "(others)"), where the time goes.
+// kByKernel names and then "(others)") and launches, where the time goes.
+struct KernelTime {
+  std::string name;
+  double ms = 0;
+  long launches = 0;
+};
 struct GpuTime {
   double busy_ms = 0;
   double qmm_ms = 0;
   long kernels = 0;
   double graph_ms = 0;
   long graphs = 0;
-  std::vector<std::pair<std::string, double>> by_kernel;
+  std::vector<KernelTime> by_kernel;
 };
 constexpr size_t kByKernel = 12;
 

@@ -12,7 +12,7 @@
 // its first start to its last end (a record's correlation ID is that of the API call that
 // launched it: one cudaGraphLaunch for all of a graph's nodes), so the gaps between a graph's
 // kernels count and the gaps between launches (the host's) do not; `graphs` how many launches;
-// `by_kernel` each kernel name's summed duration (demangled, template arguments and parameters
+// `by_kernel` each kernel name's summed duration and launches (demangled, template arguments and parameters
 // cut: "mlx::core::cu::qmv_wgmma_kernel"), the longest first.
 // Records CUPTI dropped make the measurement an error, not a smaller number.
 #include <cupti.h>
@@ -153,23 +153,28 @@ std::pair<std::vector<Span>, long> launches(const std::vector<Span>& v) {
   return {out, static_cast<long>(whole.size())};
 }
 
-// Each kernel name's summed milliseconds, the longest first: kByKernel names, then the rest as
-// "(others)".
-std::vector<std::pair<std::string, double>> by_kernel(const std::vector<Span>& v) {
-  std::map<int, uint64_t> ns;
+// Each kernel name's summed milliseconds and launches, the longest first: kByKernel names, then
+// the rest as "(others)".
+std::vector<exactness::KernelTime> by_kernel(const std::vector<Span>& v) {
+  std::map<int, std::pair<uint64_t, long>> ns;
   for (const Span& s : v) {
-    if (s.kernel && s.end > s.start) ns[s.name] += s.end - s.start;
+    if (!s.kernel || s.end <= s.start) continue;
+    ns[s.name].first += s.end - s.start;
+    ns[s.name].second += 1;
   }
-  std::vector<std::pair<std::string, double>> out;
-  for (const auto& [id, t] : ns) out.push_back({names[id], t / 1e6});
+  std::vector<exactness::KernelTime> out;
+  for (const auto& [id, t] : ns) out.push_back({names[id], t.first / 1e6, t.second});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
+    return a.ms != b.ms ? a.ms > b.ms : a.name < b.name;
   });
   if (out.size() > exactness::kByKernel) {
-    double rest = 0;
-    for (size_t i = exactness::kByKernel; i < out.size(); ++i) rest += out[i].second;
+    exactness::KernelTime rest{"(others)", 0, 0};
+    for (size_t i = exactness::kByKernel; i < out.size(); ++i) {
+      rest.ms += out[i].ms;
+      rest.launches += out[i].launches;
+    }
     out.resize(exactness::kByKernel);
-    out.push_back({"(others)", rest});
+    out.push_back(rest);
   }
   return out;
 }

@@ -127,13 +127,18 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
                 r["gpu_graph_ms"] = json!(graph);
                 r["gpu_graphs"] = json!(graphs);
                 // Attention grows more than the matmuls; the copy kernel is named at k = 1 only.
+                // k = 1 in the first probe's form ([name, ms]), k = 16 with launches.
                 let attention = if k == 1 { 0.1 } else { 0.5 };
-                let mut names = vec![json!(["mlx::core::cu::qmv_wgmma_kernel", qmm])];
-                names.push(json!(["mlx::core::cu::sdpa_vector", attention]));
+                let entry = |name: &str, ms: f64, launches: u64| match k {
+                    1 => json!([name, ms]),
+                    _ => json!([name, ms, launches]),
+                };
+                let mut names = vec![entry("mlx::core::cu::qmv_wgmma_kernel", qmm, 196)];
+                names.push(entry("mlx::core::cu::sdpa_vector", attention, 28));
                 if k == 1 {
-                    names.push(json!(["copy_kernel", 0.05]));
+                    names.push(entry("copy_kernel", 0.05, 56));
                 }
-                names.push(json!(["(others)", 0.2]));
+                names.push(entry("(others)", 0.2, 300));
                 r["gpu_by_kernel"] = json!(names);
             }
             r
@@ -176,9 +181,17 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
     let (copy, others) = (at("copy_kernel"), at("(others)"));
     assert!(sdpa < qmv && qmv < copy && copy < others, "{out}");
     let row = |i: Option<usize>| lines[i.unwrap()].split_whitespace().collect::<Vec<_>>();
-    assert_eq!(row(sdpa)[1..], ["0.100", "0.500", "+0.400"], "{out}");
-    assert_eq!(row(qmv)[1..], ["1.500", "1.800", "+0.300"], "{out}");
-    assert_eq!(row(copy)[1..], ["0.050", "-", "-"], "{out}");
+    assert_eq!(
+        row(sdpa)[1..],
+        ["0.100", "0.500", "+0.400", "-", "28"],
+        "{out}"
+    );
+    assert_eq!(
+        row(qmv)[1..],
+        ["1.500", "1.800", "+0.300", "-", "196"],
+        "{out}"
+    );
+    assert_eq!(row(copy)[1..], ["0.050", "-", "-", "-", "-"], "{out}");
     let out = render(1);
     assert!(out.contains("2.500 ms, qmm 1.800 ms"), "{out}");
     assert!(!out.contains("graph launch"), "{out}");

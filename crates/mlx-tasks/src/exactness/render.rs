@@ -357,7 +357,8 @@ fn graph_cell(t: &report::Timing, k: u32) -> Option<String> {
 }
 
 /// Where the probe named its kernels: per run, what each kernel name took at k = 1 and at the
-/// largest k (ms), the names that grew most first: where verifying k tokens spends its time.
+/// largest k (ms, and launches where the probe counted them), the names that grew most first:
+/// where verifying k tokens spends its time.
 fn by_kernel_table(s: &mut String, timed: &[(&Run, &report::Timing)]) {
     for (run, t) in timed {
         let (Some(one), Some(last)) = (t.rows.iter().find(|x| x.k == 1), t.rows.last()) else {
@@ -371,38 +372,54 @@ fn by_kernel_table(s: &mut String, timed: &[(&Run, &report::Timing)]) {
         }
         let _ = writeln!(
             s,
-            "  GPU time by kernel, {}: k = 1 -> {} (ms, the repetition of median busy time)",
+            "  GPU time by kernel, {}: k = 1 -> {} (ms, launches; the repetition of median busy time)",
             run.label(),
             last.k
         );
         for (name, x, y) in by_growth(a, b) {
-            let cell = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.3}"));
+            let ms = |v: Option<&report::KernelTime>| {
+                v.map_or_else(|| "-".into(), |v| format!("{:.3}", v.ms()))
+            };
+            let n = |v: Option<&report::KernelTime>| {
+                v.and_then(|v| v.launches())
+                    .map_or_else(|| "-".into(), |n| n.to_string())
+            };
             let grew = match (x, y) {
-                (Some(x), Some(y)) => format!("{:+.3}", y - x),
+                (Some(x), Some(y)) => format!("{:+.3}", y.ms() - x.ms()),
                 _ => "-".into(),
             };
-            let _ = writeln!(s, "    {name:<56} {:>8} {:>8} {grew:>8}", cell(x), cell(y));
+            let _ = writeln!(
+                s,
+                "    {name:<56} {:>8} {:>8} {grew:>8} {:>6} {:>6}",
+                ms(x),
+                ms(y),
+                n(x),
+                n(y)
+            );
         }
     }
 }
 
-/// The names of either list with their times in each (None where a list does not name it: its
-/// time is in that list's "(others)"), the largest growth first, "(others)" last.
-fn by_growth<'a>(
-    a: &'a [(String, f64)],
-    b: &'a [(String, f64)],
-) -> Vec<(&'a str, Option<f64>, Option<f64>)> {
-    let find = |l: &'a [(String, f64)], n: &str| l.iter().find(|(m, _)| m == n).map(|(_, v)| *v);
-    let mut names: Vec<&str> = a.iter().chain(b).map(|(n, _)| n.as_str()).collect();
+type Pair<'a> = (
+    &'a str,
+    Option<&'a report::KernelTime>,
+    Option<&'a report::KernelTime>,
+);
+
+/// The names of either list with their figures in each (None where a list does not name it:
+/// its time is in that list's "(others)"), the largest growth first, "(others)" last.
+fn by_growth<'a>(a: &'a [report::KernelTime], b: &'a [report::KernelTime]) -> Vec<Pair<'a>> {
+    let find = |l: &'a [report::KernelTime], n: &str| l.iter().find(|m| m.name() == n);
+    let mut names: Vec<&str> = a.iter().chain(b).map(|m| m.name()).collect();
     names.sort_unstable();
     names.dedup();
-    let mut rows: Vec<_> = names
+    let mut rows: Vec<Pair> = names
         .into_iter()
         .map(|n| (n, find(a, n), find(b, n)))
         .collect();
-    let key = |r: &(&str, Option<f64>, Option<f64>)| {
-        let growth = r.2.unwrap_or(0.0) - r.1.unwrap_or(0.0);
-        (r.0 == "(others)", -growth)
+    let key = |r: &Pair| {
+        let ms = |v: Option<&report::KernelTime>| v.map_or(0.0, |v| v.ms());
+        (r.0 == "(others)", ms(r.1) - ms(r.2))
     };
     rows.sort_by(|x, y| {
         key(x)

@@ -93,10 +93,40 @@ pub struct TimingRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_graphs: Option<u64>,
     /// Where the GPU's time went in the repetition with the median busy time: each kernel
-    /// name's summed milliseconds (demangled, without template arguments), the longest first,
-    /// the rest after the probe's first names as "(others)".
+    /// name's summed milliseconds (demangled, without template arguments) and launches, the
+    /// longest first, the rest after the probe's first names as "(others)".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_by_kernel: Option<Vec<(String, f64)>>,
+    pub gpu_by_kernel: Option<Vec<KernelTime>>,
+}
+
+/// One kernel name's figures in `gpu_by_kernel`: `[name, ms, launches]`, or `[name, ms]` from
+/// the first probe that had them (session 36's first runs).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum KernelTime {
+    Counted(String, f64, u64),
+    Named(String, f64),
+}
+
+impl KernelTime {
+    pub fn name(&self) -> &str {
+        match self {
+            KernelTime::Counted(n, ..) | KernelTime::Named(n, _) => n,
+        }
+    }
+
+    pub fn ms(&self) -> f64 {
+        match self {
+            KernelTime::Counted(_, ms, _) | KernelTime::Named(_, ms) => *ms,
+        }
+    }
+
+    pub fn launches(&self) -> Option<u64> {
+        match self {
+            KernelTime::Counted(.., n) => Some(*n),
+            KernelTime::Named(..) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
