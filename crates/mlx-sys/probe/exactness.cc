@@ -806,16 +806,30 @@ Timed median_ms(int reps, const std::function<void()>& f, bool gpu = false) {
   return out;
 }
 
+// The token ids of a timed forward: with tokens=device an array in device memory, made once
+// (the sum with 0 writes a new buffer while the host array is still held, so none is donated);
+// with tokens=host nothing (each repetition builds its own from host data).
+std::optional<mx::array> device_tokens(const std::vector<int32_t>& toks, const Options& o) {
+  if (o.tokens != "device") return std::nullopt;
+  auto host = mx::array(toks.data(), {1, static_cast<int>(toks.size())}, mx::int32);
+  auto dev = mx::add(host, mx::array(0, mx::int32));
+  mx::eval(dev);
+  return dev;
+}
+
 // One forward of k tokens from the prompt's cache, logits and cache evaluated. The cache is
 // owned by the timing alone and rewound after each forward, so with cache=step its buffers are
 // updated in place (donated), as mlx-lm's are.
-Timed forward_ms(const Model& m, const Cache& pc, const std::vector<int32_t>& toks, int reps) {
+Timed forward_ms(const Model& m, const Cache& pc, const std::vector<int32_t>& toks, int reps,
+                 const Options& o) {
   Cache tc = pc;
   int k = static_cast<int>(toks.size());
+  const std::optional<mx::array> dev = device_tokens(toks, o);
   return median_ms(reps, [&] {
     Cache c = std::move(tc);
     std::vector<Tap> taps;
-    std::vector<mx::array> all = {forward(m, mx::array(toks.data(), {1, k}, mx::int32), c, taps)};
+    auto ids = dev ? *dev : mx::array(toks.data(), {1, k}, mx::int32);
+    std::vector<mx::array> all = {forward(m, ids, c, taps)};
     all.insert(all.end(), c.k.begin(), c.k.end());
     all.insert(all.end(), c.v.begin(), c.v.end());
     mx::eval(all);
@@ -855,13 +869,14 @@ double sdpa_ms(const Model& m, const Cache& pc, int k, int reps) {
 
 void write_timing(std::ostream& os, const Model& m, const Cache& pc, const Classic& cl,
                   const Options& o) {
-  os << ",\"timing\":{\"reps\":" << o.timing << ",\"rows\":[";
+  os << ",\"timing\":{\"reps\":" << o.timing << ",\"tokens\":" << quoted(o.tokens)
+     << ",\"rows\":[";
   bool first = true;
   for (int k : {1, 4, 8, 16}) {
     if (k > o.k_max) continue;
     progress("decoder timing, k = " + std::to_string(k));
     std::vector<int32_t> toks(cl.tokens.begin(), cl.tokens.begin() + k);
-    Timed fwd = forward_ms(m, pc, toks, o.timing);
+    Timed fwd = forward_ms(m, pc, toks, o.timing, o);
     double att = sdpa_ms(m, pc, k, o.timing);
     os << (first ? "" : ",") << "{\"k\":" << k << ",\"forward_ms\":" << fwd.wall_ms
        << ",\"sdpa_ms\":" << att;
@@ -1062,6 +1077,11 @@ Options parse_options(const std::string& spec) {
         throw std::invalid_argument("exactness: cache must be concat or step, got '" + v + "'");
       }
       o.cache = v;
+    } else if (key == "tokens") {
+      if (v != "device" && v != "host") {
+        throw std::invalid_argument("exactness: tokens must be device or host, got '" + v + "'");
+      }
+      o.tokens = v;
     } else if (key == "only") {
       o.only.clear();
       std::stringstream ls(v);

@@ -62,6 +62,11 @@ struct Options {
   // Decoder timing: the median of `timing` forwards of k = 1, 4, 8, 16 tokens (k <= k_max) from
   // the prompt's cache, and of the attention op alone at the decoder's shapes (0: off).
   int timing = 0;
+  // Where a timed forward's token ids live: "device" (made once before the repetitions, in
+  // device memory, as a decoder's drafted tokens come from its own kernels) or "host" (an array
+  // built from host data in every repetition: MLX's CUDA allocator puts it in managed memory,
+  // and more than 8 bytes of it (k >= 3) are not in the pool the device is advised to access).
+  std::string tokens = "device";
   // A negative control: flip the lowest bit of the first chain row's first element before
   // comparing, so every comparison must report a difference (shows the check can fail).
   bool perturb = false;

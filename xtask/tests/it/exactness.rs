@@ -148,6 +148,10 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
             row(1, 6.0, 2.0, 1.5, 2.4, 6),
             row(16, 7.0, 2.5, 1.8, 3.3, 7)
         ]});
+        // Session 36's probe says where the token ids lived; older ones built them on the host.
+        if gpu > 1 {
+            r["probe"]["decoder"]["timing"]["tokens"] = json!("device");
+        }
         r
     };
     // The timed run beside a caught control, rendered.
@@ -163,6 +167,7 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
     };
     let out = render(2);
     assert!(out.contains("GPU time (same forwards)"), "{out}");
+    assert!(!out.contains("token ids built from host data"), "{out}");
     assert!(
         out.contains("2.500 ms, qmm 1.800 ms (1.25x, 1.20x)"),
         "{out}"
@@ -198,6 +203,7 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
     assert!(!out.contains("GPU time by kernel"), "{out}");
     let out = render(0);
     assert!(out.contains("timing (median of 5)"), "{out}");
+    assert!(out.contains("token ids built from host data"), "{out}");
     assert!(!out.contains("GPU time"), "{out}");
 }
 

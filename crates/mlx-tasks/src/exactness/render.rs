@@ -254,9 +254,13 @@ fn timing_table(s: &mut String, runs: &[&Run]) {
     let Some((_, first)) = timed.first() else {
         return;
     };
+    let ids = match first.tokens.as_deref() {
+        Some("device") => "",
+        _ => "; token ids built from host data in each forward",
+    };
     let _ = writeln!(
         s,
-        "  timing (median of {}): forward of k tokens from the prompt's cache, attention alone per layer",
+        "  timing (median of {}): forward of k tokens from the prompt's cache, attention alone per layer{ids}",
         first.reps
     );
     for row in &first.rows {

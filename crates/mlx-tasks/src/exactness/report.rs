@@ -64,6 +64,10 @@ pub struct Block {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Timing {
     pub reps: u32,
+    /// Where the forwards' token ids lived: "device" (made once in device memory) or "host"
+    /// (built from host data in each forward); absent from probes before session 36: host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<String>,
     pub rows: Vec<TimingRow>,
 }
 
