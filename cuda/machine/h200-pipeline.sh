@@ -26,8 +26,9 @@
 #   (after the build: the exactness probe's runs and the SDPA cases, no suites), QMV=1 (issue 27's
 #   library call: the build with MLX's tests off, then gpu-session.sh's `build bench` from a copy of
 #   the checkout's cuda/ with its results in res/qmv, then the 7b decoder's probe under the
-#   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA_PDL=0, with it again, with CUDA
-#   graphs off, then with MLX_CUDA_QMV_WGMMA=0 (the launcher), timed;
+#   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA_PDL=0, with it again, with the
+#   token ids built from host data (tokens=host), with CUDA graphs off, then with
+#   MLX_CUDA_QMV_WGMMA=0 (the launcher), timed;
 #   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
 #   probe's runs alone, no gpu-session.sh; QMV_RUNS: which of the probe's runs, in that order)
 # The GPU idles while MLX builds (about 600 s): a gpu-session.sh phase that needs no MLX build
