@@ -12,8 +12,8 @@
 // its first start to its last end (a record's correlation ID is that of the API call that
 // launched it: one cudaGraphLaunch for all of a graph's nodes), so the gaps between a graph's
 // kernels count and the gaps between launches (the host's) do not; `graphs` how many launches;
-// `by_kernel` each kernel name's summed duration and launches (demangled, template arguments and parameters
-// cut: "mlx::core::cu::qmv_wgmma_kernel"), the longest first.
+// `by_kernel` each kernel name's summed duration and launches (demangled, template arguments
+// and parameters cut: "mlx::core::cu::qmv_wgmma_kernel"), the longest first.
 // Records CUPTI dropped make the measurement an error, not a smaller number.
 #include <cupti.h>
 #include <cuda_runtime_api.h>

@@ -203,8 +203,30 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
     assert!(!out.contains("GPU time by kernel"), "{out}");
     let out = render(0);
     assert!(out.contains("timing (median of 5)"), "{out}");
-    assert!(out.contains("token ids built from host data"), "{out}");
+    assert!(
+        out.contains("token ids built from host data in each forward\n"),
+        "{out}"
+    );
     assert!(!out.contains("GPU time"), "{out}");
+    // A file with both: the header names the host run's column.
+    let lines = [
+        timed(2),
+        timed(0),
+        run("streamed", true, vec![op("quantized_matmul", 1)]),
+    ];
+    let file = write(&f, &lines);
+    let out = f
+        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
+        .code(0)
+        .stdout;
+    assert!(
+        out.contains("token ids built from host data in each forward in column(s) 2\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("GPU time by kernel, invariant: k = 1"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -254,10 +254,7 @@ fn timing_table(s: &mut String, runs: &[&Run]) {
     let Some((_, first)) = timed.first() else {
         return;
     };
-    let ids = match first.tokens.as_deref() {
-        Some("device") => "",
-        _ => "; token ids built from host data in each forward",
-    };
+    let ids = host_tokens(&timed);
     let _ = writeln!(
         s,
         "  timing (median of {}): forward of k tokens from the prompt's cache, attention alone per layer{ids}",
@@ -290,6 +287,24 @@ fn timing_table(s: &mut String, runs: &[&Run]) {
     gpu_table(s, &timed);
     graph_table(s, &timed);
     by_kernel_table(s, &timed);
+}
+
+/// Which runs timed forwards on token ids built from host data in each forward (probes before
+/// session 36 all did; later ones say `tokens`): nothing where none did, else which columns.
+fn host_tokens(timed: &[(&Run, &report::Timing)]) -> String {
+    let host: Vec<String> = (1..)
+        .zip(timed)
+        .filter(|(_, (_, t))| t.tokens.as_deref() != Some("device"))
+        .map(|(i, _)| i.to_string())
+        .collect();
+    match host.len() {
+        0 => String::new(),
+        n if n == timed.len() => "; token ids built from host data in each forward".into(),
+        _ => format!(
+            "; token ids built from host data in each forward in column(s) {}",
+            host.join(", ")
+        ),
+    }
 }
 
 /// Where the probe measured the GPU (CUPTI): per k, each run's GPU busy time, its quantized
@@ -374,9 +389,13 @@ fn by_kernel_table(s: &mut String, timed: &[(&Run, &report::Timing)]) {
         if last.k == 1 {
             continue;
         }
+        let host = match t.tokens.as_deref() {
+            Some("device") => "",
+            _ => ", token ids from the host",
+        };
         let _ = writeln!(
             s,
-            "  GPU time by kernel, {}: k = 1 -> {} (ms, launches; the repetition of median busy time)",
+            "  GPU time by kernel, {}{host}: k = 1 -> {} (ms, launches; the repetition of median busy time)",
             run.label(),
             last.k
         );
