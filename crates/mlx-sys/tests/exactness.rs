@@ -94,7 +94,8 @@ fn a_written_checkpoint_decodes_as_its_seeded_model() {
 }
 
 /// `only=` runs the named ops of the table and no other; `timing=R` adds the decoder's timed
-/// forwards at k = 1, 4, 8, 16 (those up to k_max).
+/// forwards at k = 1, 4, 8, 16 (those up to k_max), on token ids in device memory unless
+/// `tokens=host`; another `tokens` value is an error naming it.
 #[test]
 fn only_and_timing_shape_the_report() {
     let spec =
@@ -103,11 +104,25 @@ fn only_and_timing_shape_the_report() {
     assert_eq!(count(&json, "\"op\":\"rope\""), 3, "{json}");
     assert_eq!(count(&json, "\"op\":\"kv_concat\""), 3, "{json}");
     assert_eq!(count(&json, "\"op\":\"quantized_matmul\""), 0, "{json}");
-    let timing = field(&json, "\"timing\":{\"reps\":1,\"rows\":[");
-    assert_eq!(count(timing, "\"forward_ms\":"), 2, "{timing}");
+    for tokens in ["device", "host"] {
+        let json = match tokens {
+            "device" => json.clone(),
+            _ => mlx_sys::exactness_probe(&format!("{spec};ops=0;tokens={tokens}")).unwrap(),
+        };
+        let key = format!("\"timing\":{{\"reps\":1,\"tokens\":\"{tokens}\",\"rows\":[");
+        let timing = field(&json, &key);
+        assert_eq!(count(timing, "\"forward_ms\":"), 2, "{timing}");
+        assert!(
+            timing.contains("{\"k\":1,") && timing.contains("{\"k\":4,"),
+            "{timing}"
+        );
+        assert!(!timing.contains("\"forward_ms\":0,"), "{timing}");
+    }
+    let e = mlx_sys::exactness_probe(&format!("{spec};tokens=gpu")).unwrap_err();
     assert!(
-        timing.contains("{\"k\":1,") && timing.contains("{\"k\":4,"),
-        "{timing}"
+        e.message()
+            .contains("tokens must be device or host, got 'gpu'"),
+        "{}",
+        e.message()
     );
-    assert!(!timing.contains("\"forward_ms\":0,"), "{timing}");
 }
