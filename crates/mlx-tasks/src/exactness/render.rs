@@ -294,7 +294,7 @@ fn timing_table(s: &mut String, runs: &[&Run]) {
 fn host_tokens(timed: &[(&Run, &report::Timing)]) -> String {
     let host: Vec<String> = (1..)
         .zip(timed)
-        .filter(|(_, (_, t))| t.tokens.as_deref() != Some("device"))
+        .filter(|(_, (_, t))| t.host_tokens())
         .map(|(i, _)| i.to_string())
         .collect();
     match host.len() {
@@ -389,9 +389,10 @@ fn by_kernel_table(s: &mut String, timed: &[(&Run, &report::Timing)]) {
         if last.k == 1 {
             continue;
         }
-        let host = match t.tokens.as_deref() {
-            Some("device") => "",
-            _ => ", token ids from the host",
+        let host = if t.host_tokens() {
+            ", token ids from the host"
+        } else {
+            ""
         };
         let _ = writeln!(
             s,

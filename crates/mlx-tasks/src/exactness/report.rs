@@ -71,6 +71,13 @@ pub struct Timing {
     pub rows: Vec<TimingRow>,
 }
 
+impl Timing {
+    /// Whether the forwards' token ids were built from host data in each forward.
+    pub fn host_tokens(&self) -> bool {
+        self.tokens.as_deref() != Some("device")
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TimingRow {
     /// Tokens in the forward: 1 is a decode step, k > 1 a verify of k drafted tokens.
