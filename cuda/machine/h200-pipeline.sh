@@ -30,30 +30,32 @@
 #   token ids built from host data (tokens=host), with CUDA graphs off, then with
 #   MLX_CUDA_QMV_WGMMA=0 (the launcher), timed;
 #   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
-#   probe's runs alone, no gpu-session.sh; QMV_RUNS: which of the probe's runs, in that order)
+#   probe's runs alone, no gpu-session.sh; QMV_RUNS: which of the probe's runs, in that order);
+#   PIPELINE_DIR: the state folder (default /tmp/run)
 # The GPU idles while MLX builds (about 600 s): a gpu-session.sh phase that needs no MLX build
 # (wgmma, invariant) may run in the foreground of the call that starts this, with its own
 # GPU_SESSION_DIR, before `wait` (session 34: `wgmma` so, its rounds within a few percent of
 # the same arms' rounds with nothing else running).
 set -uo pipefail
-W=/tmp/run
+W=${PIPELINE_DIR:-/tmp/run}
 B=$W/mlx-cuda-bundle
 # This folder, in the checkout: the bundle does not carry cuda/machine/ (dev-only).
 M=$(cd "$(dirname "$0")" && pwd)
 R=$W/res
-mkdir -p $W $R $W/steps
-# QMV=1's probe runs (QMV_RUNS picks and orders them).
+# QMV=1's probe runs (QMV_RUNS picks and orders them): a name it does not know stops here, exit
+# 2, before anything is written.
 qmv_runs="inv-7b-40 nopdl-7b-40 pdl-7b-40 hosttok-7b-40 nographs-7b-40 launcher-7b-40 inv-7b-1024"
+for r in ${QMV_RUNS:-}; do
+  case " $qmv_runs " in *" $r "*) ;; *)
+    echo "h200-pipeline.sh: QMV_RUNS names no run '$r' (the runs: $qmv_runs)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p $W $R $W/steps
 
 case "${1:-}" in
   start)
     if [ -f $W/pid ] && kill -0 "$(cat $W/pid)" 2>/dev/null; then echo "pipeline: running"; exit 0; fi
     [ -f $W/done ] && { echo "pipeline: done"; exit 0; }
-    for r in ${QMV_RUNS:-}; do
-      case " $qmv_runs " in *" $r "*) ;; *)
-        echo "h200-pipeline.sh: QMV_RUNS names no run '$r' (the runs: $qmv_runs)" >&2; exit 2 ;;
-      esac
-    done
     # A copy of its own: each call sends the carried folder again.
     rm -rf $W/carry && cp -r "${2:?carried folder}" $W/carry || exit 1
     setsid nohup bash "$0" run $W/carry > $W/pipeline.log 2>&1 < /dev/null &

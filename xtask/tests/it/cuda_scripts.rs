@@ -288,6 +288,38 @@ fn test_python_refuses_an_unknown_policy_and_a_bad_shard_count() {
     refused("upstream", "x", "TEST_SHARDS: a count of processes, not x");
 }
 
+/// h200-pipeline.sh refuses a QMV_RUNS naming a run it does not have, with exit 2 and the name,
+/// before it writes its state folder; the runs it has pass that check.
+#[test]
+fn pipeline_refuses_an_unknown_probe_run() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let dir = f.t().join("state");
+    let run = |runs: &str| {
+        let out = Command::new("bash")
+            .arg(workspace().join("cuda/machine/h200-pipeline.sh"))
+            .arg("no-such-command")
+            .env("PIPELINE_DIR", &dir)
+            .env("QMV_RUNS", runs)
+            .output()
+            .unwrap();
+        f.out(out)
+    };
+    let out = run("pdl-7b-40 pdl-7b-4O").code(2);
+    assert!(
+        out.stderr.contains("QMV_RUNS names no run 'pdl-7b-4O'"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(!dir.exists(), "{}", out.snapshot());
+    // Known runs get past it to the usage message (exit 2 for the unknown command).
+    let out = run("hosttok-7b-40 pdl-7b-40").code(2);
+    assert!(
+        out.stderr.contains("usage: h200-pipeline.sh"),
+        "{}",
+        out.snapshot()
+    );
+}
+
 /// A touched file that differs from the pin after the series is reverted (an edit outside every
 /// hunk, so `git apply -R` succeeds) is named, and the script fails.
 #[test]
