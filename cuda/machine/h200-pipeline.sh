@@ -30,7 +30,9 @@
 #   token ids built from host data (tokens=host), with CUDA graphs off, then with
 #   MLX_CUDA_QMV_WGMMA=0 (the launcher), timed;
 #   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
-#   probe's runs alone, no gpu-session.sh; QMV_RUNS: which of the probe's runs, in that order);
+#   probe's runs alone, no gpu-session.sh; QMV_LIB=after: the probe's runs first, then
+#   gpu-session.sh with what is left but LIB_RESERVE seconds (default 20, for `wait` to pack);
+#   QMV_RUNS: which of the probe's runs, in that order);
 #   PIPELINE_DIR: the state folder (default /tmp/run)
 # The GPU idles while MLX builds (about 600 s): a gpu-session.sh phase that needs no MLX build
 # (wgmma, invariant) may run in the foreground of the call that starts this, with its own
@@ -50,6 +52,9 @@ for r in ${QMV_RUNS:-}; do
     echo "h200-pipeline.sh: QMV_RUNS names no run '$r' (the runs: $qmv_runs)" >&2; exit 2 ;;
   esac
 done
+case ${QMV_LIB:-1} in 0|1|after) ;; *)
+  echo "h200-pipeline.sh: QMV_LIB is 1 (the library's runs, then the probe's), after (the probe's, then the library's) or 0 (the probe's alone), not '$QMV_LIB'" >&2; exit 2 ;;
+esac
 mkdir -p $W $R $W/steps
 
 case "${1:-}" in
@@ -363,19 +368,23 @@ if [ "${QMV:-0}" = 1 ]; then
   # gpu-session.sh runs from a checkout with .devcarry/bundle.tar.gz: a copy of this one's cuda/
   # (a later call may send the checkout again) and the bundle this run unpacked (the same file as
   # $W/bundle.tar.gz, so its unpack keeps the built tree); its build step finds MLX built and
-  # installed, and builds cuda/lib and the kernel harness. What is left after it is the probe's.
-  if [ "${QMV_LIB:-1}" != 0 ] && ! step qmv; then
+  # installed, and builds cuda/lib and the kernel harness. qmv_lib RESERVE: its build and bench
+  # with all but RESERVE seconds of what is left (QMV_LIB=1: before the probe's runs, which get
+  # PROBE_RESERVE; after: once they are done, LIB_RESERVE kept for `wait` to pack).
+  qmv_lib() {
+    step qmv && return 0
     say "qmv: gpu-session.sh build bench"
     rm -rf $W/ck && mkdir -p $W/ck/.devcarry $R/qmv && cp -r $M/.. $W/ck/cuda \
       && cp "$carry/bundle.tar.gz" $W/ck/.devcarry/ && cp "$carry/bundle.tar.gz" $W/bundle.tar.gz \
       || { say "qmv: copy failed"; exit 1; }
-    # What it leaves is the probe's: its build and the 7b runs below took about 100 s (session
-    # 32, H100); gpu-session.sh's own build (the kernel harness, cuda/lib) took 321 s there.
-    (cd $W/ck && OUT=$R/qmv DEADLINE=$(( $(left) - ${PROBE_RESERVE:-240} )) bash $M/gpu-session.sh build bench) \
+    # The probe's build and the 7b runs below took about 100 s (session 32, H100);
+    # gpu-session.sh's own build (the kernel harness, cuda/lib) took 321 s there.
+    (cd $W/ck && OUT=$R/qmv DEADLINE=$(( $(left) - $1 )) bash $M/gpu-session.sh build bench) \
       > $R/qmv.txt 2>&1
     echo "qmv: rc=$?"; tail -30 $R/qmv.txt
     done_step qmv
-  fi
+  }
+  [ "${QMV_LIB:-1}" = 1 ] && qmv_lib ${PROBE_RESERVE:-240}
   # The probe's runs, in QMV_RUNS's order (default: as listed).
   t5='preset=7b;ops=0;prompt=40;cache=step;timing=5'
   t31='preset=7b;ops=0;prompt=40;cache=step;timing=31'
@@ -400,6 +409,7 @@ if [ "${QMV:-0}" = 1 ]; then
       *) say "QMV_RUNS: no run $r ($qmv_runs)" ;;
     esac
   done
+  [ "${QMV_LIB:-1}" = after ] && qmv_lib ${LIB_RESERVE:-20}
   say "qmv steps done"
   exit 0
 fi

@@ -288,36 +288,43 @@ fn test_python_refuses_an_unknown_policy_and_a_bad_shard_count() {
     refused("upstream", "x", "TEST_SHARDS: a count of processes, not x");
 }
 
-/// h200-pipeline.sh refuses a QMV_RUNS naming a run it does not have, with exit 2 and the name,
-/// before it writes its state folder; the runs it has pass that check.
+/// h200-pipeline.sh refuses a QMV_RUNS naming a run it does not have, and a QMV_LIB it does not
+/// know, with exit 2 and the value, before it writes its state folder; known values pass.
 #[test]
 fn pipeline_refuses_an_unknown_probe_run() {
     let f = Fixture::new(&[("a", "a\n")]);
     let dir = f.t().join("state");
-    let run = |runs: &str| {
+    let run = |runs: &str, lib: &str| {
         let out = Command::new("bash")
             .arg(workspace().join("cuda/machine/h200-pipeline.sh"))
             .arg("no-such-command")
             .env("PIPELINE_DIR", &dir)
             .env("QMV_RUNS", runs)
+            .env("QMV_LIB", lib)
             .output()
             .unwrap();
         f.out(out)
     };
-    let out = run("pdl-7b-40 pdl-7b-4O").code(2);
-    assert!(
-        out.stderr.contains("QMV_RUNS names no run 'pdl-7b-4O'"),
-        "{}",
-        out.snapshot()
+    let refused = |runs: &str, lib: &str, message: &str| {
+        let out = run(runs, lib).code(2);
+        assert!(out.stderr.contains(message), "{}", out.snapshot());
+        assert!(!dir.exists(), "{}", out.snapshot());
+    };
+    refused(
+        "pdl-7b-40 pdl-7b-4O",
+        "1",
+        "QMV_RUNS names no run 'pdl-7b-4O'",
     );
-    assert!(!dir.exists(), "{}", out.snapshot());
-    // Known runs get past it to the usage message (exit 2 for the unknown command).
-    let out = run("hosttok-7b-40 pdl-7b-40").code(2);
-    assert!(
-        out.stderr.contains("usage: h200-pipeline.sh"),
-        "{}",
-        out.snapshot()
-    );
+    refused("pdl-7b-40", "before", "not 'before'");
+    // Known values get past it to the usage message (exit 2 for the unknown command).
+    for lib in ["0", "1", "after"] {
+        let out = run("hosttok-7b-40 pdl-7b-40", lib).code(2);
+        assert!(
+            out.stderr.contains("usage: h200-pipeline.sh"),
+            "{}",
+            out.snapshot()
+        );
+    }
 }
 
 /// A touched file that differs from the pin after the series is reverted (an edit outside every
