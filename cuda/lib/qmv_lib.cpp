@@ -35,6 +35,10 @@
 #include <string>
 #include <vector>
 
+#include <climits>
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace mx = mlx::core;
 using mx::array;
 
@@ -276,7 +280,36 @@ static int bench(int argc, char** argv, bool serial) {
   return 0;
 }
 
+// MLX's NVRTC compiles find their headers in <the executable's folder>/../include, the folder
+// taken from the name the executable was started by (dladdr gives argv[0] for a statically linked
+// MLX): started as `./qmv_lib` that is "." whose parent is "", and upstream's qmm_sm80 compile
+// fails ("cannot open source file cute/..."; session 37 lost a call to it). So: stop with exit 2
+// where the executable's folder has no ../include/mlx, and otherwise run again by its absolute
+// path when started by another name.
+static void run_by_absolute_path(char** argv) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;  // no /proc: leave it to MLX
+  self[n] = 0;
+  std::string dir(self, std::string(self).rfind('/'));
+  struct stat st;
+  if (stat((dir + "/../include/mlx").c_str(), &st) != 0) {
+    fprintf(stderr,
+            "qmv_lib: %s/../include has no MLX headers: copy qmv_lib into the bin/ folder of the "
+            "MLX install it was built against and run it from there\n",
+            dir.c_str());
+    exit(2);
+  }
+  if (strcmp(argv[0], self) != 0) {
+    argv[0] = self;
+    execv(self, argv);
+    perror("qmv_lib: execv");
+    exit(2);
+  }
+}
+
 int main(int argc, char** argv) {
+  run_by_absolute_path(argv);
   std::string mode = argc > 1 ? argv[1] : "parity";
   if (mode == "parity") return parity();
   if (mode == "bench") return bench(argc, argv, false);
