@@ -5,10 +5,11 @@
 Header: GPU name, driver, nvcc, clocks, copy ceiling. "parity": the harnesses' summary records as
 they printed them (parity, lib_parity, negative_control; the invariant kernel's inv_parity,
 inv_negative_control and one inv_accuracy per dtype, bits and group size), Marlin's
-marlin_error records, and one marlin_sanity record summing Marlin's per-shape sanity checks
-(shapes, ok, the (n, k) that failed). Rows: one per (dtype, bits, gs, n, k, m) with each arm's
-microseconds under "arms", its weight bytes under "bytes" and, where the run measured it,
-"bit_identical" per arm (row 0 at M vs M = 1: the peers', Marlin's).
+marlin_error and marlin_control records, and one marlin_sanity record summing Marlin's per-shape
+sanity checks (shapes, ok, the (n, k) that failed). Rows: one per (dtype, bits, gs, n, k, m) with
+each arm's microseconds under "arms", its weight bytes under "bytes" and, where the run measured
+it, "bit_identical" per arm (row 0 at M vs M = 1: the peers', Marlin's) and "rows_differ" per arm
+(how many of the M rows differ from the same row alone at M = 1: Marlin's).
 
 The main config is the (dtype, gs) most bench records have: the library's and the kernel
 harness's (bfloat16, gs 64). An arm measured in one other config only (Marlin: float16, gs 128,
@@ -21,7 +22,7 @@ import os
 import sys
 
 SUMMARY_KINDS = ("parity", "lib_parity", "negative_control", "inv_parity", "inv_negative_control",
-                 "inv_accuracy", "marlin_error")
+                 "inv_accuracy", "marlin_error", "marlin_control")
 
 
 def records(path):
@@ -77,6 +78,8 @@ def add_bench(rows, r, filed):
             row.setdefault("arm_config", {})[r["arm"]] = {"dtype": r["dtype"], "gs": r["gs"]}
         if "row0_bit_identical" in r:
             row.setdefault("bit_identical", {})[r["arm"]] = r["row0_bit_identical"]
+        if "rows_differ" in r:
+            row.setdefault("rows_differ", {})[r["arm"]] = r["rows_differ"]
 
 
 def sanity_summary(checks):

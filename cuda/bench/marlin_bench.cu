@@ -17,8 +17,11 @@
 //
 // One JSON object per line: "bench" records with peers.py's keys (arm "marlin", "bytes" the
 // packed weights plus the fp16 scales, "row0_bit_identical": row 0 at M equals row 0 at M = 1 bit
-// for bit), one "marlin_sanity" record per shape (the M = 16 output is finite and not all zero),
-// and "marlin_error" records where Marlin refuses a shape (nonzero return) or CUDA fails.
+// for bit, "rows_differ": how many of the M rows differ from the same A row alone at M = 1, so each
+// row is also compared in another column position), one "marlin_sanity" record per shape (the
+// M = 16 output is finite and not all zero), one "marlin_control" record per shape (the row
+// comparison, with one bit of one reference flipped, counts exactly that row more: "caught"), and
+// "marlin_error" records where Marlin refuses a shape (nonzero return) or CUDA fails.
 #include "marlin_cuda_kernel.cu"
 
 #include <cuda_fp16.h>
@@ -137,10 +140,11 @@ void free_problem(Problem& p) {
   CHECK(cudaFree(p.locks));
 }
 
-// Marlin on rows [0, m) of A with weight copy `c`, on the default stream: its return code
+// Marlin on rows [r0, r0 + m) of A with weight copy `c`, on the default stream: its return code
 // (nonzero: a shape it has no kernel for).
-int marlin(const Problem& p, int m, int c) {
-  return marlin_cuda(p.a, p.b[c], p.c, p.s[c], m, p.n, p.k, p.locks, GS, 0, 0, MARLIN_THREAD_K,
+int marlin(const Problem& p, int m, int c, int r0 = 0) {
+  const __half* a = static_cast<const __half*>(p.a) + size_t(r0) * p.k;
+  return marlin_cuda(a, p.b[c], p.c, p.s[c], m, p.n, p.k, p.locks, GS, 0, 0, MARLIN_THREAD_K,
                      MARLIN_THREAD_N, p.sms, MAX_PAR);
 }
 
@@ -150,10 +154,10 @@ double time_us(F&& fn, int copies) {
   return median_time_us(fn, copies);
 }
 
-// The first `rows` rows of C (fp16 bits) after Marlin at M = m with copy 0; false (and a
-// "marlin_error" record) when Marlin refuses the shape.
-bool output(const Problem& p, int m, int rows, std::vector<uint16_t>& out) {
-  int rc = marlin(p, m, 0);
+// The first `rows` rows of C (fp16 bits) after Marlin at M = m on A's rows from r0, with copy
+// 0; false (and a "marlin_error" record) when Marlin refuses the shape.
+bool output(const Problem& p, int m, int rows, std::vector<uint16_t>& out, int r0 = 0) {
+  int rc = marlin(p, m, 0, r0);
   CHECK(cudaGetLastError());
   if (rc != 0) {
     printf("{\"kind\":\"marlin_error\",\"n\":%d,\"k\":%d,\"m\":%d,\"gs\":%d,\"rc\":%d}\n", p.n, p.k,
@@ -185,21 +189,53 @@ void sanity(const Problem& p) {
   fflush(stdout);
 }
 
+// How many of rows [0, m) of `out` (Marlin at M = m) differ from refs[r], A's row r alone at
+// M = 1: each row against itself in column 0 of a one-row call.
+int rows_differing(const std::vector<uint16_t>& out, const std::vector<std::vector<uint16_t>>& refs,
+                   int m, int n) {
+  int differ = 0;
+  for (int r = 0; r < m; ++r) {
+    differ += std::memcmp(out.data() + size_t(r) * n, refs[r].data(), n * sizeof(uint16_t)) != 0;
+  }
+  return differ;
+}
+
+// The negative control of the row comparison: at M = MAX_M, a reference with one bit flipped
+// must count exactly one more differing row.
+void control(const Problem& p, const std::vector<std::vector<uint16_t>>& refs,
+             std::vector<uint16_t>& out) {
+  if (!output(p, MAX_M, MAX_M, out)) return;
+  auto flipped = refs;
+  flipped[MAX_M - 1][p.n / 2] ^= 1;
+  int more = rows_differing(out, flipped, MAX_M, p.n) - rows_differing(out, refs, MAX_M, p.n);
+  printf("{\"kind\":\"marlin_control\",\"n\":%d,\"k\":%d,\"m\":%d,\"caught\":%s}\n", p.n, p.k,
+         MAX_M, more == 1 ? "true" : "false");
+  fflush(stdout);
+}
+
+// Each M's time, and each of its rows against that row alone (`row0_bit_identical` for collect.py;
+// `rows_differ`: rows of the M call that differ from their one-row call).
 void bench_shape(int n, int k, uint64_t seed, int sms) {
   Problem p = make_problem(n, k, seed, sms);
-  std::vector<uint16_t> ref, row0;
-  if (output(p, 1, 1, ref)) {
+  std::vector<std::vector<uint16_t>> refs(MAX_M);
+  bool ok = true;
+  for (int r = 0; r < MAX_M && ok; ++r) ok = output(p, 1, 1, refs[r], r);
+  if (ok) {
     sanity(p);
+    std::vector<uint16_t> out;
     for (int m : MS) {
-      if (!output(p, m, 1, row0)) continue;
-      bool same = std::memcmp(row0.data(), ref.data(), ref.size() * sizeof(uint16_t)) == 0;
+      if (!output(p, m, m, out)) continue;
+      int differ = rows_differing(out, refs, m, n);
+      bool same = std::memcmp(out.data(), refs[0].data(), n * sizeof(uint16_t)) == 0;
       double us = time_us([&](int c) { marlin(p, m, c); }, p.copies);
       CHECK(cudaGetLastError());
       printf("{\"kind\":\"bench\",\"arm\":\"marlin\",\"dtype\":\"float16\",\"bits\":4,\"gs\":%d,"
-             "\"n\":%d,\"k\":%d,\"m\":%d,\"us\":%.3f,\"bytes\":%zu,\"row0_bit_identical\":%s}\n",
-             GS, n, k, m, us, p.weight_bytes(), same ? "true" : "false");
+             "\"n\":%d,\"k\":%d,\"m\":%d,\"us\":%.3f,\"bytes\":%zu,\"row0_bit_identical\":%s,"
+             "\"rows_differ\":%d}\n",
+             GS, n, k, m, us, p.weight_bytes(), same ? "true" : "false", differ);
       fflush(stdout);
     }
+    control(p, refs, out);
   }
   free_problem(p);
 }

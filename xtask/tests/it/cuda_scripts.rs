@@ -1188,7 +1188,8 @@ fn marlin_bench_measures_the_peers_shapes_and_ms() {
 
 /// collect.py files Marlin's float16 gs 128 records in the main config's rows (the library's
 /// bfloat16 gs 64) of the same bits, N, K and M, says so per row, keeps each arm's
-/// bit_identical, and sums the sanity records; a run of Marlin alone keeps its own config.
+/// bit_identical and rows_differ, keeps the control records and sums the sanity records; a run
+/// of Marlin alone keeps its own config.
 #[test]
 fn collect_files_an_arm_of_another_config_in_the_main_rows() {
     let f = Fixture::new(&[("a", "a\n")]);
@@ -1221,9 +1222,20 @@ fn collect_files_an_arm_of_another_config_in_the_main_rows() {
     let marlin = t.join("marlin.jsonl");
     std::fs::write(
         &marlin,
-        bench("marlin", "float16", 128, 1, ",\"row0_bit_identical\":true")
-            + &bench("marlin", "float16", 128, 2, ",\"row0_bit_identical\":false")
-            + "{\"kind\":\"marlin_sanity\",\"n\":4096,\"k\":4096,\"m\":16,\"ok\":true}\n"
+        bench(
+            "marlin",
+            "float16",
+            128,
+            1,
+            ",\"row0_bit_identical\":true,\"rows_differ\":0",
+        ) + &bench(
+            "marlin",
+            "float16",
+            128,
+            2,
+            ",\"row0_bit_identical\":false,\"rows_differ\":2",
+        ) + "{\"kind\":\"marlin_sanity\",\"n\":4096,\"k\":4096,\"m\":16,\"ok\":true}\n"
+            + "{\"kind\":\"marlin_control\",\"n\":4096,\"k\":4096,\"m\":16,\"caught\":true}\n"
             + "{\"kind\":\"marlin_sanity\",\"n\":6144,\"k\":4096,\"m\":16,\"ok\":false}\n"
             + "{\"kind\":\"marlin_error\",\"n\":4096,\"k\":4096,\"m\":3,\"gs\":128,\"rc\":2}\n",
     )
@@ -1257,11 +1269,15 @@ fn collect_files_an_arm_of_another_config_in_the_main_rows() {
         );
         assert_eq!(row["bit_identical"]["tinygemm"], true);
         assert_eq!(row["bit_identical"]["marlin"], m == 1, "{row}");
+        assert_eq!(row["rows_differ"]["marlin"], if m == 1 { 0 } else { 2 });
+        assert!(row["rows_differ"].get("tinygemm").is_none(), "{row}");
     }
     let parity = doc["parity"].as_array().unwrap();
-    assert_eq!(parity[0]["kind"], "marlin_error");
+    assert_eq!(parity[0]["kind"], "marlin_control");
+    assert_eq!(parity[0]["caught"], true);
+    assert_eq!(parity[1]["kind"], "marlin_error");
     assert_eq!(
-        parity[1],
+        parity[2],
         serde_json::json!({"kind": "marlin_sanity", "shapes": 2, "ok": 1, "failed": [[6144, 4096]]})
     );
     assert_eq!(doc["header"]["gpu"], "NVIDIA H200");
