@@ -3,7 +3,8 @@
 # phases that a warm machine keeps between calls (state under /tmp/run):
 #   build   unpack, build and install the patched MLX (with its Python extension when the bundle
 #           has one), then the library harness (cuda/lib) and the kernel harness (cuda/harness)
-#   invariant  the invariant tensor-core kernel in the kernel harness (parity, accuracy, benchmark)
+#   invariant  the invariant tensor-core kernel in the kernel harness (parity, accuracy, benchmark;
+#           INV_MARLIN=1: Marlin after it, on the same shapes)
 #   tune    the kernel harness alone (unpack, build it, parity, candidate shapes, benchmark) on
 #           GPU TUNE_GPU (default: the second when there are two): the fast loop for launch shapes
 #   tests   MLX's python/tests/test_quantized.py under both policies (test-python.sh); with two
@@ -40,7 +41,10 @@
 # harness: the library's runs alone), TEST_SELECT and TEST_TIMEOUT (test-python.sh), TUNE_GPU,
 # PROFILE_SHAPE ("N K"), PROFILE_SOURCE (a kernel regex: stalls per SASS line) and
 # PROFILE_METRICS (more metrics for it) for profile,
-# CONTROL_SELECT, INV_MODES, INV_TUNE and INV_SHAPES (invariant). Two invocations may run at
+# CONTROL_SELECT, INV_MODES, INV_TUNE, INV_SHAPES and INV_MARLIN (invariant; 1: Marlin built
+# beside the harness and run after its modes on INV_SHAPES, then inv-bench and Marlin in
+# $OUT/results.json: the kernel and Marlin timed alike, one process after the other, no MLX
+# build). Two invocations may run at
 # once (say `tune` in the background of `build`): unpacking is locked, and
 # the last one to leave packs $OUT. A call without .devcarry/bundle.tar.gz stops at unpack and
 # leaves the state as it is.
@@ -143,7 +147,10 @@ tune() {
 # in that order; inv-ab: candidates against the launcher in rotated rounds, INV_AB_ROUNDS of them)
 # on the shapes INV_SHAPES (indices into each mode's list; default all).
 invariant() {
-  unpack && harness_build || return 1
+  unpack || return 1
+  local mb= why=
+  [ "${INV_MARLIN:-0}" = 1 ] && marlin_start
+  harness_build || return 1
   echo "harness build: $(( $(date +%s) - t0 )) s"
   grep -A2 "Compiling entry.*qmv_invariant" $OUT/harness-build.log \
     | grep -oE "[0-9]+ bytes spill stores" | sort | uniq -c | sort -rn | head -5
@@ -156,6 +163,10 @@ invariant() {
     echo "$what rc=$? ($(left) s left)"
     python3 $H/summarize.py $OUT/$what.jsonl | cut -c1-250
   done
+  # INV_MARLIN=1: Marlin on the same shapes, right after, and the two in one results.json.
+  [ "${INV_MARLIN:-0}" = 1 ] || return 0
+  marlin_run ${INV_SHAPES:-}
+  python3 $B/cuda/bench/collect.py $OUT/results.json $OUT/env.txt $OUT/inv-bench.jsonl $OUT/marlin.jsonl
 }
 
 # tests GPU...: one policy per GPU given (streamed first); one GPU runs both in turn.
@@ -178,23 +189,41 @@ tests() {
   for p in "${pids[@]}"; do wait $p; done
 }
 
+# Marlin (pins.toml's bench source; a fork may not pin it) built in the background: nvcc 13.0 on
+# PATH, sm_90a as the H200 is (compute capability 9.0; build.sh's CUDA_ARCH and
+# cuda/harness/build.sh default to it too), with the flags torch gives Marlin's own setup.py
+# (cuda/bundle/nvcc-flags.sh). Sets the caller's mb (the build's pid) or why (why not).
+marlin_start() {
+  local mk=$B/deps/marlin/marlin
+  mb= why="SKIP_MARLIN is set"
+  [ -n "${SKIP_MARLIN:-}" ] && return 0
+  why="the bundle has no deps/marlin"
+  [ -f $mk/marlin_cuda_kernel.cu ] || return 0
+  . $B/cuda/bundle/nvcc-flags.sh && marlin_nvcc_flags sm_90a
+  nvcc "${NVCC_FLAGS[@]}" -I $mk -o $W/marlin_bench $B/cuda/bench/marlin_bench.cu \
+    > $OUT/marlin-build.log 2>&1 & mb=$!
+}
+
+# Marlin's bench on the shape indices given ($OUT/marlin.jsonl) once marlin_start's build is
+# done, or why not.
+marlin_run() {
+  [ -z "$mb" ] || wait $mb || { why="its build failed"; tail -20 $OUT/marlin-build.log; mb=; }
+  if [ -n "$mb" ]; then
+    timeout 50 $W/marlin_bench "$@" > $OUT/marlin.jsonl; echo "marlin rc=$? ($(left) s left)"
+    grep -v '"bench"' $OUT/marlin.jsonl | head -12
+  else
+    echo "marlin: skipped ($why)"
+  fi
+}
+
 bench() {
   local r
   for r in ${LIB_RUNS:-serial parity bench}; do
     case $r in serial|parity|bench) ;; *) echo "LIB_RUNS: serial, parity or bench, not '$r'" >&2; return 2 ;; esac
   done
   export CUDA_VISIBLE_DEVICES=$1 MLX_PTX_CACHE_DIR=$W/ptx-bench
-  # Marlin (pins.toml's bench source; a fork may not pin it) built while the library runs:
-  # nvcc 13.0 on PATH, sm_90a as the H200 is (compute capability 9.0; build.sh's CUDA_ARCH and
-  # cuda/harness/build.sh default to it too), with the flags torch gives Marlin's own setup.py
-  # (cuda/bundle/nvcc-flags.sh).
-  local mk=$B/deps/marlin/marlin mb= why="SKIP_MARLIN is set"
-  [ -n "${SKIP_MARLIN:-}" ] || why="the bundle has no deps/marlin"
-  if [ -z "${SKIP_MARLIN:-}" ] && [ -f $mk/marlin_cuda_kernel.cu ]; then
-    . $B/cuda/bundle/nvcc-flags.sh && marlin_nvcc_flags sm_90a
-    nvcc "${NVCC_FLAGS[@]}" -I $mk -o $W/marlin_bench $B/cuda/bench/marlin_bench.cu \
-      > $OUT/marlin-build.log 2>&1 & mb=$!
-  fi
+  local mb= why=
+  marlin_start  # built while the library runs
   # MLX's NVRTC JIT finds its headers in <folder of the executable>/../include, and dladdr names
   # the executable as it was started: so from <install>/bin, by its absolute path.
   mkdir -p $B/install/bin && cp $W/lib/qmv_lib $B/install/bin/
@@ -212,14 +241,8 @@ bench() {
     esac
     echo "lib $r rc=$rc ($(left) s left)"
   done
-  [ -z "$mb" ] || wait $mb || { why="its build failed"; tail -20 $OUT/marlin-build.log; mb=; }
   [ -n "${SKIP_PEERS:-}" ] || { timeout 80 python3 $B/cuda/bench/peers.py ${BENCH_SHAPES:-} > $OUT/peers.jsonl 2> $OUT/peers.err; echo "peers rc=$? ($(left) s left)"; }
-  if [ -n "$mb" ]; then
-    timeout 50 $W/marlin_bench ${BENCH_SHAPES:-} > $OUT/marlin.jsonl; echo "marlin rc=$? ($(left) s left)"
-    grep -v '"bench"' $OUT/marlin.jsonl | head -12
-  else
-    echo "marlin: skipped ($why)"
-  fi
+  marlin_run ${BENCH_SHAPES:-}
   # The kernels launched directly: upstream's qmv, the streamed kernel by M, the invariant kernel.
   if [ -n "${SKIP_HARNESS:-}" ]; then
     echo "kernel bench: skipped (SKIP_HARNESS is set)"

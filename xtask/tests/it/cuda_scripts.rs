@@ -1354,8 +1354,9 @@ pub(crate) fn unpacked_checkout(state: &Path, checkout: &Path) -> PathBuf {
 
 /// gpu-session.sh's `invariant` phase runs inv-parity, then the benchmark modes it is asked for in
 /// order, each on the shapes of INV_SHAPES: INV_MODES lists them (the next GPU call runs inv-bench
-/// and inv-tune in one call), INV_TUNE=1 still means inv-tune alone, and the default is inv-bench.
-/// A stand-in build.sh builds a stand-in harness that records its arguments.
+/// and inv-tune in one call), INV_TUNE=1 still means inv-tune alone, and the default is inv-bench;
+/// INV_MARLIN=1 adds Marlin after them. A stand-in build.sh builds a stand-in harness that records
+/// its arguments.
 #[test]
 fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
     let f = Fixture::new(&[("a", "a\n")]);
@@ -1403,7 +1404,8 @@ fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
             .env("OUT", &out_dir)
             .env_remove("INV_MODES")
             .env_remove("INV_TUNE")
-            .env_remove("INV_SHAPES");
+            .env_remove("INV_SHAPES")
+            .env_remove("INV_MARLIN");
         for (k, v) in envs {
             c.env(k, v);
         }
@@ -1426,6 +1428,58 @@ fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
     assert_eq!(calls, "inv-parity\ninv-tune\n", "{}", out.snapshot());
     let (calls, out) = run(&[]);
     assert_eq!(calls, "inv-parity\ninv-bench\n", "{}", out.snapshot());
+    assert!(!out_dir.join("marlin.jsonl").exists(), "{}", out.snapshot());
+
+    // INV_MARLIN=1: Marlin built from the bundle's pinned file (a stand-in nvcc on PATH writes a
+    // stand-in marlin_bench that records its arguments), run after the modes on INV_SHAPES, and
+    // the kernel's rows and Marlin's in one results.json.
+    let pinned = state.join("mlx-cuda-bundle/deps/marlin/marlin/marlin_cuda_kernel.cu");
+    std::fs::create_dir_all(pinned.parent().unwrap()).unwrap();
+    std::fs::write(&pinned, "// marlin\n").unwrap();
+    for (d, file) in [("bundle", "nvcc-flags.sh"), ("bench", "collect.py")] {
+        std::fs::copy(
+            workspace().join("cuda").join(d).join(file),
+            checkout.join("cuda").join(d).join(file),
+        )
+        .unwrap();
+    }
+    let marlin_stub = f.t().join("stub_marlin");
+    std::fs::write(
+        &marlin_stub,
+        format!(
+            "#!/bin/sh\necho \"marlin $*\" >> {}\necho '{}'\n",
+            log.display(),
+            r#"{"kind":"bench","arm":"marlin","dtype":"float16","bits":4,"gs":128,"n":8,"k":64,"m":1,"us":2.0,"bytes":8,"row0_bit_identical":true,"rows_differ":0}"#
+        ),
+    )
+    .unwrap();
+    let bin = f.t().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(
+        bin.join("nvcc"),
+        format!(
+            "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && o=$2; shift; done\ncp {} \"$o\" && chmod +x \"$o\"\n",
+            marlin_stub.display()
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(bin.join("nvcc")).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(bin.join("nvcc"), perms).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let (calls, out) = run(&[("INV_MARLIN", "1"), ("INV_SHAPES", "2 4"), ("PATH", &path)]);
+    assert_eq!(
+        calls,
+        "inv-parity\ninv-bench 2 4\nmarlin 2 4\n",
+        "{}",
+        out.snapshot()
+    );
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("results.json")).unwrap()).unwrap();
+    let row = &results["rows"][0];
+    assert_eq!(row["arms"]["invariant"], 1.0, "{results}");
+    assert_eq!(row["arms"]["marlin"], 2.0, "{results}");
+    assert_eq!(row["rows_differ"]["marlin"], 0, "{results}");
 }
 
 /// gpu-session.sh's `bench` phase times the library one call at a time (`qmv_lib serial`, CUDA
