@@ -1338,6 +1338,14 @@ fn gpu_session_keeps_the_state_when_the_bundle_is_missing() {
     assert!(built.exists(), "the same bundle was unpacked again");
 }
 
+/// `text` written to `path` as an executable script (a stand-in for a program a script runs).
+fn write_executable(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    let mut perms = std::fs::metadata(path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(path, perms).unwrap();
+}
+
 /// A checkout for gpu-session.sh whose carried bundle is the one `state` already unpacked (so
 /// nothing is unpacked again), with the folders its unpack copies over the bundle's; returns its
 /// `cuda/harness`.
@@ -1455,17 +1463,13 @@ fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
     .unwrap();
     let bin = f.t().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(
-        bin.join("nvcc"),
-        format!(
+    write_executable(
+        &bin.join("nvcc"),
+        &format!(
             "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && o=$2; shift; done\ncp {} \"$o\" && chmod +x \"$o\"\n",
             marlin_stub.display()
         ),
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(bin.join("nvcc")).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(bin.join("nvcc"), perms).unwrap();
+    );
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let (calls, out) = run(&[("INV_MARLIN", "1"), ("INV_SHAPES", "2 4"), ("PATH", &path)]);
     assert_eq!(
@@ -1509,22 +1513,16 @@ fn gpu_session_bench_times_serial_first_then_throughput() {
         )
     };
     std::fs::create_dir_all(state.join("lib")).unwrap();
-    std::fs::write(
-        state.join("lib/qmv_lib"),
-        format!(
+    write_executable(
+        &state.join("lib/qmv_lib"),
+        &format!(
             "#!/bin/sh\necho \"$*\" >> {}\ncase $1 in\n  parity) echo '{}' ;;\n  serial) echo '{}' ;;\n  bench) echo '{}' ;;\nesac\n",
             log.display(),
             r#"{"kind":"lib_parity","checked":1,"streamed_differ":0,"invariant_differ":0,"upstream_differ":1}"#,
             row("lib_invariant_serial", 2.0),
             row("lib_invariant", 1.0)
         ),
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(state.join("lib/qmv_lib"))
-        .unwrap()
-        .permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(state.join("lib/qmv_lib"), perms).unwrap();
+    );
     std::fs::write(state.join("built"), "").unwrap();
     std::fs::create_dir_all(&out_dir).unwrap();
     // `gpu-session.sh bench` on the stand-in, with `vars` beside the state and OUT.
