@@ -147,6 +147,9 @@ tune() {
 # in that order; inv-ab: candidates against the launcher in rotated rounds, INV_AB_ROUNDS of them)
 # on the shapes INV_SHAPES (indices into each mode's list; default all).
 invariant() {
+  case ${INV_MARLIN:-0} in 0|1) ;; *)
+    echo "gpu-session.sh: INV_MARLIN is 1 (Marlin after the modes) or 0, not '$INV_MARLIN'" >&2; return 2 ;;
+  esac
   unpack || return 1
   local mb= why=
   [ "${INV_MARLIN:-0}" = 1 ] && marlin_start
@@ -442,7 +445,7 @@ for phase in "$@"; do
     unpack) unpack || exit 1 ;;
     build) build || exit 1 ;;
     tune)  tune ${TUNE_GPU:-$(( ngpu > 1 ? 1 : 0 ))} || exit 1 ;;
-    invariant) invariant 0 || exit 1 ;;
+    invariant) invariant 0 || exit $? ;;
     tests) [ -f $W/built ] || { echo "build first"; exit 2; }
            if [ $ngpu -gt 1 ]; then tests 0 1; else tests 0; fi ;;
     bench) [ -f $W/built ] || { echo "build first"; exit 2; }; bench 0 || exit $? ;;

@@ -1363,7 +1363,7 @@ pub(crate) fn unpacked_checkout(state: &Path, checkout: &Path) -> PathBuf {
 /// gpu-session.sh's `invariant` phase runs inv-parity, then the benchmark modes it is asked for in
 /// order, each on the shapes of INV_SHAPES: INV_MODES lists them (the next GPU call runs inv-bench
 /// and inv-tune in one call), INV_TUNE=1 still means inv-tune alone, and the default is inv-bench;
-/// INV_MARLIN=1 adds Marlin after them. A stand-in build.sh builds a stand-in harness that records
+/// INV_MARLIN=1 adds Marlin after them (another value: exit 2). A stand-in build.sh builds a stand-in harness that records
 /// its arguments.
 #[test]
 fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
@@ -1484,6 +1484,26 @@ fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
     assert_eq!(row["arms"]["invariant"], 1.0, "{results}");
     assert_eq!(row["arms"]["marlin"], 2.0, "{results}");
     assert_eq!(row["rows_differ"]["marlin"], 0, "{results}");
+
+    // An INV_MARLIN that is neither 0 nor 1: exit 2 naming it, before the harness runs.
+    let _ = std::fs::remove_file(&log);
+    let out = Command::new("bash")
+        .arg(workspace().join("cuda/machine/gpu-session.sh"))
+        .arg("invariant")
+        .current_dir(&checkout)
+        .env("GPU_SESSION_DIR", &state)
+        .env("OUT", &out_dir)
+        .env("INV_MARLIN", "yes")
+        .output()
+        .unwrap();
+    let out = f.out(out).code(2);
+    assert!(
+        out.stderr
+            .contains("INV_MARLIN is 1 (Marlin after the modes) or 0, not 'yes'"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(!log.exists(), "the harness ran: {}", out.snapshot());
 }
 
 /// gpu-session.sh's `bench` phase times the library one call at a time (`qmv_lib serial`, CUDA
