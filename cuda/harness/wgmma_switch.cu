@@ -1,5 +1,5 @@
 // MLX_CUDA_QMV_WGMMA, as qmv_wgmma_wins (overlay 0015's qmv_wgmma.cuh) reads it at each call:
-// unset or 1 lets the warpgroup-mma kernel take M * B = 9..16 of N x K >= 2^26, 0 leaves every
+// unset or 1 lets the warpgroup-mma kernel take M * B = 9..16 of N x K >= 3 * 2^23, 0 leaves every
 // call to the launcher, anything else throws std::invalid_argument naming the variable and its
 // value. MLX_CUDA_QMV_WGMMA_PDL, as qmv_wgmma_pdl reads it: unset or 1 launches the kernel's
 // three launches with programmatic dependent launch, 0 without, anything else throws the same
@@ -80,12 +80,15 @@ int pdl_switch() {
 
 int main() {
   const int n = 3584, k = 18944;
-  // Taken: unset and 1, at M = 9 and 16; never at M = 8 or 17, nor under 2^26 weights.
+  // Taken: unset and 1, at M = 9 and 16; never at M = 8 or 17, nor under 6144 x 4096's
+  // weights (3 * 2^23: taken there, not on 4096 x 4096 nor one row fewer).
   for (const char* v : {static_cast<const char*>(nullptr), "1"}) {
     set(v);
     if (!wins(9, n, k) || !wins(16, n, k)) return fail("M = 9 and 16 not taken", v);
     if (wins(8, n, k) || wins(17, n, k)) return fail("M = 8 or 17 taken", v);
-    if (wins(16, 3584, 3584)) return fail("3584 x 3584 taken", v);
+    if (!wins(16, 6144, 4096) || !wins(9, 4096, 14336)) return fail("6144 x 4096 or 4096 x 14336 not taken", v);
+    if (wins(16, 6143, 4096)) return fail("6143 x 4096 taken", v);
+    if (wins(16, 4096, 4096) || wins(16, 3584, 3584)) return fail("4096 x 4096 or 3584 x 3584 taken", v);
   }
   // Off: 0 leaves M = 16 to the launcher.
   set("0");

@@ -113,7 +113,7 @@ static void print_fail(mx::cu::QmvBatchPolicy policy, mx::Dtype dt, int bits, in
 }
 
 // 3584x18944 4-bit gs 64 f16/bf16, batch 1 and 2, under the invariant policy: where sm_90a
-// takes the warpgroup-mma kernel by default (M * B = 9..16, N x K >= 2^26) or, with
+// takes the warpgroup-mma kernel by default (M * B = 9..16, N x K >= 3 * 2^23, 6144 x 4096) or, with
 // MLX_CUDA_QMV_WGMMA=0 (`launcher`), the launcher. Rows against M = 1's, which the launcher
 // computes. Adds the outputs compared to `checked`; returns how many differ.
 static long parity_large(bool launcher, long& checked) {
