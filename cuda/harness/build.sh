@@ -9,7 +9,9 @@
 # NVCC (default: nvcc on PATH), ARCH (default: sm_90a) and CUDA_LIBDIR (extra -L for
 # cudart, e.g. the pip wheel's lib folder) may be set; PROFILE_ONLY=1 builds only
 # profile.cu (qmv_profile, the target of gpu-session.sh's profile phase), WGMMA_ONLY=1 only
-# wgmma.cu (qmv_wgmma, the warpgroup-mma prototype of gpu-session.sh's wgmma phase).
+# wgmma.cu (qmv_wgmma, the warpgroup-mma prototype of gpu-session.sh's wgmma phase), SDPA_ONLY=1
+# only sdpa_rows.cu (sdpa_rows: attention's pass 1 by rows, gpu-session.sh's sdpa phase), from
+# the device half of scaled_dot_product_attention.cu (sdpa_kernels.cuh) the same way.
 set -euo pipefail
 tree=$1 cutlass=$2 cccl=$3 fmt=$4 out=$5
 shift 5
@@ -31,6 +33,13 @@ nvcc=${NVCC:-nvcc}
 if [ "${PROFILE_ONLY:-0}" = 1 ]; then
   # Only the Nsight Compute target (profile.cu): seconds, for a short GPU call.
   "$nvcc" "${flags[@]}" -lineinfo ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} -o "$out/qmv_profile" "$here/profile.cu"
+  exit
+fi
+if [ "${SDPA_ONLY:-0}" = 1 ]; then
+  att=$tree/mlx/backend/cuda/scaled_dot_product_attention.cu
+  grep -q '^} // namespace cu$' "$att" || { echo "build.sh: $att has no '} // namespace cu' line" >&2; exit 2; }
+  { sed -n '1,/^} \/\/ namespace cu$/p' "$att"; echo '} // namespace mlx::core'; } > "$out/sdpa_kernels.cuh"
+  "$nvcc" "${flags[@]}" ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} -o "$out/sdpa_rows" "$here/sdpa_rows.cu"
   exit
 fi
 if [ "${WGMMA_ONLY:-0}" = 1 ]; then

@@ -26,6 +26,10 @@
 #           WG_NCU=1: then Nsight Compute on one launch of the launcher and of
 #           the arms WG_NCU_ARMS (default wg2_s3) at M = 1 and 16, stalls per launch and per
 #           SASS line (wgmma-ncu-raw.csv, wgmma-ncu-source.csv.gz, read by ncu_stalls.py)
+#   sdpa    attention's pass 1 several query rows a block (overlay 0013's
+#           kernel_sdpav_2pass_1_rows) in cuda/harness/sdpa_rows.cu, no MLX build: each row
+#           against decode's, upstream's kernel and float64, then timed (sdpa-rows.jsonl;
+#           SDPA_KL keys, default 1040)
 #   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
 #           as .devcarry/ptx-cache.tar.xz: every later session's tests start warm)
 #   smoke   quantized_matmul on the shapes upstream sends to qmm_sm90 (sm90_smoke.py), on SMOKE_GPU
@@ -421,6 +425,19 @@ smoke() {
   return $rc
 }
 
+# Attention's pass 1 by rows (sdpa_rows.cu against the bundle's scaled_dot_product_attention.cu).
+sdpa() {
+  unpack || return 1
+  rm -rf $W/hs
+  SDPA_ONLY=1 bash $H/build.sh $B/mlx $B/deps/cutlass $B/deps/cccl/include $B/deps/fmt $W/hs \
+    -Xptxas=-v > $OUT/sdpa-build.log 2>&1 || { tail -30 $OUT/sdpa-build.log; return 1; }
+  echo "sdpa build: $(( $(date +%s) - t0 )) s"
+  CUDA_VISIBLE_DEVICES=$1 timeout $(keep 10) $W/hs/sdpa_rows ${SDPA_KL:-} > $OUT/sdpa-rows.jsonl
+  local rc=$?
+  echo "sdpa_rows rc=$rc ($(left) s left)"; cat $OUT/sdpa-rows.jsonl
+  return $rc
+}
+
 # The unpatched pin in the same build folder, and the tests that reach qmv/qmm on it.
 control() {
   rm -f $W/built; touch $W/control
@@ -454,6 +471,7 @@ for phase in "$@"; do
            (tests 1 1) & tp=$!; bench 0; wait $tp ;;
     profile) profile 0 || exit 1 ;;
     wgmma) wgmma 0 || exit 1 ;;
+    sdpa) sdpa 0 || exit 1 ;;
     keep-ptx) keep_ptx ;;
     control) [ -f $W/built ] || { echo "build first"; exit 2; }; control 0 || exit 1 ;;
     smoke) [ -f $W/built ] || { echo "build first"; exit 2; }; smoke ${SMOKE_GPU:-0} || exit 1 ;;

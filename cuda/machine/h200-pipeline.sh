@@ -28,8 +28,8 @@
 #   the checkout's cuda/ with its results in res/qmv, then the 7b decoder's probe under the
 #   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA_PDL=0, with it again, with the
 #   token ids built from host data (tokens=host), with CUDA graphs off, then with
-#   MLX_CUDA_QMV_WGMMA=0 (the launcher), timed, then at prompt 1024 (attention's pass 1 with its
-#   default rows a block, then MLX_CUDA_SDPAV_ROWS=1 and =16, the last with the control);
+#   MLX_CUDA_QMV_WGMMA=0 (the launcher), timed, then at prompt 1024 (without, then with the
+#   negative control);
 #   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
 #   probe's runs alone, no gpu-session.sh; QMV_LIB=after: the probe's runs first, then
 #   gpu-session.sh with what is left but LIB_RESERVE seconds (default 20, for `wait` to pack);
@@ -47,7 +47,7 @@ M=$(cd "$(dirname "$0")" && pwd)
 R=$W/res
 # QMV=1's probe runs (QMV_RUNS picks and orders them): a name it does not know stops here, exit
 # 2, before anything is written.
-qmv_runs="inv-7b-40 nopdl-7b-40 pdl-7b-40 hosttok-7b-40 nographs-7b-40 launcher-7b-40 inv-7b-1024 rows1-7b-1024 rows16-7b-1024"
+qmv_runs="inv-7b-40 nopdl-7b-40 pdl-7b-40 hosttok-7b-40 nographs-7b-40 launcher-7b-40 inv-7b-1024 ctl-7b-1024"
 for r in ${QMV_RUNS:-}; do
   case " $qmv_runs " in *" $r "*) ;; *)
     echo "h200-pipeline.sh: QMV_RUNS names no run '$r' (the runs: $qmv_runs)" >&2; exit 2 ;;
@@ -407,10 +407,8 @@ if [ "${QMV:-0}" = 1 ]; then
       launcher-7b-40) exactness $r "$t5" POLICIES=invariant CONTROL=0 MLX_CUDA_QMV_WGMMA=0 ;;
       inv-7b-1024)
         [ "$(left)" -gt 240 ] && exactness $r "$t1024" POLICIES=invariant CONTROL=0 ;;
-      # Two-pass attention rows a block of pass 1 (MLX_CUDA_SDPAV_ROWS; the default is 4): one,
-      # as upstream's kernel lays them out, and all 16 (with the negative control).
-      rows1-7b-1024) exactness $r "$t1024" POLICIES=invariant CONTROL=0 MLX_CUDA_SDPAV_ROWS=1 ;;
-      rows16-7b-1024) exactness $r "$t1024" POLICIES=invariant MLX_CUDA_SDPAV_ROWS=16 ;;
+      # Prompt 1024 with the negative control (two-pass attention rows, several a block).
+      ctl-7b-1024) exactness $r "$t1024" POLICIES=invariant ;;
       *) say "QMV_RUNS: no run $r ($qmv_runs)" ;;
     esac
   done

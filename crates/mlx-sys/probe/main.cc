@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     // The settings that choose MLX's kernels, as this process saw them.
     const char* names[] = {"MLX_CUDA_QMV_BATCH_POLICY", "MLX_CPU_QMM_T_POLICY",
                            "MLX_CUDA_QMV_WGMMA", "MLX_CUDA_QMV_WGMMA_PDL",
-                           "MLX_CUDA_USE_CUDNN_SDPA", "MLX_CUDA_SDPAV_ROWS",
+                           "MLX_CUDA_USE_CUDNN_SDPA",
                            "MLX_USE_CUDA_GRAPHS", "PROBE_GPU_TIME"};
     bool first = true;
     for (const char* n : names) {

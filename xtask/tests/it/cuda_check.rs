@@ -13,6 +13,11 @@ const CU: &str = "mlx/backend/cuda";
 /// A fixture with the units' paths in its upstream and the harness and benchmark units in the
 /// project, and a stand-in toolkit under `<t>/cuda` and `<t>/bin`.
 fn fixture() -> Fixture {
+    fixture_with_sdpa("// sdpa kernels\n} // namespace cu\n// sdpa host\n")
+}
+
+/// [`fixture`] with `sdpa` as the attention unit's text.
+fn fixture_with_sdpa(sdpa: &str) -> Fixture {
     let qmv = "// kernels\n} // namespace cu\n// host, left out of the harness's header\n";
     let bin2h = "file(WRITE gen/jit_sources.txt \"${MLX_JIT_SOURCES}\")\n";
     let files = [
@@ -20,7 +25,7 @@ fn fixture() -> Fixture {
         (format!("{CU}/quantized/qmm/qmm_sm90.cu"), "// qmm\n"),
         (format!("{CU}/quantized/quantized.cpp"), "// host\n"),
         (format!("{CU}/device.cpp"), "// encoder\n"),
-        (format!("{CU}/scaled_dot_product_attention.cu"), "// sdpa\n"),
+        (format!("{CU}/scaled_dot_product_attention.cu"), sdpa),
         (format!("{CU}/device/qmm_sm90.cuh"), "// jit\n"),
         (format!("{CU}/device/utils.h"), "// utils\n"),
         (format!("{CU}/device/notes.txt"), "not a JIT source\n"),
@@ -33,6 +38,7 @@ fn fixture() -> Fixture {
         ("cuda/harness/profile.cu", "// profile\n"),
         ("cuda/harness/peak.cu", "// peak\n"),
         ("cuda/harness/wgmma.cu", "// wgmma\n"),
+        ("cuda/harness/sdpa_rows.cu", "// sdpa rows\n"),
         ("cuda/harness/wgmma_switch.cu", "// switch\n"),
         ("cuda/bench/marlin_bench.cu", "// marlin\n"),
     ] {
@@ -106,7 +112,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
     let f = fixture();
     let out = check(&f, &["compile"], "").code(0);
     assert!(
-        out.stdout.starts_with("cuda-compile-check: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp and device.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile, wgmma_switch.cu passes ("),
+        out.stdout.starts_with("cuda-compile-check: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp and device.cpp, the harness's profile.cu, peak.cu, wgmma.cu and sdpa_rows.cu, and marlin_bench.cu compile, wgmma_switch.cu passes ("),
         "{}",
         out.snapshot()
     );
@@ -115,7 +121,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         .lines()
         .filter(|l| l.starts_with("nvcc ") || l.starts_with("c++ "))
         .collect();
-    assert_eq!(units.len(), 10, "{calls}");
+    assert_eq!(units.len(), 11, "{calls}");
     let mlx_flags = "-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --extended-lambda";
     for unit in [
         "qmv.cu",
@@ -124,6 +130,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         "profile.cu",
         "peak.cu",
         "wgmma.cu",
+        "sdpa_rows.cu",
     ] {
         let l = call(&calls, unit);
         assert!(l.starts_with(&format!("nvcc {mlx_flags} ")), "{l}");
@@ -131,7 +138,7 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         assert!(l.contains("/mlx-cuda-bundle/deps/cutlass/include "), "{l}");
     }
     assert!(call(&calls, "qmm_sm90.cu").contains("/gen -I "), "{calls}");
-    for unit in ["profile.cu", "peak.cu", "wgmma.cu"] {
+    for unit in ["profile.cu", "peak.cu", "wgmma.cu", "sdpa_rows.cu"] {
         let l = call(&calls, unit);
         assert!(l.contains("/h -I cuda/harness -I "), "{l}");
     }
@@ -168,6 +175,27 @@ fn compile_calls_nvcc_for_every_unit_with_the_one_flag_list() {
         calls.contains("// kernels\n} // namespace cu\n} // namespace mlx::core\n"),
         "{calls}"
     );
+    assert!(
+        calls.contains("// sdpa kernels\n} // namespace cu\n} // namespace mlx::core\n"),
+        "{calls}"
+    );
+    assert!(!calls.contains("// sdpa host"), "{calls}");
+}
+
+/// A unit the harness takes its kernels from without the line that ends them is a finding naming
+/// it (exit 1), before any harness unit is compiled.
+#[test]
+fn compile_names_the_unit_whose_kernels_have_no_end() {
+    let f = fixture_with_sdpa("// sdpa kernels, never closed\n");
+    let out = check(&f, &["compile"], "").code(1);
+    assert!(
+        out.stderr.contains(
+            "cuda-compile-check: scaled_dot_product_attention.cu: has no '} // namespace cu' line"
+        ),
+        "{}",
+        out.snapshot()
+    );
+    assert!(!calls(&f).contains("profile.cu"), "{}", calls(&f));
 }
 
 /// A unit that does not compile stops the check: exit 1, the unit named, nothing compiled after it.

@@ -1506,6 +1506,54 @@ fn gpu_session_invariant_runs_the_modes_it_is_given_in_order() {
     assert!(!log.exists(), "the harness ran: {}", out.snapshot());
 }
 
+/// gpu-session.sh's `sdpa` phase builds sdpa_rows alone (SDPA_ONLY=1) and runs it with SDPA_KL,
+/// its records in sdpa-rows.jsonl; a failing check (the program's exit 1) fails the phase.
+#[test]
+fn gpu_session_sdpa_builds_and_runs_the_rows_check() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let state = f.t().join("state");
+    let checkout = f.t().join("checkout");
+    let out_dir = f.t().join("out");
+    let harness = unpacked_checkout(&state, &checkout);
+    let stub = f.t().join("stub_sdpa");
+    write_executable(
+        &stub,
+        "#!/bin/sh\necho \"{\\\"kind\\\":\\\"sdpa_rows_check\\\",\\\"k_len\\\":$1}\"\nexit $SDPA_RC\n",
+    );
+    std::fs::write(
+        harness.join("build.sh"),
+        format!(
+            "[ \"$SDPA_ONLY\" = 1 ] || exit 3\nmkdir -p \"$5\" && cp {} \"$5/sdpa_rows\"\n",
+            stub.display()
+        ),
+    )
+    .unwrap();
+    let run = |rc: &str| {
+        std::fs::create_dir_all(&out_dir).unwrap();
+        let out = Command::new("bash")
+            .arg(workspace().join("cuda/machine/gpu-session.sh"))
+            .arg("sdpa")
+            .current_dir(&checkout)
+            .env("GPU_SESSION_DIR", &state)
+            .env("OUT", &out_dir)
+            .env("SDPA_KL", "4112")
+            .env("SDPA_RC", rc)
+            .output()
+            .unwrap();
+        f.out(out)
+    };
+    let out = run("0").code(0);
+    let rows = std::fs::read_to_string(out_dir.join("sdpa-rows.jsonl")).unwrap();
+    assert_eq!(
+        rows,
+        "{\"kind\":\"sdpa_rows_check\",\"k_len\":4112}\n",
+        "{}",
+        out.snapshot()
+    );
+    let out = run("1").code(1);
+    assert!(out.stdout.contains("sdpa_rows rc=1"), "{}", out.snapshot());
+}
+
 /// gpu-session.sh's `bench` phase times the library one call at a time (`qmv_lib serial`, CUDA
 /// graphs off) first, then parity, then throughput (`qmv_lib bench`), both on BENCH_SHAPES; it files both
 /// arms in results.json; SKIP_HARNESS leaves the kernel harness out (neither built nor run). A
@@ -1771,6 +1819,11 @@ fn harness_build_calls(env: &[(&str, &str)]) -> String {
     let qmv = tree.join("mlx/backend/cuda/quantized/qmm/qmv.cu");
     std::fs::create_dir_all(qmv.parent().unwrap()).unwrap();
     std::fs::write(&qmv, "// kernels\n} // namespace cu\n// host\n").unwrap();
+    std::fs::write(
+        tree.join("mlx/backend/cuda/scaled_dot_product_attention.cu"),
+        "// sdpa kernels\n} // namespace cu\n// sdpa host\n",
+    )
+    .unwrap();
     let log = f.t().join("nvcc.log");
     let nvcc = f.t().join("nvcc");
     std::fs::write(
@@ -1828,12 +1881,14 @@ fn harness_build_compiles_and_links_for_one_architecture() {
 }
 
 /// WGMMA_ONLY=1 builds the warpgroup-mma prototype alone: one nvcc call, wgmma.cu into
-/// qmv_wgmma, with the flag list for the architecture asked (and PROFILE_ONLY=1 profile.cu alone).
+/// qmv_wgmma, with the flag list for the architecture asked (and PROFILE_ONLY=1 profile.cu alone;
+/// SDPA_ONLY=1 sdpa_rows.cu alone, beside the attention unit's kernels as a header).
 #[test]
 fn harness_build_builds_one_target_alone_when_asked() {
     for (var, unit, target) in [
         ("WGMMA_ONLY", "wgmma.cu", "qmv_wgmma"),
         ("PROFILE_ONLY", "profile.cu", "qmv_profile"),
+        ("SDPA_ONLY", "sdpa_rows.cu", "sdpa_rows"),
     ] {
         let calls = harness_build_calls(&[(var, "1")]);
         let lines: Vec<&str> = calls.lines().collect();

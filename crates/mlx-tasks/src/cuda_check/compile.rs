@@ -3,8 +3,9 @@
 //! the H200. qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu are compiled to objects
 //! (device code included); quantized.cpp and device.cpp are checked by the host compiler, as MLX
 //! builds them;
-//! cuda/harness/profile.cu (which includes every harness header), peak.cu and wgmma.cu are
-//! compiled against the tree, and wgmma_switch.cu (MLX_CUDA_QMV_WGMMA's routing, host code)
+//! cuda/harness/profile.cu (which includes every harness header), peak.cu, wgmma.cu and
+//! sdpa_rows.cu (attention's rows kernel from scaled_dot_product_attention.cu) are compiled
+//! against the tree, and wgmma_switch.cu (MLX_CUDA_QMV_WGMMA's routing, host code)
 //! built and run;
 //! cuda/bench/marlin_bench.cu against the bundle's pinned Marlin. The first unit that does not
 //! compile stops the check (exit 1, the unit named).
@@ -51,7 +52,8 @@ pub fn run(g: &Global, t: &Toolkit) -> Result<()> {
     s.nvcc("qmm_sm90.cu", &[&flags[..], &gen_dir, &inc, &out].concat())?;
     // The kernel harness's headers against this tree (the split experiment restates the overlay's
     // helpers): the Nsight Compute target includes them all and instantiates both kernels.
-    harness_header(&s, &qmv)?;
+    harness_header(&s, &qmv, "qmv_kernels.cuh")?;
+    harness_header(&s, &sdpa, "sdpa_kernels.cuh")?;
     let dirs = words!["-I", s.w("h"), "-I", "cuda/harness"];
     let out = words!["-c", "cuda/harness/profile.cu", "-o", s.w("profile.o")];
     s.nvcc("profile.cu", &[&flags[..], &dirs, &inc, &out].concat())?;
@@ -61,6 +63,9 @@ pub fn run(g: &Global, t: &Toolkit) -> Result<()> {
     // The warpgroup-mma prototype (`qmv_wgmma`): its wgmma (sm_90a only) and the launcher beside it.
     let out = words!["-c", "cuda/harness/wgmma.cu", "-o", s.w("wgmma.o")];
     s.nvcc("wgmma.cu", &[&flags[..], &dirs, &inc, &out].concat())?;
+    // Attention's pass 1 by rows (`sdpa_rows`): overlay 0013's kernels from the tree's sdpa unit.
+    let out = words!["-c", "cuda/harness/sdpa_rows.cu", "-o", s.w("sdpa_rows.o")];
+    s.nvcc("sdpa_rows.cu", &[&flags[..], &dirs, &inc, &out].concat())?;
     wgmma_switch(&s, &flags, &inc)?;
     // The qmv benchmark's Marlin arm (cuda/bench/marlin_bench.cu) with the pinned kernel file, built
     // as cuda/machine/gpu-session.sh builds it (the wheels have no CCCL: <nv/target> from the
@@ -79,7 +84,7 @@ pub fn run(g: &Global, t: &Toolkit) -> Result<()> {
     ];
     s.nvcc("marlin_bench.cu", &[&marlin[..], &rest].concat())?;
     println!(
-        "{NAME}: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp and device.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile, wgmma_switch.cu passes ({} s)",
+        "{NAME}: qmv.cu, qmm_sm90.cu and scaled_dot_product_attention.cu (sm_90a), quantized.cpp and device.cpp, the harness's profile.cu, peak.cu, wgmma.cu and sdpa_rows.cu, and marlin_bench.cu compile, wgmma_switch.cu passes ({} s)",
         start.elapsed().as_secs()
     );
     Ok(())
@@ -150,22 +155,31 @@ fn bin2h(s: &Setup) -> Result<()> {
     Ok(())
 }
 
-/// `<work>/h/qmv_kernels.cuh`: qmv.cu up to the end of its `cu` namespace (the kernels), closed.
-fn harness_header(s: &Setup, qmv: &std::path::Path) -> Result<()> {
+/// `<work>/h/<name>`: a unit up to the end of its `cu` namespace (the kernels), closed; a unit
+/// without that line is a finding naming it (the harness's build.sh stops there too).
+fn harness_header(s: &Setup, unit: &std::path::Path, name: &str) -> Result<()> {
     let text =
-        std::fs::read_to_string(qmv).with_context(|| format!("reading {}", qmv.display()))?;
+        std::fs::read_to_string(unit).with_context(|| format!("reading {}", unit.display()))?;
     let mut head = String::new();
+    let mut closed = false;
     for line in text.split_inclusive('\n') {
         head.push_str(line);
         if line.trim_end_matches('\n') == "} // namespace cu" {
+            closed = true;
             break;
         }
     }
-    if !head.ends_with('\n') {
-        head.push('\n');
+    if !closed {
+        let file = unit
+            .file_name()
+            .map_or(String::new(), |f| f.to_string_lossy().into_owned());
+        return Err(Failed::finding(
+            &file,
+            "has no '} // namespace cu' line to end the harness's header at (cuda/harness/build.sh needs it too)",
+        ));
     }
     head.push_str("} // namespace mlx::core\n");
     std::fs::create_dir_all(s.w("h"))?;
-    std::fs::write(s.w("h/qmv_kernels.cuh"), head)?;
+    std::fs::write(s.w("h").join(name), head)?;
     Ok(())
 }

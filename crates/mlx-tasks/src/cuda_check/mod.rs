@@ -25,7 +25,7 @@ use crate::commands::Ctx;
 /// The CUDA checks.
 #[derive(clap::Subcommand, Debug)]
 pub enum CudaCheck {
-    /// qmv.cu, qmm_sm90.cu, scaled_dot_product_attention.cu (sm_90a), quantized.cpp and device.cpp, the harness's profile.cu, peak.cu and wgmma.cu, and marlin_bench.cu compile; wgmma_switch.cu (MLX_CUDA_QMV_WGMMA's routing and MLX_CUDA_QMV_WGMMA_PDL) builds and passes
+    /// qmv.cu, qmm_sm90.cu, scaled_dot_product_attention.cu (sm_90a), quantized.cpp and device.cpp, the harness's profile.cu, peak.cu, wgmma.cu and sdpa_rows.cu, and marlin_bench.cu compile; wgmma_switch.cu (MLX_CUDA_QMV_WGMMA's routing and MLX_CUDA_QMV_WGMMA_PDL) builds and passes
     Compile(Toolkit),
     /// qmm_sm90's JIT Params: NVRTC and nvcc lay them out alike (overlay 0008)
     JitAbi(JitAbiArgs),

@@ -1,0 +1,260 @@
+// Attention's pass 1 for several query rows a block (overlay 0013's kernel_sdpav_2pass_1_rows),
+// straight from the materialized tree's kernels (build.sh SDPA_ONLY=1 extracts the device half
+// of scaled_dot_product_attention.cu into sdpa_kernels.cuh): no MLX build.
+//
+//   sdpa_rows [KL]   the 7b decoder's attention (28 query heads over 4 KV heads, head dim 128,
+//                    bf16) over KL keys (default 1040: prompt 1024 and 16 drafted tokens)
+//
+// Checks, one JSON line each (exit 1 when one fails):
+//   - every row of a causal 16-row call, for R = 1, 2, 4, 8, 16 rows a block, against the same
+//     row as decode runs it (one non-causal row over its own KL - 16 + i + 1 keys, R = 1):
+//     partials, sums and maxs bit for bit; a flipped bit must count one more difference (the
+//     negative control);
+//   - the same rows against upstream's kernel_sdpav_2pass_1 (one block a row): how many differ
+//     (reported; a difference is not a failure: the policy never mixes the two);
+//   - the outputs combined on the host (pass 2 in double) against float64 attention: the
+//     largest absolute error, which must stay under 1e-2 (a kernel that writes nothing fails).
+// Then CUDA events over back-to-back launches of each kernel at 1 and 16 rows (µs).
+#include "sdpa_kernels.cuh"
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+
+using mlx::core::cu::AttnParams;
+using T = __nv_bfloat16;
+constexpr int kHeads = 28, kKvHeads = 4, kDim = 128, kRows = 16, kBlocks = 32;
+
+#define CHECK(x)                                                                   \
+  do {                                                                             \
+    cudaError_t e = (x);                                                           \
+    if (e != cudaSuccess) {                                                        \
+      std::fprintf(stderr, "sdpa_rows: %s: %s\n", #x, cudaGetErrorString(e));      \
+      std::exit(2);                                                                \
+    }                                                                              \
+  } while (0)
+
+// Pass 1's outputs of a call, on the host.
+struct Pass1 {
+  std::vector<float> part, sum, max;
+};
+
+struct Bufs {
+  T *q, *k, *v;
+  float *part, *sum, *max;
+};
+
+using Kernel = void (*)(const T*, const T*, const T*, const T*, float*, float*, float*,
+                        AttnParams);
+
+AttnParams params(int q_len, int k_len, int k_rows) {
+  // Q [1, H, 16, D] and K, V [1, Hkv, k_rows, D], row-contiguous; qL rows from q's first.
+  return AttnParams{1,      kHeads, kDim, q_len, k_len, kHeads / kKvHeads, 0.08838834764f,
+                    {int64_t(kHeads) * kRows * kDim, kRows * kDim, kDim},
+                    {int64_t(kKvHeads) * k_rows * kDim, int64_t(k_rows) * kDim, kDim},
+                    {int64_t(kKvHeads) * k_rows * kDim, int64_t(k_rows) * kDim, kDim},
+                    {int64_t(kHeads) * kRows * kDim, kRows * kDim, kDim}};
+}
+
+void launch(Kernel f, int rows_per_block, const Bufs& b, const T* q, const AttnParams& p) {
+  dim3 grid(p.H, (p.qL + rows_per_block - 1) / rows_per_block, p.B * kBlocks);
+  f<<<grid, 256>>>(q, b.k, b.v, nullptr, b.part, b.sum, b.max, p);
+  CHECK(cudaGetLastError());
+}
+
+Pass1 fetch(const Bufs& b, int q_len) {
+  const size_t n = size_t(kHeads) * q_len * kBlocks;
+  Pass1 r{std::vector<float>(n * kDim), std::vector<float>(n), std::vector<float>(n)};
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(r.part.data(), b.part, n * kDim * 4, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(r.sum.data(), b.sum, n * 4, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(r.max.data(), b.max, n * 4, cudaMemcpyDeviceToHost));
+  return r;
+}
+
+Pass1 run(Kernel f, int rows_per_block, const Bufs& b, const T* q, const AttnParams& p) {
+  launch(f, rows_per_block, b, q, p);
+  return fetch(b, p.qL);
+}
+
+// Row `row` of head h of a call's pass 1 (q_len rows) against row 0 of a one-row call's:
+// the number of values that differ in their bits.
+int differ(const Pass1& a, int q_len, int row, const Pass1& one, int h) {
+  int n = 0;
+  for (int blk = 0; blk < kBlocks; ++blk) {
+    const size_t ia = (size_t(h) * q_len + row) * kBlocks + blk, io = size_t(h) * kBlocks + blk;
+    n += std::memcmp(&a.sum[ia], &one.sum[io], 4) != 0;
+    n += std::memcmp(&a.max[ia], &one.max[io], 4) != 0;
+    for (int d = 0; d < kDim; ++d)
+      n += std::memcmp(&a.part[ia * kDim + d], &one.part[io * kDim + d], 4) != 0;
+  }
+  return n;
+}
+
+int count_diff(const float* a, const float* b) {
+  int n = 0;
+  for (int d = 0; d < kDim; ++d) n += std::memcmp(a + d, b + d, 4) != 0;
+  return n;
+}
+
+// Pass 2 in double for row `row` of head h: the attention output.
+std::vector<double> combine(const Pass1& a, int q_len, int row, int h) {
+  double m = -INFINITY, s = 0;
+  for (int blk = 0; blk < kBlocks; ++blk)
+    m = std::fmax(m, a.max[(size_t(h) * q_len + row) * kBlocks + blk]);
+  std::vector<double> o(kDim, 0.0);
+  for (int blk = 0; blk < kBlocks; ++blk) {
+    const size_t i = (size_t(h) * q_len + row) * kBlocks + blk;
+    const double f = std::exp2(a.max[i] - m);
+    s += a.sum[i] * f;
+    for (int d = 0; d < kDim; ++d) o[d] += a.part[i * kDim + d] * f;
+  }
+  for (double& x : o) x /= s;
+  return o;
+}
+
+// float64 attention of query row `row` (causal: its keys 0 .. k_len - 16 + row) for head h.
+std::vector<double> reference(const std::vector<float>& q, const std::vector<float>& k,
+                              const std::vector<float>& v, int k_len, int row, int h) {
+  const int kv = h / (kHeads / kKvHeads), n = k_len - kRows + row + 1;
+  std::vector<double> s(n);
+  double m = -INFINITY;
+  for (int j = 0; j < n; ++j) {
+    double d = 0;
+    for (int c = 0; c < kDim; ++c)
+      d += double(q[(size_t(h) * kRows + row) * kDim + c]) * k[(size_t(kv) * k_len + j) * kDim + c];
+    s[j] = d * 0.08838834764;
+    m = std::fmax(m, s[j]);
+  }
+  std::vector<double> o(kDim, 0.0);
+  double z = 0;
+  for (int j = 0; j < n; ++j) {
+    const double e = std::exp(s[j] - m);
+    z += e;
+    for (int c = 0; c < kDim; ++c) o[c] += e * v[(size_t(kv) * k_len + j) * kDim + c];
+  }
+  for (double& x : o) x /= z;
+  return o;
+}
+
+float time_us(Kernel f, int rows_per_block, const Bufs& b, const AttnParams& p) {
+  for (int i = 0; i < 5; ++i) launch(f, rows_per_block, b, b.q, p);
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  constexpr int n = 50;
+  CHECK(cudaEventRecord(e0));
+  for (int i = 0; i < n; ++i) launch(f, rows_per_block, b, b.q, p);
+  CHECK(cudaEventRecord(e1));
+  CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  return ms * 1000 / n;
+}
+
+template <int R>
+Kernel rows_kernel() {
+  return mlx::core::cu::kernel_sdpav_2pass_1_rows<T, true, kDim, R>;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int k_len = argc > 1 ? std::atoi(argv[1]) : 1040;
+  if (k_len < kRows || k_len > 65536) {
+    std::fprintf(stderr, "sdpa_rows: KL is 16..65536 keys, not '%s'\n", argv[1]);
+    return 2;
+  }
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  auto fill = [&](size_t n, std::vector<float>& f) {
+    std::vector<T> h(n);
+    f.resize(n);
+    for (size_t i = 0; i < n; ++i) h[i] = __float2bfloat16(nd(rng)), f[i] = __bfloat162float(h[i]);
+    T* d;
+    CHECK(cudaMalloc(&d, n * sizeof(T)));
+    CHECK(cudaMemcpy(d, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+  };
+  std::vector<float> qf, kf, vf;
+  Bufs b{};
+  b.q = fill(size_t(kHeads) * kRows * kDim, qf);
+  b.k = fill(size_t(kKvHeads) * k_len * kDim, kf);
+  b.v = fill(size_t(kKvHeads) * k_len * kDim, vf);
+  const size_t n = size_t(kHeads) * kRows * kBlocks;
+  CHECK(cudaMalloc(&b.part, n * kDim * 4));
+  CHECK(cudaMalloc(&b.sum, n * 4));
+  CHECK(cudaMalloc(&b.max, n * 4));
+
+  // Decode's rows: row i alone, not causal, over its own keys, one row a block (as the policy
+  // runs a one-row call: sdpa_vector_rows_per_block).
+  const Kernel decode = mlx::core::cu::kernel_sdpav_2pass_1_rows<T, false, kDim, 1>;
+  std::vector<Pass1> one(kRows);
+  for (int i = 0; i < kRows; ++i)
+    one[i] = run(decode, 1, b, b.q + i * kDim, params(1, k_len - kRows + i + 1, k_len));
+
+  bool ok = true;
+  const AttnParams verify = params(kRows, k_len, k_len);
+  const Pass1 up = run(mlx::core::cu::kernel_sdpav_2pass_1<T, true, kDim>, 1, b, b.q, verify);
+  const std::pair<int, Kernel> arms[] = {{1, rows_kernel<1>()}, {2, rows_kernel<2>()},
+                                         {4, rows_kernel<4>()}, {8, rows_kernel<8>()},
+                                         {16, rows_kernel<16>()}};
+  for (auto [r, f] : arms) {
+    Pass1 a = run(f, r, b, b.q, verify);
+    long dif = 0, up_dif = 0, values = 0;
+    double err = 0;
+    for (int h = 0; h < kHeads; ++h) {
+      for (int i = 0; i < kRows; ++i) {
+        dif += differ(a, kRows, i, one[i], h);
+        values += kBlocks * (kDim + 2);
+        // Upstream's kernel lays out its rows as this one does: the same indices.
+        for (int blk = 0; blk < kBlocks; ++blk) {
+          const size_t ia = (size_t(h) * kRows + i) * kBlocks + blk;
+          up_dif += std::memcmp(&a.sum[ia], &up.sum[ia], 4) != 0;
+          up_dif += std::memcmp(&a.max[ia], &up.max[ia], 4) != 0;
+          up_dif += std::memcmp(&a.part[ia * kDim], &up.part[ia * kDim], kDim * 4) != 0
+                        ? count_diff(&a.part[ia * kDim], &up.part[ia * kDim])
+                        : 0;
+        }
+        if (h % 9 == 0) {
+          auto got = combine(a, kRows, i, h), want = reference(qf, kf, vf, k_len, i, h);
+          for (int d = 0; d < kDim; ++d) err = std::fmax(err, std::fabs(got[d] - want[d]));
+        }
+      }
+    }
+    // The negative control: one flipped bit in the reference of row 5 must count once more.
+    Pass1 flipped = one[5];
+    uint32_t bits;
+    std::memcpy(&bits, &flipped.part[3], 4);
+    bits ^= 1u;
+    std::memcpy(&flipped.part[3], &bits, 4);
+    const bool caught = differ(a, kRows, 5, flipped, 0) == differ(a, kRows, 5, one[5], 0) + 1;
+    const bool pass = dif == 0 && caught && err < 1e-2 && std::isfinite(err);
+    ok = ok && pass;
+    std::printf("{\"kind\":\"sdpa_rows_check\",\"rows_per_block\":%d,\"k_len\":%d,\"values\":%ld,"
+                "\"differ_from_decode\":%ld,\"differ_from_upstream\":%ld,\"control_caught\":%s,"
+                "\"max_abs_err\":%.3g,\"ok\":%s}\n",
+                r, k_len, values, dif, up_dif, caught ? "true" : "false", err,
+                pass ? "true" : "false");
+  }
+  for (int q_len : {1, 4, 8, 16}) {
+    const AttnParams p = params(q_len, k_len, k_len);
+    std::printf("{\"kind\":\"sdpa_rows_time\",\"kernel\":\"upstream\",\"rows_per_block\":1,"
+                "\"q_len\":%d,\"k_len\":%d,\"us\":%.2f}\n",
+                q_len, k_len, time_us(mlx::core::cu::kernel_sdpav_2pass_1<T, true, kDim>, 1, b, p));
+    for (auto [r, f] : arms) {
+      std::printf("{\"kind\":\"sdpa_rows_time\",\"kernel\":\"rows\",\"rows_per_block\":%d,"
+                  "\"q_len\":%d,\"k_len\":%d,\"us\":%.2f}\n",
+                  r, q_len, k_len, time_us(f, r, b, p));
+    }
+  }
+  std::fflush(stdout);
+  return ok ? 0 : 1;
+}
