@@ -14,7 +14,10 @@
 //     (reported; a difference is not a failure: the policy never mixes the two);
 //   - the outputs combined on the host (pass 2 in double) against float64 attention: the
 //     largest absolute error, which must stay under 1e-2 (a kernel that writes nothing fails).
-// Then CUDA events over back-to-back launches of each kernel at 1 and 16 rows (µs).
+// Then CUDA events over back-to-back launches of each kernel at 1, 4, 8 and 16 rows (µs).
+// Where KL is at most 1,024 (MLX's one-pass range), the same for the one-pass kernel
+// (kernel_sdpav_1pass_rows at R = 1, 2, 4 against decode's rows at R = 1 and upstream's
+// kernel_sdpav_1pass, on the bf16 outputs; float64 within 2e-2): sdpa_one_check, sdpa_one_time.
 #include "sdpa_kernels.cuh"
 
 #include <cuda_bf16.h>
@@ -164,6 +167,102 @@ Kernel rows_kernel() {
   return mlx::core::cu::kernel_sdpav_2pass_1_rows<T, true, kDim, R>;
 }
 
+// The one-pass kernels: the bf16 outputs [1, H, 16, D] straight.
+using Kernel1 = void (*)(const T*, const T*, const T*, T*, const T*, AttnParams);
+
+void launch1(Kernel1 f, int rows_per_block, const Bufs& b, const T* q, T* o,
+             const AttnParams& p) {
+  dim3 grid(p.H, (p.qL + rows_per_block - 1) / rows_per_block, p.B);
+  f<<<grid, 1024>>>(q, b.k, b.v, o, nullptr, p);
+  CHECK(cudaGetLastError());
+}
+
+std::vector<uint16_t> fetch1(const T* o) {
+  std::vector<uint16_t> h(size_t(kHeads) * kRows * kDim);
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(h.data(), o, h.size() * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+long count_differ(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  long n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+
+float time1_us(Kernel1 f, int rows_per_block, const Bufs& b, T* o, const AttnParams& p) {
+  for (int i = 0; i < 5; ++i) launch1(f, rows_per_block, b, b.q, o, p);
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  constexpr int n = 50;
+  CHECK(cudaEventRecord(e0));
+  for (int i = 0; i < n; ++i) launch1(f, rows_per_block, b, b.q, o, p);
+  CHECK(cudaEventRecord(e1));
+  CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  return ms * 1000 / n;
+}
+
+// The one-pass checks and times (KL <= 1,024); false when a check fails.
+bool one_pass(const Bufs& b, int k_len, const std::vector<float>& qf,
+              const std::vector<float>& kf, const std::vector<float>& vf) {
+  namespace cu = mlx::core::cu;
+  T* o;
+  CHECK(cudaMalloc(&o, size_t(kHeads) * kRows * kDim * sizeof(T)));
+  // Decode's rows: row i alone, not causal, over its own keys, one a block; into row i's place.
+  for (int i = 0; i < kRows; ++i)
+    launch1(cu::kernel_sdpav_1pass_rows<T, false, kDim, 1>, 1, b, b.q + i * kDim, o + i * kDim,
+            params(1, k_len - kRows + i + 1, k_len));
+  const std::vector<uint16_t> decode = fetch1(o);
+  const AttnParams verify = params(kRows, k_len, k_len);
+  launch1(cu::kernel_sdpav_1pass<T, true, kDim>, 1, b, b.q, o, verify);
+  const std::vector<uint16_t> up = fetch1(o);
+  const std::pair<int, Kernel1> arms[] = {{1, cu::kernel_sdpav_1pass_rows<T, true, kDim, 1>},
+                                          {2, cu::kernel_sdpav_1pass_rows<T, true, kDim, 2>},
+                                          {4, cu::kernel_sdpav_1pass_rows<T, true, kDim, 4>}};
+  bool ok = true;
+  for (auto [r, f] : arms) {
+    launch1(f, r, b, b.q, o, verify);
+    const std::vector<uint16_t> got = fetch1(o);
+    double err = 0;
+    for (int h = 0; h < kHeads; h += 9)
+      for (int i = 0; i < kRows; ++i) {
+        auto want = reference(qf, kf, vf, k_len, i, h);
+        for (int d = 0; d < kDim; ++d) {
+          const uint32_t bits = uint32_t(got[(size_t(h) * kRows + i) * kDim + d]) << 16;
+          float x;
+          std::memcpy(&x, &bits, 4);
+          err = std::fmax(err, std::fabs(x - want[d]));
+        }
+      }
+    std::vector<uint16_t> flipped = decode;
+    flipped[3] ^= 1;
+    const long dif = count_differ(got, decode);
+    const bool caught = count_differ(got, flipped) == dif + 1;
+    const bool pass = dif == 0 && caught && err < 2e-2 && std::isfinite(err);
+    ok = ok && pass;
+    std::printf("{\"kind\":\"sdpa_one_check\",\"rows_per_block\":%d,\"k_len\":%d,\"values\":%zu,"
+                "\"differ_from_decode\":%ld,\"differ_from_upstream\":%ld,\"control_caught\":%s,"
+                "\"max_abs_err\":%.3g,\"ok\":%s}\n",
+                r, k_len, got.size(), dif, count_differ(got, up), caught ? "true" : "false", err,
+                pass ? "true" : "false");
+  }
+  for (int q_len : {1, 4, 8, 16}) {
+    const AttnParams p = params(q_len, k_len, k_len);
+    std::printf("{\"kind\":\"sdpa_one_time\",\"kernel\":\"upstream\",\"rows_per_block\":1,"
+                "\"q_len\":%d,\"k_len\":%d,\"us\":%.2f}\n",
+                q_len, k_len, time1_us(cu::kernel_sdpav_1pass<T, true, kDim>, 1, b, o, p));
+    for (auto [r, f] : arms)
+      std::printf("{\"kind\":\"sdpa_one_time\",\"kernel\":\"rows\",\"rows_per_block\":%d,"
+                  "\"q_len\":%d,\"k_len\":%d,\"us\":%.2f}\n",
+                  r, q_len, k_len, time1_us(f, r, b, o, p));
+  }
+  CHECK(cudaFree(o));
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -255,6 +354,7 @@ int main(int argc, char** argv) {
                   r, q_len, k_len, time_us(f, r, b, p));
     }
   }
+  if (k_len <= 1024) ok = one_pass(b, k_len, qf, kf, vf) && ok;
   std::fflush(stdout);
   return ok ? 0 : 1;
 }
