@@ -18,7 +18,12 @@
 // Where KL is at most 1,024 (MLX's one-pass range), the same for the one-pass kernel
 // (kernel_sdpav_1pass_rows at R = 1, 2, 4 against decode's rows at R = 1 and upstream's
 // kernel_sdpav_1pass, on the bf16 outputs; float64 within 2e-2): sdpa_one_check, sdpa_one_time.
+// Last, the prototype of sdpa_mma.cuh (every query row of a KV head at once on tensor cores):
+// each verify row's bf16 output against decode's through the same kernels, a flipped-bit
+// control, float64 (within 2e-2), and its two launches timed at 1, 4, 8 and 16 rows beside the
+// kernels MLX runs (sdpa_mma_check, sdpa_mma_time).
 #include "sdpa_kernels.cuh"
+#include "sdpa_mma.cuh"
 
 #include <cuda_bf16.h>
 
@@ -263,6 +268,78 @@ bool one_pass(const Bufs& b, int k_len, const std::vector<float>& qf,
   return ok;
 }
 
+// The prototype's two launches for `q_len` rows from q into o over k_len keys of K and V's
+// k_rows (scratch `part`, big enough for 16 rows: m, l, then o).
+void launch_mma(const Bufs& b, const T* q, T* o, float* part, int q_len, int k_len, int k_rows,
+                bool causal) {
+  namespace sm = sdpa_mma;
+  // K and V hold k_rows keys a head; the call sees the first k_len.
+  const sm::Params p{kHeads, kKvHeads, q_len, k_len, kDim, 0.08838834764f, kRows * kDim, kDim,
+                     int64_t(k_rows) * kDim, kDim};
+  const size_t rows = size_t(kHeads) * kRows * sm::kSplits;
+  float *pm = part, *pl = part + rows, *po = part + 2 * rows;
+  const int gqa_rows = kHeads / kKvHeads * q_len;
+  dim3 grid(kKvHeads, sm::kSplits, (gqa_rows + sm::kWarps * 16 - 1) / (sm::kWarps * 16));
+  if (causal) {
+    sm::sdpa_mma_split<T, true, kDim><<<grid, sm::kWarps * 32>>>(q, b.k, b.v, pm, pl, po, p);
+  } else {
+    sm::sdpa_mma_split<T, false, kDim><<<grid, sm::kWarps * 32>>>(q, b.k, b.v, pm, pl, po, p);
+  }
+  CHECK(cudaGetLastError());
+  sm::sdpa_mma_combine<T, kDim><<<kHeads * q_len, kDim>>>(pm, pl, po, o, p);
+  CHECK(cudaGetLastError());
+}
+
+// The prototype's checks and times; false when a check fails.
+bool mma_arm(const Bufs& b, int k_len, const std::vector<float>& qf,
+             const std::vector<float>& kf, const std::vector<float>& vf) {
+  T* o;
+  float* part;
+  CHECK(cudaMalloc(&o, size_t(kHeads) * kRows * kDim * sizeof(T)));
+  CHECK(cudaMalloc(&part, size_t(kHeads) * kRows * sdpa_mma::kSplits * (kDim + 2) * 4));
+  for (int i = 0; i < kRows; ++i)
+    launch_mma(b, b.q + i * kDim, o + i * kDim, part, 1, k_len - kRows + i + 1, k_len, false);
+  const std::vector<uint16_t> decode = fetch1(o);
+  launch_mma(b, b.q, o, part, kRows, k_len, k_len, true);
+  const std::vector<uint16_t> got = fetch1(o);
+  double err = 0;
+  for (int h = 0; h < kHeads; h += 3)
+    for (int i = 0; i < kRows; ++i) {
+      auto want = reference(qf, kf, vf, k_len, i, h);
+      for (int d = 0; d < kDim; ++d) {
+        const uint32_t bits = uint32_t(got[(size_t(h) * kRows + i) * kDim + d]) << 16;
+        float x;
+        std::memcpy(&x, &bits, 4);
+        err = std::fmax(err, std::fabs(x - want[d]));
+      }
+    }
+  std::vector<uint16_t> flipped = decode;
+  flipped[3] ^= 1;
+  const long dif = count_differ(got, decode);
+  const bool caught = count_differ(got, flipped) == dif + 1;
+  const bool ok = dif == 0 && caught && err < 2e-2 && std::isfinite(err);
+  std::printf("{\"kind\":\"sdpa_mma_check\",\"k_len\":%d,\"values\":%zu,\"differ_from_decode\":%ld,"
+              "\"control_caught\":%s,\"max_abs_err\":%.3g,\"ok\":%s}\n",
+              k_len, got.size(), dif, caught ? "true" : "false", err, ok ? "true" : "false");
+  for (int q_len : {1, 4, 8, 16}) {
+    for (int i = 0; i < 5; ++i) launch_mma(b, b.q, o, part, q_len, k_len, k_len, true);
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    CHECK(cudaEventRecord(e0));
+    for (int i = 0; i < 50; ++i) launch_mma(b, b.q, o, part, q_len, k_len, k_len, true);
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    std::printf("{\"kind\":\"sdpa_mma_time\",\"q_len\":%d,\"k_len\":%d,\"us\":%.2f}\n", q_len,
+                k_len, ms * 1000 / 50);
+  }
+  CHECK(cudaFree(o));
+  CHECK(cudaFree(part));
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -355,6 +432,7 @@ int main(int argc, char** argv) {
     }
   }
   if (k_len <= 1024) ok = one_pass(b, k_len, qf, kf, vf) && ok;
+  ok = mma_arm(b, k_len, qf, kf, vf) && ok;
   std::fflush(stdout);
   return ok ? 0 : 1;
 }
