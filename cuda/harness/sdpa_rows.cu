@@ -152,14 +152,16 @@ std::vector<double> reference(const std::vector<float>& q, const std::vector<flo
   return o;
 }
 
-float time_us(Kernel f, int rows_per_block, const Bufs& b, const AttnParams& p) {
-  for (int i = 0; i < 5; ++i) launch(f, rows_per_block, b, b.q, p);
+// CUDA events over 50 back-to-back calls of `call`, after 5 untimed: µs a call.
+template <class F>
+float time_us(F&& call) {
+  for (int i = 0; i < 5; ++i) call();
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
   constexpr int n = 50;
   CHECK(cudaEventRecord(e0));
-  for (int i = 0; i < n; ++i) launch(f, rows_per_block, b, b.q, p);
+  for (int i = 0; i < n; ++i) call();
   CHECK(cudaEventRecord(e1));
   CHECK(cudaEventSynchronize(e1));
   float ms = 0;
@@ -195,19 +197,33 @@ long count_differ(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b
   return n;
 }
 
-float time1_us(Kernel1 f, int rows_per_block, const Bufs& b, T* o, const AttnParams& p) {
-  for (int i = 0; i < 5; ++i) launch1(f, rows_per_block, b, b.q, o, p);
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  constexpr int n = 50;
-  CHECK(cudaEventRecord(e0));
-  for (int i = 0; i < n; ++i) launch1(f, rows_per_block, b, b.q, o, p);
-  CHECK(cudaEventRecord(e1));
-  CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  return ms * 1000 / n;
+// The largest absolute difference of bf16 outputs ([H][16][D]) from float64, every `step`-th
+// head.
+double bf16_error(const std::vector<uint16_t>& got, const std::vector<float>& qf,
+                  const std::vector<float>& kf, const std::vector<float>& vf, int k_len,
+                  int step) {
+  double err = 0;
+  for (int h = 0; h < kHeads; h += step)
+    for (int i = 0; i < kRows; ++i) {
+      auto want = reference(qf, kf, vf, k_len, i, h);
+      for (int d = 0; d < kDim; ++d) {
+        const uint32_t bits = uint32_t(got[(size_t(h) * kRows + i) * kDim + d]) << 16;
+        float x;
+        std::memcpy(&x, &bits, 4);
+        err = std::fmax(err, std::fabs(x - want[d]));
+      }
+    }
+  return err;
+}
+
+// How many of `got` differ from decode's outputs, and whether a flipped bit in decode's counts
+// once more (the negative control).
+std::pair<long, bool> against_decode(const std::vector<uint16_t>& got,
+                                     const std::vector<uint16_t>& decode) {
+  std::vector<uint16_t> flipped = decode;
+  flipped[3] ^= 1;
+  const long dif = count_differ(got, decode);
+  return {dif, count_differ(got, flipped) == dif + 1};
 }
 
 // The one-pass checks and times (KL <= 1,024); false when a check fails.
@@ -231,21 +247,8 @@ bool one_pass(const Bufs& b, int k_len, const std::vector<float>& qf,
   for (auto [r, f] : arms) {
     launch1(f, r, b, b.q, o, verify);
     const std::vector<uint16_t> got = fetch1(o);
-    double err = 0;
-    for (int h = 0; h < kHeads; h += 9)
-      for (int i = 0; i < kRows; ++i) {
-        auto want = reference(qf, kf, vf, k_len, i, h);
-        for (int d = 0; d < kDim; ++d) {
-          const uint32_t bits = uint32_t(got[(size_t(h) * kRows + i) * kDim + d]) << 16;
-          float x;
-          std::memcpy(&x, &bits, 4);
-          err = std::fmax(err, std::fabs(x - want[d]));
-        }
-      }
-    std::vector<uint16_t> flipped = decode;
-    flipped[3] ^= 1;
-    const long dif = count_differ(got, decode);
-    const bool caught = count_differ(got, flipped) == dif + 1;
+    const double err = bf16_error(got, qf, kf, vf, k_len, 9);
+    const auto [dif, caught] = against_decode(got, decode);
     const bool pass = dif == 0 && caught && err < 2e-2 && std::isfinite(err);
     ok = ok && pass;
     std::printf("{\"kind\":\"sdpa_one_check\",\"rows_per_block\":%d,\"k_len\":%d,\"values\":%zu,"
@@ -258,11 +261,12 @@ bool one_pass(const Bufs& b, int k_len, const std::vector<float>& qf,
     const AttnParams p = params(q_len, k_len, k_len);
     std::printf("{\"kind\":\"sdpa_one_time\",\"kernel\":\"upstream\",\"rows_per_block\":1,"
                 "\"q_len\":%d,\"k_len\":%d,\"us\":%.2f}\n",
-                q_len, k_len, time1_us(cu::kernel_sdpav_1pass<T, true, kDim>, 1, b, o, p));
+                q_len, k_len,
+                time_us([&] { launch1(cu::kernel_sdpav_1pass<T, true, kDim>, 1, b, b.q, o, p); }));
     for (auto [r, f] : arms)
       std::printf("{\"kind\":\"sdpa_one_time\",\"kernel\":\"rows\",\"rows_per_block\":%d,"
                   "\"q_len\":%d,\"k_len\":%d,\"us\":%.2f}\n",
-                  r, q_len, k_len, time1_us(f, r, b, o, p));
+                  r, q_len, k_len, time_us([&] { launch1(f, r, b, b.q, o, p); }));
   }
   CHECK(cudaFree(o));
   return ok;
@@ -302,38 +306,16 @@ bool mma_arm(const Bufs& b, int k_len, const std::vector<float>& qf,
   const std::vector<uint16_t> decode = fetch1(o);
   launch_mma(b, b.q, o, part, kRows, k_len, k_len, true);
   const std::vector<uint16_t> got = fetch1(o);
-  double err = 0;
-  for (int h = 0; h < kHeads; h += 3)
-    for (int i = 0; i < kRows; ++i) {
-      auto want = reference(qf, kf, vf, k_len, i, h);
-      for (int d = 0; d < kDim; ++d) {
-        const uint32_t bits = uint32_t(got[(size_t(h) * kRows + i) * kDim + d]) << 16;
-        float x;
-        std::memcpy(&x, &bits, 4);
-        err = std::fmax(err, std::fabs(x - want[d]));
-      }
-    }
-  std::vector<uint16_t> flipped = decode;
-  flipped[3] ^= 1;
-  const long dif = count_differ(got, decode);
-  const bool caught = count_differ(got, flipped) == dif + 1;
+  const double err = bf16_error(got, qf, kf, vf, k_len, 3);
+  const auto [dif, caught] = against_decode(got, decode);
   const bool ok = dif == 0 && caught && err < 2e-2 && std::isfinite(err);
   std::printf("{\"kind\":\"sdpa_mma_check\",\"k_len\":%d,\"values\":%zu,\"differ_from_decode\":%ld,"
               "\"control_caught\":%s,\"max_abs_err\":%.3g,\"ok\":%s}\n",
               k_len, got.size(), dif, caught ? "true" : "false", err, ok ? "true" : "false");
   for (int q_len : {1, 4, 8, 16}) {
-    for (int i = 0; i < 5; ++i) launch_mma(b, b.q, o, part, q_len, k_len, k_len, true);
-    cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
-    CHECK(cudaEventRecord(e0));
-    for (int i = 0; i < 50; ++i) launch_mma(b, b.q, o, part, q_len, k_len, k_len, true);
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    const float us = time_us([&] { launch_mma(b, b.q, o, part, q_len, k_len, k_len, true); });
     std::printf("{\"kind\":\"sdpa_mma_time\",\"q_len\":%d,\"k_len\":%d,\"us\":%.2f}\n", q_len,
-                k_len, ms * 1000 / 50);
+                k_len, us);
   }
   CHECK(cudaFree(o));
   CHECK(cudaFree(part));
@@ -424,11 +406,13 @@ int main(int argc, char** argv) {
     const AttnParams p = params(q_len, k_len, k_len);
     std::printf("{\"kind\":\"sdpa_rows_time\",\"kernel\":\"upstream\",\"rows_per_block\":1,"
                 "\"q_len\":%d,\"k_len\":%d,\"us\":%.2f}\n",
-                q_len, k_len, time_us(mlx::core::cu::kernel_sdpav_2pass_1<T, true, kDim>, 1, b, p));
+                q_len, k_len, time_us([&] {
+                  launch(mlx::core::cu::kernel_sdpav_2pass_1<T, true, kDim>, 1, b, b.q, p);
+                }));
     for (auto [r, f] : arms) {
       std::printf("{\"kind\":\"sdpa_rows_time\",\"kernel\":\"rows\",\"rows_per_block\":%d,"
                   "\"q_len\":%d,\"k_len\":%d,\"us\":%.2f}\n",
-                  r, q_len, k_len, time_us(f, r, b, p));
+                  r, q_len, k_len, time_us([&] { launch(f, r, b, b.q, p); }));
     }
   }
   if (k_len <= 1024) ok = one_pass(b, k_len, qf, kf, vf) && ok;
