@@ -17,12 +17,13 @@ tree=$1 cutlass=$2 cccl=$3 fmt=$4 out=$5
 shift 5
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
-src=$tree/mlx/backend/cuda/quantized/qmm/qmv.cu
-grep -q '^} // namespace cu$' "$src" || { echo "build.sh: $src has no '} // namespace cu' line" >&2; exit 2; }
-{
-  sed -n '1,/^} \/\/ namespace cu$/p' "$src"
-  echo '} // namespace mlx::core'
-} > "$out/qmv_kernels.cuh"
+# A unit's device half (up to "} // namespace cu", the namespace closed) as a header in $out.
+kernels_header() {
+  local src=$tree/mlx/backend/cuda/$1
+  grep -q '^} // namespace cu$' "$src" || { echo "build.sh: $src has no '} // namespace cu' line" >&2; exit 2; }
+  { sed -n '1,/^} \/\/ namespace cu$/p' "$src"; echo '} // namespace mlx::core'; } > "$out/$2"
+}
+kernels_header quantized/qmm/qmv.cu qmv_kernels.cuh
 . "$here/../bundle/nvcc-flags.sh"
 arch=${ARCH:-sm_90a}
 code=${arch#sm_}
@@ -36,9 +37,7 @@ if [ "${PROFILE_ONLY:-0}" = 1 ]; then
   exit
 fi
 if [ "${SDPA_ONLY:-0}" = 1 ]; then
-  att=$tree/mlx/backend/cuda/scaled_dot_product_attention.cu
-  grep -q '^} // namespace cu$' "$att" || { echo "build.sh: $att has no '} // namespace cu' line" >&2; exit 2; }
-  { sed -n '1,/^} \/\/ namespace cu$/p' "$att"; echo '} // namespace mlx::core'; } > "$out/sdpa_kernels.cuh"
+  kernels_header scaled_dot_product_attention.cu sdpa_kernels.cuh
   "$nvcc" "${flags[@]}" ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} -o "$out/sdpa_rows" "$here/sdpa_rows.cu"
   exit
 fi
