@@ -41,7 +41,9 @@
 //                              difference, the first three)
 //   qmv_wgmma ab [R] [arm...]  the launcher and the arms in R rotated rounds (default 5; bf16) on
 //                              28672x4096, the two heads, 3584x3584 and 3584x18944 (K parts
-//                              split across blocks) and 18944x3584 (148 tiles), M = 1, 8, 9, 16
+//                              split across blocks), 18944x3584 (148 tiles), 6144x4096 and
+//                              4096x14336 (where the library takes the kernel from), M = 1, 8,
+//                              9, 16
 //   qmv_wgmma one [arm...]     one launch of the launcher and each arm at M = 1 and 16 on the
 //                              128256x4096 head (for Nsight Compute)
 #include "harness.cuh"
@@ -309,8 +311,63 @@ struct Span {
   __device__ __forceinline__ explicit Span(int k)
       : chunks(k / kChunk), p0(int(blockIdx.z) * kParts / int(gridDim.z)),
         p1((int(blockIdx.z) + 1) * kParts / int(gridDim.z)), c0(end(p0 - 1)), c1(end(p1 - 1)) {}
+  __device__ __forceinline__ Span(int chunks, int p0, int p1)
+      : chunks(chunks), p0(p0), p1(p1), c0(end(p0 - 1)), c1(end(p1 - 1)) {}
   // The chunk after part p's last (part -1 ends at 0).
   __device__ __forceinline__ int end(int p) const { return (p + 1) * chunks / kParts; }
+};
+
+// kStripe: a persistent grid of B blocks, each an equal share of the (tile, part) units in
+// tile-major order (unit u: tile u / kParts, part u % kParts), balanced by chunks: block b
+// starts at the first unit beginning at or past chunk b C / B of the C = tiles x chunks (a
+// function of N, K and B alone). A block's units run over tiles t0 .. t1; it visits t1 first
+// (a tile it starts, whose successor needs its running total), then t0 + 1 .. t1 - 1 (whole
+// tiles), then t0 (a tile it ends, from its predecessor's total), so that no block waits for a
+// tile its predecessor visits last. Every output's sum stays the launcher's: the parts folded
+// from zero, added from part 0's in part order, the running total handed from block to block
+// through `run` (fp32) under a flag per (16 vectors, tile) holding how many parts it covers.
+// kStripe's flags at the front of its hand-over buffer (stripe_buffer).
+constexpr int kFlags = 1 << 16;
+
+__device__ __forceinline__ int ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+struct Stripe {
+  int chunks = 1, u0 = 0, u1 = 0, t0 = 0, t1 = 0, nt = 0;
+  __device__ __forceinline__ Stripe() {}
+  __device__ __forceinline__ int cum(int u) const {
+    return (u / kParts) * chunks + (u % kParts) * chunks / kParts;
+  }
+  // The first unit beginning at or past chunk position `at`.
+  __device__ __forceinline__ int first_at(int64_t at) const {
+    const int t = int(at / chunks), r = int(at % chunks);
+    int p = 0;
+    while (p < kParts && p * chunks / kParts < r) ++p;
+    return t * kParts + p;
+  }
+  __device__ __forceinline__ Stripe(int tiles, int k)
+      : chunks(k / kChunk) {
+    const int64_t all = int64_t(tiles) * chunks, b = blockIdx.x, g = gridDim.x;
+    u0 = first_at(b * all / g);
+    u1 = b + 1 == g ? tiles * kParts : first_at((b + 1) * all / g);
+    t0 = u0 / kParts, t1 = (u1 - 1) / kParts;
+    nt = u1 > u0 ? t1 - t0 + 1 : 0;
+  }
+  // Visit v's tile: t1 first, then t0 + 1 .. t1 - 1, then t0.
+  __device__ __forceinline__ int tile(int v) const {
+    return nt > 1 && v == 0 ? t1 : v == nt - 1 ? t0 : t0 + v;
+  }
+  __device__ __forceinline__ Span span(int v) const {
+    const int t = tile(v);
+    return Span(chunks, t == t0 ? u0 % kParts : 0, t == t1 ? (u1 - 1) % kParts + 1 : kParts);
+  }
+  __device__ __forceinline__ int steps() const { return u1 > u0 ? cum(u1) - cum(u0) : 0; }
 };
 
 // Where the outputs go: bf16 into `out`, or with splits each part's fp32 partials into `red`
@@ -321,6 +378,11 @@ struct Dst {
   float* red;
   int n, tokens, tok0, n_tok;
   int row_end;  // rows at or past it are another block's (kBal) or past N
+  // kStripe: the running totals handed between blocks (vector, row) and the flags (16-vector
+  // block, tile); `red` is null then.
+  float* run = nullptr;
+  int* flags = nullptr;
+  int tiles = 0;
 };
 
 // A block's work: its 16 vectors (blockIdx.y), its span of K, where its outputs go, and how
@@ -335,12 +397,22 @@ template <class T>
 struct Work {
   Span sp;
   Dst<T> dst;
+  Stripe stripe;
   int total, row_first, row_stride, full, tail0;
   __device__ __forceinline__ Work(T* out, float* red, int tokens, int n, int k, int rows,
-                                  int mode = 0)  // mode: 0 strided, 1 kBal, 2 kTail
+                                  int mode = 0)  // mode: 0 strided, 1 kBal, 2 kTail, 3 kStripe
       : sp(k),
-        dst{out, red, n, tokens, int(blockIdx.y) * 16, min(16, tokens - int(blockIdx.y) * 16), n} {
+        dst{out, red, n, tokens, int(blockIdx.y) * 16, min(16, tokens - int(blockIdx.y) * 16), n},
+        stripe((n + rows - 1) / rows, k) {
     const int tiles = (n + rows - 1) / rows, b = blockIdx.x, g = gridDim.x;
+    if (mode == 3) {
+      // `red` holds the flags, then the running totals (stripe_buffer).
+      dst.flags = reinterpret_cast<int*>(red), dst.run = red + kFlags;
+      dst.red = nullptr, dst.tiles = tiles;
+      row_first = stripe.tile(0) * rows, row_stride = 0, full = 0, tail0 = 0;
+      total = stripe.steps();
+      return;
+    }
     row_first = b * rows, row_stride = g * rows, tail0 = 0;
     full = (tiles - b + g - 1) / g;
     int mine = full;
@@ -367,6 +439,7 @@ struct Sums {
   const Span& sp;
   const Dst<T>& d;
   int rbase, gid, tig;
+  int rows_per_tile = 128, consumers = 256;  // kStripe: the tile's rows, the consumer threads
   float part[NT * 4] = {};
   float tot[NT * 4];
   int next, next_end;  // the next part to end, and the chunk it ends before (none: INT_MAX)
@@ -386,6 +459,8 @@ struct Sums {
   // end of the tile at row0).
   __device__ __forceinline__ void end_through(int c, int row0) {
     while (next_end <= c) {
+      // kStripe: a tile this block ends starts from its predecessor's total.
+      if (d.run && next == sp.p0 && next > 0) take_over(row0);
 #pragma unroll
       for (int e = 0; e < NT * 4; ++e) {
         if (d.red) {
@@ -402,9 +477,43 @@ struct Sums {
   }
   // The tile at row0 once its last chunk is folded: its outputs (rows past N and vectors past
   // the last left out), then the next tile starts from part p0.
+  // kStripe: the flag of the tile at row0 for this block's vectors.
+  __device__ __forceinline__ int* flag(int row0) const {
+    return d.flags + int64_t(blockIdx.y) * d.tiles + row0 / rows_per_tile;
+  }
+  // kStripe: wait until the predecessors' total covers parts 0 .. sp.p0 - 1, then take it.
+  __device__ __forceinline__ void take_over(int row0) {
+    const int* f = flag(row0);
+    const long long t0 = clock64();
+    while (ld_acquire(f) != sp.p0) {
+      if (clock64() - t0 > (1ll << 34)) __trap();  // seconds: a lost hand-off, not a hang
+    }
+#pragma unroll
+    for (int e = 0; e < NT * 4; ++e) {
+      const int r = row(e, row0), v = vec(e);
+      tot[e] = r < d.row_end && v < d.n_tok ? __ldcg(&d.run[int64_t(d.tok0 + v) * d.n + r]) : 0.f;
+    }
+  }
+  // kStripe: hand the total over parts 0 .. sp.p1 - 1 to the successor, or (the tile's last
+  // part) reset the flag for the next launch once every consumer warp has taken the total.
+  __device__ __forceinline__ void hand_over(int row0) {
+    const bool last = sp.p1 == kParts;
+    if (!last) {
+#pragma unroll
+      for (int e = 0; e < NT * 4; ++e) {
+        const int r = row(e, row0), v = vec(e);
+        if (r < d.row_end && v < d.n_tok) __stcg(&d.run[int64_t(d.tok0 + v) * d.n + r], tot[e]);
+      }
+      __threadfence();
+    }
+    if (last && sp.p0 == 0) return;  // the whole tile here: no flag touched
+    asm volatile("bar.sync 6, %0;\n" ::"r"(consumers) : "memory");
+    if (threadIdx.x == 0) st_release(flag(row0), last ? 0 : sp.p1);
+  }
   __device__ __forceinline__ void store(int row0) {
     end_through(sp.c1, row0);
-    if (!d.red) {
+    if (d.run) hand_over(row0);
+    if (!d.red && (!d.run || sp.p1 == kParts)) {
 #pragma unroll
       for (int e = 0; e < NT * 4; ++e) {
         const int r = row(e, row0), v = vec(e);
@@ -430,14 +539,32 @@ __global__ void qmv_wg_reduce_kernel(const float* red, T* out, int tokens, int n
 // through its span.
 struct Pos {
   int c, slot, row0, stride, left, tail0;  // left: full tiles still to walk, this one included
+  // kStripe: the block's stripe, the visit, its span (`sp` passed to next is not used).
+  bool striped = false;
+  Stripe st;
+  int v = 0;
+  Span vs{1, 0, 0};
   template <class T>
-  __device__ __forceinline__ static Pos first(const Work<T>& wk, int rows) {
+  __device__ __forceinline__ static Pos first(const Work<T>& wk, int rows, bool stripe = false) {
+    if (stripe) {
+      Pos p{0, 0, wk.row_first, 0, INT_MAX, 0, true, wk.stripe, 0, wk.stripe.span(0)};
+      p.c = p.vs.c0;
+      return p;
+    }
     return wk.full > 0 ? Pos{wk.sp.c0, 0, wk.row_first, wk.row_stride, wk.full, wk.tail0}
                        : Pos{wk.sp.c0, 0, wk.tail0, rows, INT_MAX, wk.tail0};
   }
+  // The span of the step's tile.
+  __device__ __forceinline__ const Span& span(const Span& sp) const { return striped ? vs : sp; }
   template <int S, int rows>
   __device__ __forceinline__ void next(const Span& sp) {
     slot = slot + 1 == S ? 0 : slot + 1;
+    if (striped) {
+      if (++c == vs.c1 && ++v < st.nt) {
+        vs = st.span(v), row0 = st.tile(v) * rows, c = vs.c0;
+      }
+      return;
+    }
     if (++c == sp.c1) {
       c = sp.c0;
       if (--left == 0) {
@@ -665,6 +792,11 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 // and kTail's short tiles are copied: what the smaller copies cost alone. kS2 (host side only):
 // at least two splits wherever K has as many chunks as parts, where splits_for gives one (18944
 // x 3584: 148 tiles on 264 slots, so 116 slots idle): whether the idle slots are its M = 1 gap.
+// kStripe (kTma): Marlin's partition in this kernel's order: as many blocks as fit at once
+// (kStripeSm: one an SM), each an equal share of the (tile, part) units by chunks (Stripe), the
+// running total of a tile split between blocks handed from block to block in part order (fp32,
+// a flag per tile), no reduction launch: whether 18944x3584's 148 tiles on 132 SMs and
+// 6144x4096's 96 blocks are what hold those shapes above 1.15x.
 enum Variant {
   kLag = 1,
   kSplit = 2,
@@ -679,7 +811,9 @@ enum Variant {
   kInX = 1024,
   kTail = 2048,
   kBox16 = 4096,
-  kS2 = 8192
+  kS2 = 8192,
+  kStripe = 16384,
+  kStripeSm = 32768
 };
 
 // x of a step (prepared: the chunk's B, then its xs) into its stage by the copy engine.
@@ -836,6 +970,9 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
                 "kBal, kInX, kTail and kBox16 vary the tensor feed");
   static_assert(!(V & kBal) || !(V & kTail), "kBal and kTail split rows each their own way");
   static_assert(!(V & kInX) || !(V & (kPdl | kPoison)), "kInX has no preparation to overlap");
+  static_assert(!(V & kStripe) || (F == kTma && !(V & (kBal | kTail | kInX | kWgRelease | kS2))),
+                "kStripe walks the tensor feed's tiles its own way");
+  static_assert(!(V & kStripeSm) || (V & kStripe), "kStripeSm sizes kStripe's grid");
   constexpr int kRows = G::rows, kStage = G::stage;
   extern __shared__ __align__(1024) uint8_t smem_ws[];
   uint8_t* smem = smem_ws;
@@ -843,7 +980,8 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
   uint64_t* empty = full + S;
   uint64_t* fullw = empty + S;
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const Work<T> wk(out, red, tokens, n, k, kRows, V & kBal ? 1 : V & kTail ? 2 : 0);
+  const Work<T> wk(out, red, tokens, n, k, kRows,
+                   V & kBal ? 1 : V & kTail ? 2 : V & kStripe ? 3 : 0);
   const Span& sp = wk.sp;
   const Dst<T>& dst = wk.dst;
   const int total = wk.total;
@@ -871,14 +1009,16 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
     if (G::swz && smem0 % 1024) __trap();
     produce<T, G, S, NT, F, V>(smem, full, fullw, empty, w, &map, scales, biases,
                          prep + int64_t(blockIdx.y) * sp.chunks * kPrepTile, n, k, sp, total,
-                         lane, Pos::first(wk, kRows), dst.row_end, &map16);
+                         lane, Pos::first(wk, kRows, V & kStripe), dst.row_end, &map16);
     return;
   }
   const int gid = lane / 4, tig = lane % 4;
   const int rbase = (warp / 4) * 64 + (warp % 4) * 16;
-  Sums<T, NT> sums(sp, dst, rbase, gid, tig);
+  Pos at = Pos::first(wk, kRows, V & kStripe);
+  // kStripe: the sums follow the visit's span (at.vs, moved by at.next).
+  Sums<T, NT> sums(V & kStripe ? at.vs : sp, dst, rbase, gid, tig);
+  sums.rows_per_tile = kRows, sums.consumers = WGS * 128;
   float acc[D][8] = {};
-  Pos at = Pos::first(wk, kRows);
   // kInX: x of a step by warp (g, nb) = (warp / 2, warp % 2) of the first 8 where any of
   // vectors 8 nb .. 8 nb + 7 is live, loaded one step ahead (`xr`), staged once the step's
   // stage is full (its last readers have released it), fenced for wgmma; then all consumer
@@ -934,8 +1074,10 @@ __global__ void __launch_bounds__(Geo<WGS, S, F>::threads, Geo<WGS, S, F>::block
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[u]);
       }
-      if (at.c == sp.c1 - 1) sums.store(at.row0);
+      const bool ends = at.c == at.span(sp).c1 - 1;
+      if (ends) sums.store(at.row0);
       at.next<S, kRows>(sp);
+      if ((V & kStripe) && ends) sums.set_next(at.vs.p0);
     }
   }
 }
@@ -963,6 +1105,28 @@ inline int splits_for(int tiles, int chunks, int slots) {
   int s = 1;
   while (s < kParts && chunks >= kParts && tiles * s * 2 <= slots) s *= 2;
   return s;
+}
+
+// kStripe's hand-over: a flag per (16-vector block, tile), kFlags of them first, then the
+// running totals (tokens x n fp32). The flags start at zero (set when the buffer is made) and
+// every launch leaves them so (each tile's last block resets its flag).
+inline float* stripe_buffer(int tokens, int n, int tiles) {
+  static float* p = nullptr;
+  static size_t size = 0;
+  if (size_t((tokens + 15) / 16) * tiles > size_t(kFlags)) {
+    fprintf(stderr, "qmv_wgmma: %d tiles of %d vectors take more flags than kStripe has\n",
+            tiles, tokens);
+    exit(2);
+  }
+  const size_t bytes = (size_t(kFlags) + size_t(tokens) * n) * 4;
+  if (bytes > size) {
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(p));
+    CHECK(cudaMalloc(&p, bytes));
+    CHECK(cudaMemset(p, 0, size_t(kFlags) * 4));
+    size = bytes;
+  }
+  return p;
 }
 
 // The weights as a 2D tensor of bytes (N rows of K / 2) for kTma's copies: boxes of 128 bytes
@@ -1009,6 +1173,14 @@ template <int WGS = 2, int S = 3, int D = 1, bool XP = false, Feed F = kStaged, 
 void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out, int tokens,
          int n, int k, int sms, uint8_t* scratch) {
   static_assert(F == kStaged || XP, "a producer warp copies x prepared");
+  if constexpr ((V & kStripe) != 0) {
+    // Parts of no chunk would have blocks hand over empty parts: the strided walk there.
+    if (k / kChunk < kParts) {
+      run<WGS, S, D, XP, F, V & ~(kStripe | kStripeSm)>(x, w, scales, biases, out, tokens, n, k,
+                                                         sms, scratch);
+      return;
+    }
+  }
   using G = Geo<WGS, S, F>;
   if (!fits(x, w, scales, biases, k)) {
     fprintf(stderr, "qmv_wgmma: K = %d or an array's alignment is not the prototype's\n", k);
@@ -1024,10 +1196,15 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   const int tiles = (n + G::rows - 1) / G::rows, slots = G::blocks * sms;
   int splits = splits_for(tiles, k / kChunk, slots);
   if ((V & kS2) && splits == 1 && k / kChunk >= kParts) splits = 2;
-  if (splits == 1) red = nullptr;
+  if (splits == 1 || (V & kStripe)) red = nullptr;
   // kBal: as many blocks as fit at once, each with rows of its own (at least 16).
   const int across = V & kBal ? (n + 15) / 16 : tiles;
   dim3 grid(std::min(across, std::max(1, slots / splits)), (tokens + 15) / 16, splits);
+  if constexpr ((V & kStripe) != 0) {
+    // As many blocks as fit at once (kStripeSm: one an SM), each a stripe; `red` the hand-over.
+    grid = dim3(std::min(tiles * kParts, V & kStripeSm ? sms : slots), (tokens + 15) / 16, 1);
+    red = stripe_buffer(tokens, n, tiles);
+  }
   CUtensorMap map{}, map16{};
   if constexpr (F == kTma) map = weight_map(w, n, k, G::rows);
   if constexpr (F == kTma && (V & (kBal | kTail | kBox16))) map16 = weight_map(w, n, k, 16);
@@ -1199,7 +1376,12 @@ Arms<T> all_arms() {
           {"wg2_s3_tma_box16", &run_wg_as<T, 2, 3, 1, true, kTma, kBox16>},
           {"wg2_s4_tma_pdl", &run_wg_as<T, 2, 4, 1, true, kTma, kPdl>},
           {"wg2_s3_tma_pdl_s2", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kS2>},
-          {"wg2_s3_tma_pdl_bal_s2", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kBal | kS2>}};
+          {"wg2_s3_tma_pdl_bal_s2", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kBal | kS2>},
+          {"wg2_s3_tma_pdl_stripe", &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kStripe>},
+          {"wg2_s3_tma_pdl_stripe1",
+           &run_wg_as<T, 2, 3, 1, true, kTma, kPdl | kStripe | kStripeSm>},
+          {"wg2_s4_tma_pdl_stripe1",
+           &run_wg_as<T, 2, 4, 1, true, kTma, kPdl | kStripe | kStripeSm>}};
 }
 
 // The arms named (all when none is): an unknown name is an error.
@@ -1353,7 +1535,8 @@ int main(int argc, char** argv) {
     }
     auto arms = pick_arms<BF16>(argc, argv, 3);
     for (auto [n, k] : {std::pair{28672, 4096}, std::pair{128256, 4096}, std::pair{152064, 3584},
-                        std::pair{3584, 3584}, std::pair{3584, 18944}, std::pair{18944, 3584}})
+                        std::pair{3584, 3584}, std::pair{3584, 18944}, std::pair{18944, 3584},
+                        std::pair{6144, 4096}, std::pair{4096, 14336}})
       ab_shape(n, k, int(rounds), arms);
     return 0;
   }
