@@ -317,15 +317,6 @@ struct Span {
   __device__ __forceinline__ int end(int p) const { return (p + 1) * chunks / kParts; }
 };
 
-// kStripe: a persistent grid of B blocks, each an equal share of the (tile, part) units in
-// tile-major order (unit u: tile u / kParts, part u % kParts), balanced by chunks: block b
-// starts at the first unit beginning at or past chunk b C / B of the C = tiles x chunks (a
-// function of N, K and B alone). A block's units run over tiles t0 .. t1; it visits t1 first
-// (a tile it starts, whose successor needs its running total), then t0 + 1 .. t1 - 1 (whole
-// tiles), then t0 (a tile it ends, from its predecessor's total), so that no block waits for a
-// tile its predecessor visits last. Every output's sum stays the launcher's: the parts folded
-// from zero, added from part 0's in part order, the running total handed from block to block
-// through `run` (fp32) under a flag per (16 vectors, tile) holding how many parts it covers.
 // kStripe's flags at the front of its hand-over buffer (stripe_buffer).
 constexpr int kFlags = 1 << 16;
 
@@ -338,6 +329,15 @@ __device__ __forceinline__ void st_release(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
+// kStripe: a persistent grid of B blocks, each an equal share of the (tile, part) units in
+// tile-major order (unit u: tile u / kParts, part u % kParts), balanced by chunks: block b
+// starts at the first unit beginning at or past chunk b C / B of the C = tiles x chunks (a
+// function of N, K and B alone). A block's units run over tiles t0 .. t1; it visits t1 first
+// (a tile it starts, whose successor needs its running total), then t0 + 1 .. t1 - 1 (whole
+// tiles), then t0 (a tile it ends, from its predecessor's total), so that no block waits for a
+// tile its predecessor visits last. Every output's sum stays the launcher's: the parts folded
+// from zero, added from part 0's in part order, the running total handed from block to block
+// through `run` (fp32) under a flag per (16 vectors, tile) holding how many parts it covers.
 struct Stripe {
   int chunks = 1, u0 = 0, u1 = 0, t0 = 0, t1 = 0, nt = 0;
   __device__ __forceinline__ Stripe() {}
@@ -475,8 +475,6 @@ struct Sums {
       set_next(next + 1);
     }
   }
-  // The tile at row0 once its last chunk is folded: its outputs (rows past N and vectors past
-  // the last left out), then the next tile starts from part p0.
   // kStripe: the flag of the tile at row0 for this block's vectors.
   __device__ __forceinline__ int* flag(int row0) const {
     return d.flags + int64_t(blockIdx.y) * d.tiles + row0 / rows_per_tile;
@@ -510,6 +508,9 @@ struct Sums {
     asm volatile("bar.sync 6, %0;\n" ::"r"(consumers) : "memory");
     if (threadIdx.x == 0) st_release(flag(row0), last ? 0 : sp.p1);
   }
+  // The tile at row0 once its last chunk is folded: its outputs (rows past N and vectors past
+  // the last left out; kStripe: handed over unless this block holds the tile's last part), then
+  // the next tile starts from part p0.
   __device__ __forceinline__ void store(int row0) {
     end_through(sp.c1, row0);
     if (d.run) hand_over(row0);
