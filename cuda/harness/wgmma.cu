@@ -1223,7 +1223,8 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   } else {
     launch_smem(kern, grid, dim3(G::threads), args, G::smem);
   }
-  if (red) {
+  // kStripe: `red` is the hand-over buffer, and the outputs are stored by the kernel.
+  if (red && !(V & kStripe)) {
     void* rargs[] = {&red, &out, &tokens, &n};
     launch(reinterpret_cast<void*>(&qmv_wg_reduce_kernel<T>),
            dim3(unsigned((int64_t(tokens) * n + 255) / 256)), dim3(256), rargs);
