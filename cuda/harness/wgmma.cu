@@ -797,7 +797,7 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 // (kStripeSm: one an SM), each an equal share of the (tile, part) units by chunks (Stripe), the
 // running total of a tile split between blocks handed from block to block in part order (fp32,
 // a flag per tile), no reduction launch: whether 18944x3584's 148 tiles on 132 SMs and
-// 6144x4096's 96 blocks are what hold those shapes above 1.15x.
+// 6144x4096's 192 split blocks are what hold those shapes above 1.15x.
 enum Variant {
   kLag = 1,
   kSplit = 2,
@@ -1197,12 +1197,15 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   const int tiles = (n + G::rows - 1) / G::rows, slots = G::blocks * sms;
   int splits = splits_for(tiles, k / kChunk, slots);
   if ((V & kS2) && splits == 1 && k / kChunk >= kParts) splits = 2;
-  if (splits == 1 || (V & kStripe)) red = nullptr;
+  // The split partials, which the reduction launch below adds up; none without splits.
+  float* partials = splits > 1 && !(V & kStripe) ? red : nullptr;
+  red = partials;
   // kBal: as many blocks as fit at once, each with rows of its own (at least 16).
   const int across = V & kBal ? (n + 15) / 16 : tiles;
   dim3 grid(std::min(across, std::max(1, slots / splits)), (tokens + 15) / 16, splits);
   if constexpr ((V & kStripe) != 0) {
-    // As many blocks as fit at once (kStripeSm: one an SM), each a stripe; `red` the hand-over.
+    // As many blocks as fit at once (kStripeSm: one an SM), each a stripe; the kernel's `red`
+    // is the hand-over buffer, and the kernel stores the outputs.
     grid = dim3(std::min(tiles * kParts, V & kStripeSm ? sms : slots), (tokens + 15) / 16, 1);
     red = stripe_buffer(tokens, n, tiles);
   }
@@ -1223,9 +1226,8 @@ void run(const T* x, const uint8_t* w, const T* scales, const T* biases, T* out,
   } else {
     launch_smem(kern, grid, dim3(G::threads), args, G::smem);
   }
-  // kStripe: `red` is the hand-over buffer, and the outputs are stored by the kernel.
-  if (red && !(V & kStripe)) {
-    void* rargs[] = {&red, &out, &tokens, &n};
+  if (partials) {
+    void* rargs[] = {&partials, &out, &tokens, &n};
     launch(reinterpret_cast<void*>(&qmv_wg_reduce_kernel<T>),
            dim3(unsigned((int64_t(tokens) * n + 255) / 256)), dim3(256), rargs);
   }
