@@ -18,12 +18,12 @@
 // Where KL is at most 1,024 (MLX's one-pass range), the same for the one-pass kernel
 // (kernel_sdpav_1pass_rows at R = 1, 2, 4 against decode's rows at R = 1 and upstream's
 // kernel_sdpav_1pass, on the bf16 outputs; float64 within 2e-2): sdpa_one_check, sdpa_one_time.
-// Last, the prototype of sdpa_mma.cuh (every query row of a KV head at once on tensor cores):
+// Last, the invariant policy's kernels (overlay 0018's mlx/backend/cuda/sdpa_mma.cuh, which
+// sdpa_kernels.cuh includes: every query row of a KV head at once on tensor cores):
 // each verify row's bf16 output against decode's through the same kernels, a flipped-bit
 // control, float64 (within 2e-2), and its two launches timed at 1, 4, 8 and 16 rows beside the
 // kernels MLX runs (sdpa_mma_check, sdpa_mma_time).
 #include "sdpa_kernels.cuh"
-#include "sdpa_mma.cuh"
 
 #include <cuda_bf16.h>
 
@@ -276,35 +276,42 @@ bool one_pass(const Bufs& b, int k_len, const std::vector<float>& qf,
   return ok;
 }
 
-// The prototype's two launches for `q_len` rows from q into o over k_len keys of K and V's
-// k_rows (scratch `part`, big enough for 16 rows: m, l, then o).
+// The invariant policy's two launches (overlay 0018's sdpa_mma.cuh, as its sdpa_mma() makes
+// them) for `q_len` rows from q into o over k_len keys of K and V's k_rows (scratch `part`,
+// big enough for 16 rows: m, l, then o).
 void launch_mma(const Bufs& b, const T* q, T* o, float* part, int q_len, int k_len, int k_rows,
                 bool causal) {
-  namespace sm = sdpa_mma;
-  // K and V hold k_rows keys a head; the call sees the first k_len.
-  const sm::Params p{kHeads, kKvHeads, q_len, k_len, kDim, 0.08838834764f, kRows * kDim, kDim,
-                     int64_t(k_rows) * kDim, kDim};
+  namespace sm = mlx::core::cu::sdpa_mma;
+  // Q and O [1, H, 16, D] (q_len rows from q's first), K and V [1, Hkv, k_rows, D]; the call
+  // sees the first k_len keys.
+  const int64_t kv[3] = {int64_t(kKvHeads) * k_rows * kDim, int64_t(k_rows) * kDim, kDim};
+  const int64_t qo[3] = {int64_t(kHeads) * kRows * kDim, kRows * kDim, kDim};
+  const sm::Params p{1, kHeads, q_len, k_len, kHeads / kKvHeads, 0.08838834764f,
+                     {qo[0], qo[1], qo[2]}, {kv[0], kv[1], kv[2]}, {kv[0], kv[1], kv[2]},
+                     {qo[0], qo[1], qo[2]}};
   const size_t rows = size_t(kHeads) * kRows * sm::kSplits;
   float *pm = part, *pl = part + rows, *po = part + 2 * rows;
   const int gqa_rows = kHeads / kKvHeads * q_len;
   dim3 grid(kKvHeads, sm::kSplits, (gqa_rows + sm::kWarps * 16 - 1) / (sm::kWarps * 16));
   if (causal) {
-    sm::sdpa_mma_split<T, true, kDim><<<grid, sm::kWarps * 32>>>(q, b.k, b.v, pm, pl, po, p);
+    sm::kernel_sdpa_mma_split<T, true, kDim><<<grid, sm::kWarps * 32>>>(q, b.k, b.v, pm, pl, po,
+                                                                       p);
   } else {
-    sm::sdpa_mma_split<T, false, kDim><<<grid, sm::kWarps * 32>>>(q, b.k, b.v, pm, pl, po, p);
+    sm::kernel_sdpa_mma_split<T, false, kDim><<<grid, sm::kWarps * 32>>>(q, b.k, b.v, pm, pl,
+                                                                        po, p);
   }
   CHECK(cudaGetLastError());
-  sm::sdpa_mma_combine<T, kDim><<<kHeads * q_len, kDim>>>(pm, pl, po, o, p);
+  sm::kernel_sdpa_mma_combine<T, kDim><<<kHeads * q_len, kDim>>>(pm, pl, po, o, p);
   CHECK(cudaGetLastError());
 }
 
-// The prototype's checks and times; false when a check fails.
+// The invariant policy's kernels: checks and times; false when a check fails.
 bool mma_arm(const Bufs& b, int k_len, const std::vector<float>& qf,
              const std::vector<float>& kf, const std::vector<float>& vf) {
   T* o;
   float* part;
   CHECK(cudaMalloc(&o, size_t(kHeads) * kRows * kDim * sizeof(T)));
-  CHECK(cudaMalloc(&part, size_t(kHeads) * kRows * sdpa_mma::kSplits * (kDim + 2) * 4));
+  CHECK(cudaMalloc(&part, size_t(kHeads) * kRows * mlx::core::cu::sdpa_mma::kSplits * (kDim + 2) * 4));
   for (int i = 0; i < kRows; ++i)
     launch_mma(b, b.q + i * kDim, o + i * kDim, part, 1, k_len - kRows + i + 1, k_len, false);
   const std::vector<uint16_t> decode = fetch1(o);

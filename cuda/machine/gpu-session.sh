@@ -28,8 +28,9 @@
 #           SASS line (wgmma-ncu-raw.csv, wgmma-ncu-source.csv.gz, read by ncu_stalls.py)
 #   sdpa    attention's pass 1 several query rows a block (overlay 0013's
 #           kernel_sdpav_2pass_1_rows) in cuda/harness/sdpa_rows.cu, no MLX build: each row
-#           against decode's, upstream's kernel and float64, then timed (sdpa-rows.jsonl;
-#           SDPA_KL keys, default 1040)
+#           against decode's, upstream's kernel and float64, then timed; then the invariant
+#           policy's tensor-core kernels (overlay 0018's sdpa_mma.cuh) the same way
+#           (sdpa-rows.jsonl; SDPA_KL keys, default 1040)
 #   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
 #           as .devcarry/ptx-cache.tar.xz: every later session's tests start warm)
 #   smoke   quantized_matmul on the shapes upstream sends to qmm_sm90 (sm90_smoke.py), on SMOKE_GPU

@@ -4,7 +4,8 @@
 //! (device code included); quantized.cpp and device.cpp are checked by the host compiler, as MLX
 //! builds them;
 //! cuda/harness/profile.cu (which includes every harness header), peak.cu, wgmma.cu and
-//! sdpa_rows.cu (attention's rows kernel from scaled_dot_product_attention.cu) are compiled
+//! sdpa_rows.cu (attention's rows kernels from scaled_dot_product_attention.cu, and the
+//! tensor-core kernels of sdpa_mma.cuh it includes) are compiled
 //! against the tree, and wgmma_switch.cu (MLX_CUDA_QMV_WGMMA's routing, host code)
 //! built and run;
 //! cuda/bench/marlin_bench.cu against the bundle's pinned Marlin. The first unit that does not
@@ -33,7 +34,8 @@ pub fn run(g: &Global, t: &Toolkit) -> Result<()> {
     let out = words!["-c", qmv, "-o", s.w("qmv.o")];
     s.nvcc("qmv.cu", &[&flags[..], &inc, &out].concat())?;
     host_check(&s, &inc)?;
-    // Attention (overlay 0013): the sdpa_vector kernels and their routing under the streamed policy.
+    // Attention: the sdpa_vector kernels and their routing under the streamed policy (overlay
+    // 0013), the invariant policy's tensor-core kernels it includes (overlay 0018, sdpa_mma.cuh).
     let sdpa = cu.join("scaled_dot_product_attention.cu");
     let out = words!["-c", sdpa, "-o", s.w("sdpa.o")];
     s.nvcc(
