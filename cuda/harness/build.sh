@@ -11,7 +11,8 @@
 # profile.cu (qmv_profile, the target of gpu-session.sh's profile phase), WGMMA_ONLY=1 only
 # wgmma.cu (qmv_wgmma, the warpgroup-mma prototype of gpu-session.sh's wgmma phase), SDPA_ONLY=1
 # only sdpa_rows.cu (sdpa_rows: attention's pass 1 by rows, gpu-session.sh's sdpa phase), from
-# the device half of scaled_dot_product_attention.cu (sdpa_kernels.cuh) the same way.
+# the device half of scaled_dot_product_attention.cu (sdpa_kernels.cuh) the same way; SDPA_DIM
+# (64, 96; default 128) its head dim.
 set -euo pipefail
 tree=$1 cutlass=$2 cccl=$3 fmt=$4 out=$5
 shift 5
@@ -38,7 +39,8 @@ if [ "${PROFILE_ONLY:-0}" = 1 ]; then
 fi
 if [ "${SDPA_ONLY:-0}" = 1 ]; then
   kernels_header scaled_dot_product_attention.cu sdpa_kernels.cuh
-  "$nvcc" "${flags[@]}" ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} -o "$out/sdpa_rows" "$here/sdpa_rows.cu"
+  "$nvcc" "${flags[@]}" ${SDPA_DIM:+-DSDPA_DIM=$SDPA_DIM} ${CUDA_LIBDIR:+-L "$CUDA_LIBDIR"} \
+    -o "$out/sdpa_rows" "$here/sdpa_rows.cu"
   exit
 fi
 if [ "${WGMMA_ONLY:-0}" = 1 ]; then

@@ -3,9 +3,11 @@
 // of scaled_dot_product_attention.cu into sdpa_kernels.cuh): no MLX build.
 //
 //   sdpa_rows [KL]   the 7b decoder's attention (28 query heads over 4 KV heads, head dim 128,
-//                    bf16) over KL keys (default 1040: prompt 1024 and 16 drafted tokens)
+//                    bf16) over KL keys (default 1040: prompt 1024 and 16 drafted tokens); built
+//                    with -DSDPA_DIM=64 or 96, that head dim instead
 //
-// Checks, one JSON line each (exit 1 when one fails):
+// First a line naming the setup (sdpa_setup). Checks, one JSON line each (exit 1 when one
+// fails):
 //   - every row of a causal 16-row call, for R = 1, 2, 4, 8, 16 rows a block, against the same
 //     row as decode runs it (one non-causal row over its own KL - 16 + i + 1 keys, R = 1):
 //     partials, sums and maxs bit for bit; a flipped bit must count one more difference (the
@@ -38,7 +40,13 @@ namespace {
 
 using mlx::core::cu::AttnParams;
 using T = __nv_bfloat16;
-constexpr int kHeads = 28, kKvHeads = 4, kDim = 128, kRows = 16, kBlocks = 32;
+// The head dim: 128 (the 7b decoder's) unless built with -DSDPA_DIM (build.sh's SDPA_DIM); the
+// softmax scale stays 1/sqrt(128) (any scale serves the checks: the reference uses the same).
+#ifndef SDPA_DIM
+#define SDPA_DIM 128
+#endif
+static_assert(SDPA_DIM == 64 || SDPA_DIM == 96 || SDPA_DIM == 128, "sdpa_vector's head dims");
+constexpr int kHeads = 28, kKvHeads = 4, kDim = SDPA_DIM, kRows = 16, kBlocks = 32;
 
 #define CHECK(x)                                                                   \
   do {                                                                             \
@@ -341,6 +349,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sdpa_rows: KL is 16..65536 keys, not '%s'\n", argv[1]);
     return 2;
   }
+  std::printf("{\"kind\":\"sdpa_setup\",\"dtype\":\"bfloat16\",\"heads\":%d,\"kv_heads\":%d,"
+              "\"head_dim\":%d,\"k_len\":%d}\n",
+              kHeads, kKvHeads, kDim, k_len);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
   auto fill = [&](size_t n, std::vector<float>& f) {

@@ -30,7 +30,7 @@
 #           kernel_sdpav_2pass_1_rows) in cuda/harness/sdpa_rows.cu, no MLX build: each row
 #           against decode's, upstream's kernel and float64, then timed; then the invariant
 #           policy's tensor-core kernels (overlay 0018's sdpa_mma.cuh) the same way
-#           (sdpa-rows.jsonl; SDPA_KL keys, default 1040)
+#           (sdpa-rows.jsonl; SDPA_KL keys, default 1040; SDPA_DIM the head dim, default 128)
 #   keep-ptx  MLX's PTX caches of this machine packed into $OUT/ptx-cache.tar.xz (carry it back in
 #           as .devcarry/ptx-cache.tar.xz: every later session's tests start warm)
 #   smoke   quantized_matmul on the shapes upstream sends to qmm_sm90 (sm90_smoke.py), on SMOKE_GPU
