@@ -263,12 +263,16 @@ fn workspace_series_drift_and_export_on_real_mlx() {
             "{name} is {status} at 846d176: {out}"
         );
     }
-    let mma = v["overlays"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"].as_str().unwrap().starts_with("0018-"))
-        .expect("overlay 0018 in the series");
+    // The drift report's entry of the overlay whose name starts with `prefix`.
+    let overlay = |prefix: &str| {
+        v["overlays"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"].as_str().unwrap().starts_with(prefix))
+            .unwrap_or_else(|| panic!("overlay {prefix} in the series"))
+    };
+    let mma = overlay("0018-");
     assert!(
         mma["blocked_by"]
             .as_str()
@@ -277,12 +281,7 @@ fn workspace_series_drift_and_export_on_real_mlx() {
         "{mma}"
     );
     for prefix in ["0013-", "0014-"] {
-        let o = v["overlays"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|o| o["name"].as_str().unwrap().starts_with(prefix))
-            .expect("overlays 0013 and 0014 in the series");
+        let o = overlay(prefix);
         assert!(
             o["changed_symbols"]
                 .as_array()
@@ -292,12 +291,7 @@ fn workspace_series_drift_and_export_on_real_mlx() {
             "{o}"
         );
     }
-    let sdpa = v["overlays"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"].as_str().unwrap().starts_with("0010-"))
-        .expect("overlay 0010 in the series");
+    let sdpa = overlay("0010-");
     assert!(
         sdpa["changed_symbols"]
             .as_array()
