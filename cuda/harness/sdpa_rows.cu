@@ -299,8 +299,7 @@ void launch_mma(const Bufs& b, const T* q, T* o, float* part, int q_len, int k_l
                      {qo[0], qo[1], qo[2]}};
   const size_t rows = size_t(kHeads) * kRows * sm::kSplits;
   float *pm = part, *pl = part + rows, *po = part + 2 * rows;
-  const int gqa_rows = kHeads / kKvHeads * q_len;
-  dim3 grid(kKvHeads, sm::kSplits, (gqa_rows + sm::kWarps * 16 - 1) / (sm::kWarps * 16));
+  const dim3 grid = sm::split_grid(p);
   if (causal) {
     sm::kernel_sdpa_mma_split<T, true, kDim><<<grid, sm::kWarps * 32>>>(q, b.k, b.v, pm, pl, po,
                                                                        p);
@@ -319,7 +318,8 @@ bool mma_arm(const Bufs& b, int k_len, const std::vector<float>& qf,
   T* o;
   float* part;
   CHECK(cudaMalloc(&o, size_t(kHeads) * kRows * kDim * sizeof(T)));
-  CHECK(cudaMalloc(&part, size_t(kHeads) * kRows * mlx::core::cu::sdpa_mma::kSplits * (kDim + 2) * 4));
+  constexpr int kSplits = mlx::core::cu::sdpa_mma::kSplits;
+  CHECK(cudaMalloc(&part, size_t(kHeads) * kRows * kSplits * (kDim + 2) * 4));
   for (int i = 0; i < kRows; ++i)
     launch_mma(b, b.q + i * kDim, o + i * kDim, part, 1, k_len - kRows + i + 1, k_len, false);
   const std::vector<uint16_t> decode = fetch1(o);
