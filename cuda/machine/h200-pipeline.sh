@@ -29,7 +29,8 @@
 #   invariant policy beside streamed, then with MLX_CUDA_QMV_WGMMA_PDL=0, with it again, with the
 #   token ids built from host data (tokens=host), with CUDA graphs off, then with
 #   MLX_CUDA_QMV_WGMMA=0 (the launcher), timed, then at prompt 1024 (without, then with the
-#   negative control, then both policies), then attention's op table under both policies;
+#   negative control, then both policies, then the invariant policy in three processes, with cuDNN
+#   attention and without), then attention's op table under both policies;
 #   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
 #   probe's runs alone, no gpu-session.sh; QMV_LIB=after: the probe's runs first, then
 #   gpu-session.sh with what is left but LIB_RESERVE seconds (default 20, for `wait` to pack);
@@ -47,7 +48,7 @@ M=$(cd "$(dirname "$0")" && pwd)
 R=$W/res
 # QMV=1's probe runs (QMV_RUNS picks and orders them): a name it does not know stops here, exit
 # 2, before anything is written.
-qmv_runs="inv-7b-40 nopdl-7b-40 pdl-7b-40 hosttok-7b-40 nographs-7b-40 launcher-7b-40 inv-7b-1024 ctl-7b-1024 both-7b-1024 sdpa-ops"
+qmv_runs="inv-7b-40 nopdl-7b-40 pdl-7b-40 hosttok-7b-40 nographs-7b-40 launcher-7b-40 inv-7b-1024 ctl-7b-1024 both-7b-1024 rep-7b-1024 rep-nocudnn-7b-1024 sdpa-ops"
 for r in ${QMV_RUNS:-}; do
   case " $qmv_runs " in *" $r "*) ;; *)
     echo "h200-pipeline.sh: QMV_RUNS names no run '$r' (the runs: $qmv_runs)" >&2; exit 2 ;;
@@ -412,6 +413,12 @@ if [ "${QMV:-0}" = 1 ]; then
       # Prompt 1024 under both policies in one process: the invariant policy's attention on
       # overlay 0018's tensor-core kernels, the streamed policy's on overlay 0013's rows.
       both-7b-1024) exactness $r "$t1024" POLICIES="invariant streamed" CONTROL=0 ;;
+      # The same invariant run in three processes: session 41 saw one of three decode other
+      # tokens at prompt 1024; the probe's digests place where they part (`exactness --from`
+      # compares them). Then the same with the prompt's attention off cuDNN.
+      rep-7b-1024) exactness $r "$t1024" POLICIES="invariant invariant invariant" CONTROL=0 ;;
+      rep-nocudnn-7b-1024) exactness $r "$t1024" POLICIES="invariant invariant invariant" \
+        CONTROL=0 MLX_CUDA_USE_CUDNN_SDPA=0 ;;
       # Attention alone through MLX's API, block against chain (f32, f16, bf16; 8 heads over 2,
       # head dim 128) at both sides of the one-pass threshold and past it, under both policies.
       sdpa-ops) exactness $r 'preset=small;decoder=0;only=sdpa_causal;kv_lens=64,512,1020,4096' \

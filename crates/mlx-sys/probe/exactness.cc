@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -51,6 +53,20 @@ Rows row_bytes(mx::array a, int rows) {
     out[r].assign(p + r * width, p + (r + 1) * width);
   }
   return out;
+}
+
+// FNV-1a (64 bits) of an array's bytes in row-major order, as 16 hex digits: a run's
+// fingerprint of one tensor, compared with another process's (the same bytes give the same
+// digest; one flipped bit, another).
+std::string digest(const mx::array& a) {
+  auto c = mx::contiguous(mx::flatten(a));
+  mx::eval(c);
+  const uint8_t* p = c.data<uint8_t>();
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
 }
 
 // Rows of an attention-layout array [1, H, L, D] as [L, H*D].
@@ -896,6 +912,26 @@ void write_timing(std::ostream& os, const Model& m, const Cache& pc, const Class
   os << "]}";
 }
 
+// Fingerprints another process's run of the same configuration can be compared with (`xtask
+// exactness --from` groups such runs): each layer's keys and values after the prompt, the
+// prompt's last logit row, and each classic decode step's logit row. Where two runs first
+// differ says whether the prompt's forward or a decode step is not reproducible.
+void write_digests(std::ostream& os, const Cache& pc, const mx::array& prompt_logits,
+                   const Classic& cl) {
+  os << ",\"digests\":{\"prefill_kv\":[";
+  for (size_t i = 0; i < pc.k.size(); ++i) {
+    auto kv = mx::concatenate({mx::flatten(pc.k[i]), mx::flatten(pc.v[i])});
+    os << (i ? "," : "") << quoted(digest(kv));
+  }
+  int last = prompt_logits.shape(0) - 1;
+  os << "],\"prefill_logits\":" << quoted(digest(slice_axis(prompt_logits, 0, last, last + 1)))
+     << ",\"decode_logits\":[";
+  for (size_t i = 0; i < cl.taps.size(); ++i) {
+    os << (i ? "," : "") << quoted(digest(cl.taps[i].back().rows));
+  }
+  os << "]}";
+}
+
 void write_dims(std::ostream& os, const Dims& d) {
   os << "{\"vocab\":" << d.vocab << ",\"d_model\":" << d.d_model << ",\"layers\":" << d.layers
      << ",\"q_heads\":" << d.q_heads << ",\"kv_heads\":" << d.kv_heads
@@ -947,7 +983,7 @@ void run_decoder(const Options& o, std::ostream& os) {
   forward(m, prompt, pc, ptaps);
   eval_all(ptaps, pc);
   int32_t t0 = argmax_row(ptaps.back().rows, o.prompt - 1);
-  ptaps.clear();
+  ptaps.erase(ptaps.begin(), ptaps.end() - 1);  // the logits alone, for the digests
   progress("decoder classic decode, " + std::to_string(o.k_max) + " tokens");
   Classic cl = decode(m, pc, t0, o.k_max);
   os << "\"decoder\":{\"preset\":" << quoted(o.preset) << ",\"dims\":";
@@ -956,7 +992,10 @@ void run_decoder(const Options& o, std::ostream& os) {
      << ",\"prompt\":" << o.prompt << ",\"cache\":" << quoted(o.cache) << ",\"seed\":" << o.seed
      << ",\"decoded\":[";
   for (size_t i = 0; i < cl.tokens.size(); ++i) os << (i ? "," : "") << cl.tokens[i];
-  os << "],\"blocks\":[";
+  os << "]";
+  write_digests(os, pc, ptaps.back().rows, cl);
+  ptaps.clear();
+  os << ",\"blocks\":[";
   for (int k = 2; k <= o.k_max; ++k) {
     progress("decoder verify, k = " + std::to_string(k));
     write_block(os << (k > 2 ? "," : ""), verify(m, pc, cl, k, o.perturb));

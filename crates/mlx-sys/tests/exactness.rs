@@ -79,6 +79,10 @@ fn a_written_checkpoint_decodes_as_its_seeded_model() {
     assert!(loaded.contains("\"preset\":\"checkpoint\""), "{loaded}");
     assert_eq!(field(&loaded, "\"decoded\""), field(&seeded, "\"decoded\""));
     assert_eq!(field(&loaded, "\"blocks\""), field(&seeded, "\"blocks\""));
+    // The digests too: the loaded weights give the seeded model's keys, values and logits.
+    for key in ["\"prefill_kv\"", "\"decode_logits\""] {
+        assert_eq!(field(&loaded, key), field(&seeded, key), "{key}");
+    }
     let e = mlx_sys::exactness_probe(&format!(
         "preset=small;layers=3;ops=0;checkpoint={}",
         file.display()

@@ -318,7 +318,11 @@ fn pipeline_refuses_an_unknown_probe_run() {
     refused("pdl-7b-40", "before", "not 'before'");
     // Known values get past it to the usage message (exit 2 for the unknown command).
     for lib in ["0", "1", "after"] {
-        let out = run("hosttok-7b-40 pdl-7b-40 both-7b-1024 sdpa-ops", lib).code(2);
+        let out = run(
+            "hosttok-7b-40 pdl-7b-40 both-7b-1024 rep-7b-1024 rep-nocudnn-7b-1024 sdpa-ops",
+            lib,
+        )
+        .code(2);
         assert!(
             out.stderr.contains("usage: h200-pipeline.sh"),
             "{}",

@@ -108,6 +108,66 @@ fn a_promised_row_that_differs_is_a_finding_in_text_and_json() {
     assert_eq!(v["runs"][0]["probe"]["ops"][0]["asserted"], true);
 }
 
+/// A streamed run with the probe's digests; `step` names decode step 1's logit digest.
+fn with_digests(step: &str) -> Value {
+    let mut r = run("streamed", false, vec![op("quantized_matmul", 0)]);
+    r["probe"]["decoder"]["digests"] = json!({"prefill_kv": ["a1", "b2", "c3", "d4"],
+        "prefill_logits": "e5", "decode_logits": [step, "f6"]});
+    r
+}
+
+/// The same configuration run in two processes must give the same bytes: the second run is
+/// compared with the first, and where it first differs is a finding (the twin whose digests
+/// agree passes, so the comparison is not vacuous).
+#[test]
+fn a_repeated_run_that_differs_is_a_finding_placed_by_its_digests() {
+    let f = fixture();
+    let control = run("streamed", true, vec![op("quantized_matmul", 1)]);
+    let same = write(
+        &f,
+        &[with_digests("aa"), with_digests("aa"), control.clone()],
+    );
+    let out = f
+        .xtask(&["exactness", "--backend", "cuda", "--from", &same])
+        .code(0);
+    assert!(
+        out.stdout.contains(
+            "streamed, small decoder at prompt 8, seed 0: runs 1, 2 (digests and tokens): identical"
+        ),
+        "{}",
+        out.stdout
+    );
+    let differ = write(&f, &[with_digests("aa"), with_digests("ab"), control]);
+    let out = f
+        .xtask(&["exactness", "--backend", "cuda", "--from", &differ])
+        .code(1);
+    assert!(
+        out.stdout.contains(
+            "FINDING [streamed] repeat: 2 runs of the small decoder at prompt 8, seed 0: run 2 differs from run 1, first at decode step 1's logit row"
+        ),
+        "{}",
+        out.stdout
+    );
+    let out = f
+        .xtask(&[
+            "--json",
+            "exactness",
+            "--backend",
+            "cuda",
+            "--from",
+            &differ,
+        ])
+        .code(1);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["findings"][0]["kind"], "repeat");
+    assert_eq!(v["repeats"][0]["runs"], json!([1, 2]));
+    assert_eq!(v["repeats"][0]["digests"], true);
+    assert_eq!(
+        v["runs"][1]["probe"]["decoder"]["digests"]["decode_logits"][0],
+        "ab"
+    );
+}
+
 /// A CUDA probe built with CUPTI adds the forward's GPU time to its timing rows: rendered as a
 /// table of its own, each k over the same run's k = 1; the time with each graph launch taken
 /// whole (a later probe's) as another; rows without them render no such table.
@@ -364,6 +424,48 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
     );
     assert_eq!(lines.lines().count(), 1, "{lines}");
     assert!(!lines.contains("\"perturbed\":true"), "{lines}");
+    // The same spec in another process gives the same digests; another seed, other ones (so
+    // the comparison can fail), and `--from` over both processes' lines reports them identical.
+    let digests = |text: &str| -> Value {
+        let v: Value = serde_json::from_str(text.trim()).unwrap();
+        v["probe"]["decoder"]["digests"].clone()
+    };
+    let two = f.root.join("two.jsonl");
+    let again = script(
+        &two,
+        "preset=small;layers=1;prompt=4;k_max=2;ops=0",
+        "streamed",
+        "0",
+    );
+    assert_eq!(digests(&again), digests(&lines), "{again}");
+    assert_eq!(digests(&lines)["prefill_kv"].as_array().unwrap().len(), 1);
+    let seeded = f.root.join("seeded.jsonl");
+    let other = script(
+        &seeded,
+        "preset=small;layers=1;prompt=4;k_max=2;ops=0;seed=1",
+        "streamed",
+        "0",
+    );
+    let (a, b) = (digests(&lines), digests(&other));
+    for key in ["prefill_kv", "prefill_logits", "decode_logits"] {
+        assert_ne!(a[key], b[key], "{key}: {a} {b}");
+    }
+    let control = std::fs::read_to_string(f.root.join("runs.jsonl")).unwrap();
+    let control = control
+        .lines()
+        .find(|l| l.contains("\"perturbed\":true"))
+        .unwrap();
+    let both = f.root.join("both.jsonl");
+    std::fs::write(&both, format!("{lines}{again}{control}\n")).unwrap();
+    let out = f
+        .xtask(&["exactness", "--from", both.to_str().unwrap()])
+        .code(0);
+    assert!(
+        out.stdout
+            .contains("runs 1, 2 (digests and tokens): identical"),
+        "{}",
+        out.stdout
+    );
 }
 
 /// A checkpoint folder the probe cannot read is refused before anything is built: exit 2,

@@ -9,6 +9,7 @@
 
 pub mod checkpoint;
 mod render;
+pub mod repeat;
 pub mod report;
 
 use std::path::{Path, PathBuf};

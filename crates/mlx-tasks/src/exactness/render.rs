@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use overlay_cli::commands::colour;
 use serde_json::json;
 
+use super::repeat::{self, Repeat};
 use super::report::{self, Backend, Control, Finding, OpRow, Run};
 
 pub struct Report {
@@ -13,6 +14,8 @@ pub struct Report {
     pub header: serde_json::Value,
     pub runs: Vec<Run>,
     pub control: Option<Control>,
+    /// The decoder configurations run more than once, compared run against run.
+    pub repeats: Vec<Repeat>,
     pub findings: Vec<Finding>,
 }
 
@@ -30,6 +33,8 @@ impl Report {
             report::mark(backend, run);
             findings.extend(report::findings(run));
         }
+        let (repeats, differ) = repeat::repeats(&runs);
+        findings.extend(differ);
         let control = match control {
             Some(c) => {
                 let (c, f) = report::control(&c);
@@ -50,6 +55,7 @@ impl Report {
             header,
             runs,
             control,
+            repeats,
             findings,
         }
     }
@@ -60,6 +66,7 @@ impl Report {
             "header": self.header,
             "runs": self.runs,
             "control": self.control,
+            "repeats": self.repeats,
             "unpromised_rows_differ": self.runs.iter()
                 .map(|r| (r.label(), report::unpromised_differ(r)))
                 .collect::<BTreeMap<_, _>>(),
@@ -87,6 +94,7 @@ impl Report {
         );
         self.ops_table(&mut s);
         self.decoder_table(&mut s);
+        self.repeat_lines(&mut s);
         self.summary(&mut s);
         s
     }
@@ -157,6 +165,43 @@ impl Report {
                 s.push('\n');
             }
             timing_table(s, &runs);
+        }
+    }
+
+    /// Each configuration run more than once: identical, or which run parts from the first.
+    fn repeat_lines(&self, s: &mut String) {
+        if self.repeats.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "\nrepeated runs (the same inputs and settings in separate processes)"
+        );
+        for r in &self.repeats {
+            let runs: Vec<String> = r.runs.iter().map(usize::to_string).collect();
+            let what = if r.digests {
+                "digests and tokens"
+            } else {
+                "tokens only"
+            };
+            let _ = write!(
+                s,
+                "  {}, {}: runs {} ({what}): ",
+                r.policy,
+                r.config,
+                runs.join(", ")
+            );
+            if r.differ.is_empty() {
+                let _ = writeln!(s, "identical");
+            }
+            for (i, p) in r.differ.iter().enumerate() {
+                let sep = if i + 1 < r.differ.len() { "; " } else { "\n" };
+                let _ = write!(
+                    s,
+                    "run {} differs from run {} at {}{sep}",
+                    p.run, r.runs[0], p.first
+                );
+            }
         }
     }
 

@@ -153,12 +153,26 @@ pub struct Decoder {
     pub seed: u64,
     /// t0 (after the prompt) and the tokens classic greedy decode produced after it.
     pub decoded: Vec<u32>,
+    /// Fingerprints to compare with other runs of the same configuration (probes since
+    /// session 41; absent before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digests: Option<Digests>,
     pub blocks: Vec<Block>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<Timing>,
     pub seconds: f64,
     #[serde(default)]
     pub asserted: bool,
+}
+
+/// FNV-1a digests (16 hex digits) of a decoder run's tensors (`probe/exactness.cc`'s
+/// `write_digests`): each layer's keys and values after the prompt, the prompt's last logit row,
+/// each classic decode step's logit row.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Digests {
+    pub prefill_kv: Vec<String>,
+    pub prefill_logits: String,
+    pub decode_logits: Vec<String>,
 }
 
 fn concat() -> String {
@@ -504,6 +518,7 @@ mod tests {
             cache: "concat".into(),
             seed: 0,
             decoded: vec![1, 2],
+            digests: None,
             blocks: vec![Block {
                 k: 2,
                 logit_rows: 2,
