@@ -6,7 +6,8 @@
 #
 #   suite.sh POLICY DEVICE OUTDIR
 #     POLICY: upstream | streamed (both switches of the overlays: MLX_CUDA_QMV_BATCH_POLICY and
-#       MLX_CPU_QMM_T_POLICY), or pin (control.sh's unpatched build: neither is set)
+#       MLX_CPU_QMM_T_POLICY), invariant (CUDA's third policy, overlays 0015 and 0018; the CPU
+#       switch, which has two, streamed), or pin (control.sh's unpatched build: neither is set)
 #     DEVICE: gpu | cpu (MLX's tests read DEVICE; MLX's CI sets it the same way)
 #     writes OUTDIR/FILE.jsonl (outcomes.py: each test's result as it happens), OUTDIR/FILE.log
 #     (pytest's output), OUTDIR/FILE.rc ("RC SECONDS"; 124 when the file ran out of time) for
@@ -24,10 +25,10 @@
 set -uo pipefail
 bundle=$(cd "$(dirname "$0")/../.." && pwd)
 here=$bundle/cuda/bundle
-policy=${1:?policy: upstream, streamed or pin}
+policy=${1:?policy: upstream, streamed, invariant or pin}
 device=${2:?device: gpu or cpu}
 out=${3:?output folder}
-case "$policy" in upstream|streamed|pin) ;; *) echo "suite.sh: policy upstream, streamed or pin, not $policy" >&2; exit 2;; esac
+case "$policy" in upstream|streamed|invariant|pin) ;; *) echo "suite.sh: policy upstream, streamed, invariant or pin, not $policy" >&2; exit 2;; esac
 case "$device" in gpu|cpu) ;; *) echo "suite.sh: device gpu or cpu, not $device" >&2; exit 2;; esac
 torch=${SUITE_TORCH:-plain}
 case "$torch" in plain|first|block|global) ;; *) echo "suite.sh: SUITE_TORCH plain, first, block or global, not $torch" >&2; exit 2;; esac
@@ -50,7 +51,9 @@ export LD_LIBRARY_PATH=${cudnn:+$cudnn/lib:}${LD_LIBRARY_PATH:-}
 if [ "$policy" = pin ]; then
   unset MLX_CUDA_QMV_BATCH_POLICY MLX_CPU_QMM_T_POLICY
 else
-  export MLX_CUDA_QMV_BATCH_POLICY=$policy MLX_CPU_QMM_T_POLICY=$policy
+  cpu=$policy
+  [ "$policy" = invariant ] && cpu=streamed
+  export MLX_CUDA_QMV_BATCH_POLICY=$policy MLX_CPU_QMM_T_POLICY=$cpu
 fi
 export DEVICE=$device
 pypath=$bundle/mlx/python:$here

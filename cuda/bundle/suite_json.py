@@ -4,7 +4,7 @@
     suite_json.py OUT.json HEADER.json POLICY:DEVICE:DIR [POLICY:DEVICE:DIR ...]
 
 HEADER.json: an object naming the machine (GPU, driver, nvcc, clocks...), copied as "header".
-Each POLICY:DEVICE:DIR is one suite.sh output folder (POLICY upstream, streamed or pin; DEVICE
+Each POLICY:DEVICE:DIR is one suite.sh output folder (POLICY upstream, streamed, invariant or pin; DEVICE
 gpu or cpu). Writes {schema: 1, header, runs: [{policy, device, files: [...], tests: [{id,
 outcome, reason?, subtests_failed?}]}], comparison: [...]}. A test's outcome is one of passed,
 failed, error, skipped, crashed, timeout:
@@ -197,8 +197,10 @@ def run_of(spec):
         policy, device, d = spec.split(":", 2)
     except ValueError:
         raise SystemExit(f"suite_json.py: {spec}: want POLICY:DEVICE:DIR")
-    if policy not in ("upstream", "streamed", "pin") or device not in ("gpu", "cpu"):
-        raise SystemExit(f"suite_json.py: {spec}: policy upstream|streamed|pin, device gpu|cpu")
+    if policy not in ("upstream", "streamed", "invariant", "pin") or device not in ("gpu", "cpu"):
+        raise SystemExit(
+            f"suite_json.py: {spec}: policy upstream|streamed|invariant|pin, device gpu|cpu"
+        )
     if not os.path.isdir(d):
         raise SystemExit(f"suite_json.py: {d}: no such folder")
     files, tests = [], []

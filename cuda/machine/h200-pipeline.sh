@@ -30,7 +30,9 @@
 #   token ids built from host data (tokens=host), with CUDA graphs off, then with
 #   MLX_CUDA_QMV_WGMMA=0 (the launcher), timed, then at prompt 1024 (without, then with the
 #   negative control, then both policies, then the invariant policy in three processes, with cuDNN
-#   attention and without), then attention's op table under both policies;
+#   attention and without), then attention's op table under both policies, then MLX's
+#   test_fast_sdpa.py under both (QMV_PY=1: the build with the Python bindings, which that run
+#   needs; the bundle made with --bundle-python);
 #   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
 #   probe's runs alone, no gpu-session.sh; QMV_LIB=after: the probe's runs first, then
 #   gpu-session.sh with what is left but LIB_RESERVE seconds (default 20, for `wait` to pack);
@@ -48,7 +50,7 @@ M=$(cd "$(dirname "$0")" && pwd)
 R=$W/res
 # QMV=1's probe runs (QMV_RUNS picks and orders them): a name it does not know stops here, exit
 # 2, before anything is written.
-qmv_runs="inv-7b-40 nopdl-7b-40 pdl-7b-40 hosttok-7b-40 nographs-7b-40 launcher-7b-40 inv-7b-1024 ctl-7b-1024 both-7b-1024 rep-7b-1024 rep-nocudnn-7b-1024 sdpa-ops"
+qmv_runs="inv-7b-40 nopdl-7b-40 pdl-7b-40 hosttok-7b-40 nographs-7b-40 launcher-7b-40 inv-7b-1024 ctl-7b-1024 both-7b-1024 rep-7b-1024 rep-nocudnn-7b-1024 sdpa-ops sdpa-suite"
 for r in ${QMV_RUNS:-}; do
   case " $qmv_runs " in *" $r "*) ;; *)
     echo "h200-pipeline.sh: QMV_RUNS names no run '$r' (the runs: $qmv_runs)" >&2; exit 2 ;;
@@ -133,6 +135,7 @@ fi
 if ! step build; then
   say "build"
   py=1; [ "${EXACTNESS:-0}" = 1 ] || [ "${QMV:-0}" = 1 ] && py=0
+  [ "${QMV_PY:-0}" = 1 ] && py=1
   [ "${QMV:-0}" = 1 ] && export BUNDLE_CMAKE_ARGS="${BUNDLE_CMAKE_ARGS:-} -DMLX_BUILD_TESTS=OFF"
   PYTHON_BINDINGS=$py JOBS=$(nproc) bash $B/cuda/bundle/build.sh > $R/build.log 2>&1 \
     || { tail -40 $R/build.log; say "build failed"; exit 1; }
@@ -386,6 +389,20 @@ if [ "${QMV:-0}" = 1 ]; then
     echo "qmv: rc=$?"; tail -30 $R/qmv.txt
     done_step qmv
   }
+  # MLX's own attention tests (test_fast_sdpa.py: overlay 0018's kernels under the invariant
+  # policy, compared with tolerances), then under streamed beside them; their results JSON.
+  # Needs the Python bindings: QMV_PY=1 and a bundle made with --bundle-python.
+  sdpa_suite() {
+    ls $B/mlx/python/mlx/core*.so > /dev/null 2>&1 \
+      || { say "sdpa-suite: no Python bindings (QMV_PY=1, a bundle made with --bundle-python)"; return 1; }
+    local p b
+    for p in invariant streamed; do
+      b=$(( $(left) - 60 )); [ $b -gt 300 ] && b=300
+      SUITE_CPP=0 suite $p gpu $b test_fast_sdpa.py
+    done
+    python3 $B/cuda/bundle/suite_json.py $R/sdpa-suite.json $R/header.json \
+      invariant:gpu:$R/invariant-gpu streamed:gpu:$R/streamed-gpu
+  }
   [ "${QMV_LIB:-1}" = 1 ] && qmv_lib ${PROBE_RESERVE:-240}
   # The probe's runs, in QMV_RUNS's order (default: as listed).
   t5='preset=7b;ops=0;prompt=40;cache=step;timing=5'
@@ -423,6 +440,7 @@ if [ "${QMV:-0}" = 1 ]; then
       # head dim 128) at both sides of the one-pass threshold and past it, under both policies.
       sdpa-ops) exactness $r 'preset=small;decoder=0;only=sdpa_causal;kv_lens=64,512,1020,4096' \
         POLICIES="invariant streamed" CONTROL=0 ;;
+      sdpa-suite) sdpa_suite ;;
       *) say "QMV_RUNS: no run $r ($qmv_runs)" ;;
     esac
   done

@@ -637,10 +637,28 @@ fn suite_json_reads_outcomes_and_compares_with_the_pin() {
         "{stdout}"
     );
 
+    // The same folder as CUDA's third policy's run: judged the same way, by both tools.
+    let (out, doc) = suite_json(
+        &f,
+        &[format!("invariant:gpu:{}", fork.display()), runs[1].clone()],
+    );
+    out.code(1);
+    assert_eq!(doc["comparison"][0]["regressions"], c["regressions"]);
+    let (code, stdout, _) = from(&[]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains(&format!("REGRESSION invariant/gpu: {}", a("test_crash"))),
+        "{stdout}"
+    );
+
     // The pin's run alone compares nothing and fails nothing; an unknown policy is refused.
     suite_json(&f, &runs[1..]).0.ok();
     let (out, _) = suite_json(&f, &[format!("fast:gpu:{}", pin.display())]);
-    assert!(out.code(2).stderr.contains("policy upstream|streamed|pin"));
+    assert!(
+        out.code(2)
+            .stderr
+            .contains("policy upstream|streamed|invariant|pin")
+    );
 }
 
 /// A file run again after it ran out of time (DIR/first/ holds the first attempt) is judged by
@@ -886,7 +904,7 @@ fn suite_refuses_an_unknown_policy_device_or_torch_mode() {
     refused(
         &["fast", "gpu"],
         "plain",
-        "policy upstream, streamed or pin, not fast",
+        "policy upstream, streamed, invariant or pin, not fast",
     );
     refused(&["pin", "tpu"], "plain", "device gpu or cpu, not tpu");
     refused(
@@ -894,6 +912,56 @@ fn suite_refuses_an_unknown_policy_device_or_torch_mode() {
         "maybe",
         "SUITE_TORCH plain, first, block or global, not maybe",
     );
+}
+
+/// suite.sh sets both switches to the policy it is given, except under `invariant` (CUDA's
+/// third policy), where the CPU switch, which has two, is `streamed`: each test file's process
+/// (a stand-in python3 on PATH) records what it saw.
+#[test]
+fn suite_sets_the_cpu_switch_to_streamed_under_invariant() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let bundle = f.t().join("bundle");
+    let here = bundle.join("cuda/bundle");
+    std::fs::create_dir_all(&here).unwrap();
+    std::fs::create_dir_all(bundle.join("mlx/python/tests")).unwrap();
+    std::fs::create_dir_all(bundle.join("mlx/python/mlx")).unwrap();
+    std::fs::copy(
+        workspace().join("cuda/bundle/suite.sh"),
+        here.join("suite.sh"),
+    )
+    .unwrap();
+    std::fs::write(bundle.join("mlx/python/tests/test_a.py"), "").unwrap();
+    std::fs::write(bundle.join("mlx/python/mlx/core.so"), "").unwrap();
+    let bin = f.t().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let seen = f.t().join("seen.txt");
+    write_executable(
+        &bin.join("python3"),
+        &format!(
+            "#!/bin/sh\ncase \"$*\" in *pytest*) echo \"$MLX_CUDA_QMV_BATCH_POLICY $MLX_CPU_QMM_T_POLICY\" >> {};; *) exit 1;; esac\n",
+            seen.display()
+        ),
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    for (policy, want) in [
+        ("invariant", "invariant streamed"),
+        ("streamed", "streamed streamed"),
+        ("upstream", "upstream upstream"),
+    ] {
+        let _ = std::fs::remove_file(&seen);
+        let out = Command::new("bash")
+            .arg(here.join("suite.sh"))
+            .args([policy, "gpu"])
+            .arg(f.t().join(format!("out-{policy}")))
+            .env("PATH", &path)
+            .env("SUITE_FILES", "test_a.py")
+            .env("SUITE_CPP", "0")
+            .output()
+            .unwrap();
+        let out = f.out(out).code(0);
+        let got = std::fs::read_to_string(&seen).unwrap_or_default();
+        assert_eq!(got.trim(), want, "{}", out.snapshot());
+    }
 }
 
 /// h200-blas.sh names the first carried package it lacks, and writes nothing to eval.

@@ -61,11 +61,13 @@ pub fn read(path: &Path) -> Result<Results> {
     }
     let mut runs = Vec::new();
     for (i, r) in doc.runs.into_iter().enumerate() {
-        if !matches!(r.policy.as_str(), "upstream" | "streamed" | "pin")
-            || !matches!(r.device.as_str(), "gpu" | "cpu")
+        if !matches!(
+            r.policy.as_str(),
+            "upstream" | "streamed" | "invariant" | "pin"
+        ) || !matches!(r.device.as_str(), "gpu" | "cpu")
         {
             return Err(bad(format!(
-                "runs[{i}]: policy {:?} and device {:?}: expected upstream|streamed|pin and gpu|cpu",
+                "runs[{i}]: policy {:?} and device {:?}: expected upstream|streamed|invariant|pin and gpu|cpu",
                 r.policy, r.device
             )));
         }
