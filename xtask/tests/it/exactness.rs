@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::fixture::Fixture;
+use crate::fixture::{Fixture, Out};
 
 fn op(name: &str, differ: u64) -> Value {
     json!({"op": name, "dtype": "bf16", "params": {"bits": 4, "group_size": 64},
@@ -28,6 +28,12 @@ fn write(f: &Fixture, lines: &[Value]) -> String {
     let path = f.root.join("runs.jsonl");
     std::fs::write(&path, text.join("\n") + "\n").unwrap();
     path.display().to_string()
+}
+
+/// `exactness --backend cuda --from FILE` (`--json` first when asked), its exit code checked.
+fn from_cuda(f: &Fixture, file: &str, json: bool, code: i32) -> Out {
+    let args = ["--json", "exactness", "--backend", "cuda", "--from", file];
+    f.xtask(&args[usize::from(!json)..]).code(code)
 }
 
 fn fixture() -> Fixture {
@@ -57,9 +63,7 @@ fn promised_rows_identical_and_control_caught_exit_0() {
             ),
         ],
     );
-    let out = f
-        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
-        .code(0);
+    let out = from_cuda(&f, &file, false, 0);
     assert!(
         out.stdout.contains("every promised row is identical"),
         "{}",
@@ -89,9 +93,7 @@ fn a_promised_row_that_differs_is_a_finding_in_text_and_json() {
             run("streamed", true, vec![op("quantized_matmul", 1)]),
         ],
     );
-    let out = f
-        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
-        .code(1);
+    let out = from_cuda(&f, &file, false, 1);
     assert!(
         out.stdout.contains(
             "FINDING [streamed] op: quantized_matmul bf16 bits=4 group_size=64: 2 of 3 rows differ"
@@ -99,9 +101,7 @@ fn a_promised_row_that_differs_is_a_finding_in_text_and_json() {
         "{}",
         out.stdout
     );
-    let out = f
-        .xtask(&["--json", "exactness", "--backend", "cuda", "--from", &file])
-        .code(1);
+    let out = from_cuda(&f, &file, true, 1);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["schema"], 1);
     assert_eq!(v["findings"][0]["kind"], "op");
@@ -127,9 +127,7 @@ fn a_repeated_run_that_differs_is_a_finding_placed_by_its_digests() {
         &f,
         &[with_digests("aa"), with_digests("aa"), control.clone()],
     );
-    let out = f
-        .xtask(&["exactness", "--backend", "cuda", "--from", &same])
-        .code(0);
+    let out = from_cuda(&f, &same, false, 0);
     assert!(
         out.stdout.contains(
             "streamed, small decoder at prompt 8, seed 0: runs 1, 2 (digests and tokens): identical"
@@ -138,9 +136,7 @@ fn a_repeated_run_that_differs_is_a_finding_placed_by_its_digests() {
         out.stdout
     );
     let differ = write(&f, &[with_digests("aa"), with_digests("ab"), control]);
-    let out = f
-        .xtask(&["exactness", "--backend", "cuda", "--from", &differ])
-        .code(1);
+    let out = from_cuda(&f, &differ, false, 1);
     assert!(
         out.stdout.contains(
             "FINDING [streamed] repeat: 2 runs of the small decoder at prompt 8, seed 0: run 2 differs from run 1, first at decode step 1's logit row"
@@ -148,16 +144,7 @@ fn a_repeated_run_that_differs_is_a_finding_placed_by_its_digests() {
         "{}",
         out.stdout
     );
-    let out = f
-        .xtask(&[
-            "--json",
-            "exactness",
-            "--backend",
-            "cuda",
-            "--from",
-            &differ,
-        ])
-        .code(1);
+    let out = from_cuda(&f, &differ, true, 1);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["findings"][0]["kind"], "repeat");
     assert_eq!(v["repeats"][0]["runs"], json!([1, 2]));
@@ -221,9 +208,7 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
             run("streamed", true, vec![op("quantized_matmul", 1)]),
         ];
         let file = write(&f, &lines);
-        f.xtask(&["exactness", "--backend", "cuda", "--from", &file])
-            .code(0)
-            .stdout
+        from_cuda(&f, &file, false, 0).stdout
     };
     let out = render(2);
     assert!(out.contains("GPU time (same forwards)"), "{out}");
@@ -275,10 +260,7 @@ fn timing_rows_with_gpu_time_render_it_over_k_1() {
         run("streamed", true, vec![op("quantized_matmul", 1)]),
     ];
     let file = write(&f, &lines);
-    let out = f
-        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
-        .code(0)
-        .stdout;
+    let out = from_cuda(&f, &file, false, 0).stdout;
     assert!(
         out.contains("token ids built from host data in each forward in column(s) 2\n"),
         "{out}"
@@ -296,9 +278,7 @@ fn without_a_caught_control_the_run_cannot_pass() {
         &f,
         &[run("streamed", false, vec![op("quantized_matmul", 0)])],
     );
-    let out = f
-        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
-        .code(1);
+    let out = from_cuda(&f, &file, false, 1);
     assert!(
         out.stdout.contains("no negative control run"),
         "{}",
@@ -312,9 +292,7 @@ fn without_a_caught_control_the_run_cannot_pass() {
             run("streamed", true, vec![op("quantized_matmul", 0)]),
         ],
     );
-    let out = f
-        .xtask(&["exactness", "--backend", "cuda", "--from", &file])
-        .code(1);
+    let out = from_cuda(&f, &file, false, 1);
     assert!(
         out.stdout.contains("caught in 0 of 1 op cases"),
         "{}",
@@ -328,16 +306,7 @@ fn a_malformed_line_is_named_and_nothing_is_rendered() {
     let good = run("streamed", false, vec![op("quantized_matmul", 0)]).to_string();
     let path = f.root.join("runs.jsonl");
     std::fs::write(&path, format!("{good}\n{{\"policy\": \"streamed\"}}\n")).unwrap();
-    let out = f
-        .xtask(&[
-            "--json",
-            "exactness",
-            "--backend",
-            "cuda",
-            "--from",
-            path.to_str().unwrap(),
-        ])
-        .code(2);
+    let out = from_cuda(&f, path.to_str().unwrap(), true, 2);
     let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     let msg = v["error"].as_str().unwrap();
     assert!(msg.contains("runs.jsonl:2: not an exactness run"), "{msg}");

@@ -157,35 +157,12 @@ fn first_index<T: PartialEq>(a: &[T], b: &[T]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exactness::report::Probe;
+    use crate::exactness::report::tests::{decoder as small, run as bare};
 
     fn run(policy: &str, decoded: Vec<u32>, digests: Option<Digests>) -> Run {
-        Run {
-            policy: policy.into(),
-            paths: None,
-            env: BTreeMap::new(),
-            probe: Probe {
-                probe: 1,
-                device: "gpu".into(),
-                perturbed: false,
-                ops: vec![],
-                decoder: Some(Decoder {
-                    preset: "7b".into(),
-                    dims: BTreeMap::new(),
-                    dtype: "bf16".into(),
-                    dense_head: false,
-                    prompt: 1024,
-                    cache: "step".into(),
-                    seed: 0,
-                    decoded,
-                    digests,
-                    blocks: vec![],
-                    timing: None,
-                    seconds: 1.0,
-                    asserted: true,
-                }),
-            },
-        }
+        let mut r = bare(policy, vec![], false);
+        r.probe.decoder = Some(small(decoded, digests));
+        r
     }
 
     fn digests(kv: [&str; 2], logits: &str, steps: [&str; 2]) -> Option<Digests> {
@@ -224,7 +201,7 @@ mod tests {
         assert_eq!(findings[0].kind, "repeat");
         assert!(
             findings[0].what.contains(
-                "3 runs of the 7b decoder at prompt 1024, seed 0: run 4 differs from run 1"
+                "3 runs of the small decoder at prompt 8, seed 0: run 4 differs from run 1"
             ),
             "{}",
             findings[0].what

@@ -400,7 +400,7 @@ pub fn unpromised_differ(run: &Run) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn row(op: &str, differ: u64) -> OpRow {
@@ -419,7 +419,7 @@ mod tests {
         }
     }
 
-    fn run(policy: &str, ops: Vec<OpRow>, perturbed: bool) -> Run {
+    pub(crate) fn run(policy: &str, ops: Vec<OpRow>, perturbed: bool) -> Run {
         Run {
             policy: policy.into(),
             paths: None,
@@ -431,6 +431,25 @@ mod tests {
                 ops,
                 decoder: None,
             },
+        }
+    }
+
+    /// The small decoder at prompt 8, seed 0, with these tokens and digests and no blocks.
+    pub(crate) fn decoder(decoded: Vec<u32>, digests: Option<Digests>) -> Decoder {
+        Decoder {
+            preset: "small".into(),
+            dims: BTreeMap::new(),
+            dtype: "bf16".into(),
+            dense_head: false,
+            prompt: 8,
+            cache: "concat".into(),
+            seed: 0,
+            decoded,
+            digests,
+            blocks: vec![],
+            timing: None,
+            seconds: 0.0,
+            asserted: false,
         }
     }
 
@@ -510,15 +529,6 @@ mod tests {
     fn the_decoder_is_promised_only_when_its_attention_and_head_are() {
         let mut r = run("streamed", vec![], false);
         r.probe.decoder = Some(Decoder {
-            preset: "small".into(),
-            dims: BTreeMap::new(),
-            dtype: "bf16".into(),
-            dense_head: false,
-            prompt: 4,
-            cache: "concat".into(),
-            seed: 0,
-            decoded: vec![1, 2],
-            digests: None,
             blocks: vec![Block {
                 k: 2,
                 logit_rows: 2,
@@ -530,9 +540,7 @@ mod tests {
                     op: "sdpa".into(),
                 }),
             }],
-            timing: None,
-            seconds: 0.0,
-            asserted: false,
+            ..decoder(vec![1, 2], None)
         });
         // A dense head is outside the CUDA promise: the decoder is reported, not asserted.
         r.probe.decoder.as_mut().unwrap().dense_head = true;
