@@ -128,10 +128,13 @@ fn a_repeated_run_that_differs_is_a_finding_placed_by_its_digests() {
         &[with_digests("aa"), with_digests("aa"), control.clone()],
     );
     let out = from_cuda(&f, &same, false, 0);
+    // (Each run is named by its file and line; the fixture writes the temporary folder $TMP.)
     assert!(
-        out.stdout.contains(
-            "streamed, small decoder at prompt 8, seed 0: runs 1, 2 (digests and tokens): identical"
-        ),
+        out.stdout
+            .contains("streamed, small decoder at prompt 8, seed 0: runs 1 (")
+            && out
+                .stdout
+                .contains("runs.jsonl:2) (digests and tokens): identical"),
         "{}",
         out.stdout
     );
@@ -139,7 +142,9 @@ fn a_repeated_run_that_differs_is_a_finding_placed_by_its_digests() {
     let out = from_cuda(&f, &differ, false, 1);
     assert!(
         out.stdout.contains(
-            "FINDING [streamed] repeat: 2 runs of the small decoder at prompt 8, seed 0: run 2 differs from run 1, first at decode step 1's logit row"
+            "FINDING [streamed] repeat: 2 runs of the small decoder at prompt 8, seed 0: run 2 ("
+        ) && out.stdout.contains(
+            "runs.jsonl:2) differs from run 1 ($TMP/project/runs.jsonl:1), first at decode step 1's logit row"
         ),
         "{}",
         out.stdout
@@ -153,6 +158,38 @@ fn a_repeated_run_that_differs_is_a_finding_placed_by_its_digests() {
         v["runs"][1]["probe"]["decoder"]["digests"]["decode_logits"][0],
         "ab"
     );
+    // Several files are read as one: the same runs split over two files are compared across
+    // them, each named by its file and line; a missing second file is an error (exit 2).
+    let second = f.root.join("second.jsonl");
+    std::fs::write(&second, format!("{}\n", with_digests("ab"))).unwrap();
+    let first = write(
+        &f,
+        &[
+            with_digests("aa"),
+            run("streamed", true, vec![op("quantized_matmul", 1)]),
+        ],
+    );
+    let second = second.to_str().unwrap();
+    let args = ["exactness", "--backend", "cuda", "--from", &first, second];
+    let out = f.xtask(&args).code(1);
+    assert!(
+        out.stdout.contains(
+            "run 2 ($TMP/project/second.jsonl:1) differs from run 1 ($TMP/project/runs.jsonl:1), first at decode step 1's logit row"
+        ),
+        "{}",
+        out.stdout
+    );
+    let missing = f.root.join("missing.jsonl");
+    let args = [
+        "exactness",
+        "--backend",
+        "cuda",
+        "--from",
+        &first,
+        missing.to_str().unwrap(),
+    ];
+    let out = f.xtask(&args).code(2);
+    assert!(out.stderr.contains("missing.jsonl"), "{}", out.stderr);
 }
 
 /// A CUDA probe built with CUPTI adds the forward's GPU time to its timing rows: rendered as a
@@ -431,7 +468,7 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
         .code(0);
     assert!(
         out.stdout
-            .contains("runs 1, 2 (digests and tokens): identical"),
+            .contains("both.jsonl:2) (digests and tokens): identical"),
         "{}",
         out.stdout
     );

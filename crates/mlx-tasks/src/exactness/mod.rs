@@ -76,9 +76,9 @@ pub struct ExactnessArgs {
     /// safetensors, as mlx-lm writes them) instead of the seeded preset: a fail-closed gate
     #[arg(long, value_name = "DIR", conflicts_with_all = ["preset", "ops_only"])]
     pub checkpoint: Option<PathBuf>,
-    /// Render runs written elsewhere (one JSON line per run, as the CUDA bundle's probe writes) instead of probing
-    #[arg(long, value_name = "FILE")]
-    pub from: Option<PathBuf>,
+    /// Render runs written elsewhere (one JSON line per run, as the CUDA bundle's probe writes) instead of probing; several files are read as one, and runs of one configuration across them compared
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub from: Vec<PathBuf>,
     /// Skip `cargo xtask build-mlx` (the MLX named by target/mlx/build-info.json is used as is)
     #[arg(long)]
     pub no_build: bool,
@@ -154,16 +154,16 @@ pub fn run(g: &Global, args: &ExactnessArgs) -> Result<ExitCode> {
         BackendArg::Cpu => Backend::Cpu,
         BackendArg::Cuda => Backend::Cuda,
     };
-    let (runs, control) = match &args.from {
-        Some(file) => split_control(read_runs(file)?)?,
-        None if backend == Backend::Cuda => {
+    let (runs, control) = match args.from.as_slice() {
+        [] if backend == Backend::Cuda => {
             return Err(overlay_cli::error::HintedError::of_kind(
                 Some(overlay_cli::error::Kind::Input),
                 "exactness --backend cuda renders a run from the GPU machine",
                 "run the CUDA bundle's exactness.sh there and pass its output with --from FILE (docs/kernels/exactness.md)",
             ));
         }
-        None => probe_here(args)?,
+        [] => probe_here(args)?,
+        files => split_control(read_files(files)?)?,
     };
     let report = render::Report::new(backend, runs, control, header(g)?);
     overlay_cli::commands::emit(g.json, report.json(), report.text());
@@ -224,7 +224,17 @@ fn example(root: &Path, policy: &str, spec: &str) -> Result<Run> {
     serde_json::from_str(text.trim()).context("the probe's output is not a run's JSON")
 }
 
-/// Runs from a file, one JSON object per line (blank lines and `#` comments skipped).
+/// Runs from each file in turn, as one list.
+fn read_files(files: &[PathBuf]) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for file in files {
+        runs.extend(read_runs(file)?);
+    }
+    Ok(runs)
+}
+
+/// Runs from a file, one JSON object per line (blank lines and `#` comments skipped), each
+/// knowing its file and line.
 pub fn read_runs(file: &Path) -> Result<Vec<Run>> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
@@ -234,10 +244,11 @@ pub fn read_runs(file: &Path) -> Result<Vec<Run>> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let run: Run = serde_json::from_str(line).map_err(|e| {
+        let mut run: Run = serde_json::from_str(line).map_err(|e| {
             overlay::Error::input(file, Some(i + 1), format!("not an exactness run ({e})"))
                 .with_help("pass the lines the bundle's exactness.sh wrote, unedited")
         })?;
+        run.source = Some(format!("{}:{}", file.display(), i + 1));
         runs.push(run);
     }
     if runs.is_empty() {

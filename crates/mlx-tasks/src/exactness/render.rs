@@ -178,7 +178,12 @@ impl Report {
             "\nrepeated runs (the same inputs and settings in separate processes)"
         );
         for r in &self.repeats {
-            let runs: Vec<String> = r.runs.iter().map(usize::to_string).collect();
+            let runs: Vec<String> = r
+                .runs
+                .iter()
+                .zip(&r.sources)
+                .map(|(n, src)| src.as_ref().map_or(n.to_string(), |s| format!("{n} ({s})")))
+                .collect();
             let what = if r.digests {
                 "digests and tokens"
             } else {

@@ -20,8 +20,10 @@ pub struct Repeat {
     /// "7b decoder at prompt 1024, seed 0"
     pub config: String,
     pub env: BTreeMap<String, String>,
-    /// 1-based places of the runs among the file's measured runs (the control left out).
+    /// 1-based places of the runs among the measured runs read (the control left out).
     pub runs: Vec<usize>,
+    /// Each of those runs' file and line, where it was read from one (`--from`).
+    pub sources: Vec<Option<String>>,
     /// Whether every run had digests (else only the decoded tokens were compared).
     pub digests: bool,
     pub differ: Vec<Parting>,
@@ -50,16 +52,21 @@ pub fn repeats(runs: &[Run]) -> (Vec<Repeat>, Vec<Finding>) {
     let mut findings = Vec::new();
     for (_, members) in groups.into_iter().filter(|(_, m)| m.len() > 1) {
         let repeat = compare(runs, &members);
+        // "run 2" and, where it was read from a file, "(FILE:LINE)".
+        let named = |n: usize| match &runs[n - 1].source {
+            Some(src) => format!("run {n} ({src})"),
+            None => format!("run {n}"),
+        };
         for p in &repeat.differ {
             findings.push(Finding {
                 policy: runs[members[0]].label(),
                 kind: "repeat",
                 what: format!(
-                    "{} runs of the {}: run {} differs from run {}, first at {}",
+                    "{} runs of the {}: {} differs from {}, first at {}",
                     repeat.runs.len(),
                     repeat.config,
-                    p.run,
-                    repeat.runs[0],
+                    named(p.run),
+                    named(repeat.runs[0]),
                     p.first
                 ),
             });
@@ -84,6 +91,7 @@ fn compare(runs: &[Run], members: &[usize]) -> Repeat {
         ),
         env: first.env.clone(),
         runs: members.iter().map(|i| i + 1).collect(),
+        sources: members.iter().map(|&i| runs[i].source.clone()).collect(),
         digests: members.iter().all(|&i| decoder(&runs[i]).digests.is_some()),
         differ,
     }
@@ -189,6 +197,7 @@ mod tests {
         let (reps, findings) = repeats(&runs);
         assert_eq!(reps.len(), 1, "streamed ran once: nothing to compare");
         assert_eq!(reps[0].runs, vec![1, 3, 4]);
+        assert_eq!(reps[0].sources, vec![None, None, None]);
         assert!(reps[0].digests);
         assert_eq!(
             reps[0].differ,

@@ -207,6 +207,9 @@ pub struct Run {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     pub probe: Probe,
+    /// Where `--from` read it ("FILE:LINE"); not part of the probe's line.
+    #[serde(skip)]
+    pub source: Option<String>,
 }
 
 impl Run {
@@ -431,6 +434,7 @@ pub(crate) mod tests {
                 ops,
                 decoder: None,
             },
+            source: None,
         }
     }
 
