@@ -422,12 +422,8 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
     assert!(!f.root.join("runs.jsonl.partial").exists());
     // CONTROL=0 (another run of the session has the control): the measured lines only.
     let one = f.root.join("one.jsonl");
-    let lines = script(
-        &one,
-        "preset=small;layers=1;prompt=4;k_max=2;ops=0",
-        "streamed",
-        "0",
-    );
+    let decoder_only = "preset=small;layers=1;prompt=4;k_max=2;ops=0";
+    let lines = script(&one, decoder_only, "streamed", "0");
     assert_eq!(lines.lines().count(), 1, "{lines}");
     assert!(!lines.contains("\"perturbed\":true"), "{lines}");
     // The same spec in another process gives the same digests; another seed, other ones (so
@@ -437,21 +433,11 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
         v["probe"]["decoder"]["digests"].clone()
     };
     let two = f.root.join("two.jsonl");
-    let again = script(
-        &two,
-        "preset=small;layers=1;prompt=4;k_max=2;ops=0",
-        "streamed",
-        "0",
-    );
+    let again = script(&two, decoder_only, "streamed", "0");
     assert_eq!(digests(&again), digests(&lines), "{again}");
     assert_eq!(digests(&lines)["prefill_kv"].as_array().unwrap().len(), 1);
     let seeded = f.root.join("seeded.jsonl");
-    let other = script(
-        &seeded,
-        "preset=small;layers=1;prompt=4;k_max=2;ops=0;seed=1",
-        "streamed",
-        "0",
-    );
+    let other = script(&seeded, &format!("{decoder_only};seed=1"), "streamed", "0");
     let (a, b) = (digests(&lines), digests(&other));
     for key in ["prefill_kv", "prefill_logits", "decode_logits"] {
         assert_ne!(a[key], b[key], "{key}: {a} {b}");
