@@ -105,13 +105,14 @@ fn decoder(run: &Run) -> &Decoder {
 }
 
 /// What makes two runs' inputs the same: the policy, the settings the process saw, the device
-/// and the decoder's configuration (not its results, its timing or its duration).
+/// and the decoder's configuration (not its results, its timing or its duration). A checkpoint's
+/// line does not say which model folder it read, so those runs are not grouped.
 fn group_key(run: &Run) -> Option<String> {
     let d = run
         .probe
         .decoder
         .as_ref()
-        .filter(|_| !run.probe.perturbed)?;
+        .filter(|d| !run.probe.perturbed && d.preset != "checkpoint")?;
     Some(
         serde_json::json!([
             run.policy,
@@ -243,7 +244,7 @@ mod tests {
     }
 
     #[test]
-    fn other_settings_a_perturbed_run_and_a_run_without_decoder_are_not_repeats() {
+    fn other_settings_a_perturbed_run_a_run_without_decoder_and_checkpoints_are_not_repeats() {
         let mut launcher = run("invariant", vec![1, 5], None);
         launcher.env.insert("MLX_CUDA_QMV_WGMMA".into(), "0".into());
         let mut control = run("invariant", vec![1, 6], None);
@@ -252,12 +253,19 @@ mod tests {
         ops_only.probe.decoder = None;
         let mut other_seed = run("invariant", vec![1, 7], None);
         other_seed.probe.decoder.as_mut().unwrap().seed = 1;
+        let checkpoint = |decoded| {
+            let mut r = run("invariant", decoded, None);
+            r.probe.decoder.as_mut().unwrap().preset = "checkpoint".into();
+            r
+        };
         let runs = vec![
             run("invariant", vec![1, 2], None),
             launcher,
             control,
             ops_only,
             other_seed,
+            checkpoint(vec![1, 8]),
+            checkpoint(vec![1, 9]),
         ];
         let (reps, findings) = repeats(&runs);
         assert!(reps.is_empty() && findings.is_empty(), "{reps:?}");
