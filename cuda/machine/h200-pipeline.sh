@@ -431,10 +431,11 @@ if [ "${QMV:-0}" = 1 ]; then
       # overlay 0018's tensor-core kernels, the streamed policy's on overlay 0013's rows.
       both-7b-1024) exactness $r "$t1024" POLICIES="invariant streamed" CONTROL=0 ;;
       # The same invariant run in three processes: session 41 saw one of three decode other
-      # tokens at prompt 1024; the probe's digests place where they part (`exactness --from`
-      # compares them). Then the same with the prompt's attention off cuDNN.
-      rep-7b-1024) exactness $r "$t1024" POLICIES="invariant invariant invariant" CONTROL=0 ;;
-      rep-nocudnn-7b-1024) exactness $r "$t1024" POLICIES="invariant invariant invariant" \
+      # tokens at prompt 1024; the probe's digests of every op's output (taps=1) place where
+      # they part, to the op (`exactness --from` compares them). Then the same with the
+      # prompt's attention off cuDNN.
+      rep-7b-1024) exactness $r "$t1024;taps=1" POLICIES="invariant invariant invariant" CONTROL=0 ;;
+      rep-nocudnn-7b-1024) exactness $r "$t1024;taps=1" POLICIES="invariant invariant invariant" \
         CONTROL=0 MLX_CUDA_USE_CUDNN_SDPA=0 ;;
       # Attention alone through MLX's API, block against chain (f32, f16, bf16; 8 heads over 2,
       # head dim 128) at both sides of the one-pass threshold and past it, under both policies.

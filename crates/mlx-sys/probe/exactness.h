@@ -70,6 +70,9 @@ struct Options {
   // A negative control: flip the lowest bit of the first chain row's first element before
   // comparing, so every comparison must report a difference (shows the check can fail).
   bool perturb = false;
+  // The decoder's digests also of every tap (each op's output, layer by layer) of the prompt's
+  // forward and of each classic decode step: where two processes' runs part, to the op.
+  bool tap_digests = false;
 };
 
 // What the GPU did while one piece of work ran: the time at least one kernel, copy or set was

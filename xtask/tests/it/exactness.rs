@@ -458,6 +458,54 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
         "{}",
         out.stdout
     );
+    // taps=1: every op's output digested too (15 taps a layer, the final norm, the logits; in
+    // the prompt's forward and each decode step), the same in another process, the coarse
+    // digests unchanged; one altered tap digest is placed at its op.
+    let tapped = format!("{decoder_only};taps=1");
+    let t1 = script(&f.root.join("t1.jsonl"), &tapped, "streamed", "0");
+    let t2 = script(&f.root.join("t2.jsonl"), &tapped, "streamed", "0");
+    let d = digests(&t1);
+    assert_eq!(d, digests(&t2));
+    let names = d["taps"].as_array().unwrap();
+    assert_eq!(names.len(), 17, "{d}");
+    assert_eq!(d["prefill_taps"].as_array().unwrap().len(), 17);
+    assert_eq!(d["decode_taps"].as_array().unwrap().len(), 2);
+    assert_eq!(d["prefill_kv"], digests(&lines)["prefill_kv"]);
+    // Another seed (other weights and tokens): every tap of every forward digests otherwise.
+    let reseeded = format!("{tapped};seed=1");
+    let o = digests(&script(
+        &f.root.join("t3.jsonl"),
+        &reseeded,
+        "streamed",
+        "0",
+    ));
+    let all = |v: &Value| -> Vec<Value> {
+        let mut out = v["prefill_taps"].as_array().unwrap().clone();
+        for step in v["decode_taps"].as_array().unwrap() {
+            out.extend(step.as_array().unwrap().iter().cloned());
+        }
+        out
+    };
+    let (mine, theirs) = (all(&d), all(&o));
+    assert_eq!(mine.len(), 17 * 3);
+    assert!(mine.iter().zip(&theirs).all(|(a, b)| a != b), "{d} {o}");
+    let sdpa = names.iter().position(|n| n == "0/sdpa").unwrap();
+    let mut altered: Value = serde_json::from_str(t2.trim()).unwrap();
+    altered["probe"]["decoder"]["digests"]["prefill_taps"][sdpa] = json!("0000000000000000");
+    let pair = f.root.join("pair.jsonl");
+    std::fs::write(&pair, format!("{t1}{altered}\n{control}\n")).unwrap();
+    let out = f
+        .xtask(&["exactness", "--from", pair.to_str().unwrap()])
+        .code(1);
+    assert!(
+        out.stdout
+            .contains("(every op's digests and tokens): run 2")
+            && out
+                .stdout
+                .contains("first at the prompt's forward, layer 0's sdpa"),
+        "{}",
+        out.stdout
+    );
 }
 
 /// A checkpoint folder the probe cannot read is refused before anything is built: exit 2,

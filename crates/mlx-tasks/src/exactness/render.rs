@@ -184,10 +184,10 @@ impl Report {
                 .zip(&r.sources)
                 .map(|(n, src)| src.as_ref().map_or(n.to_string(), |s| format!("{n} ({s})")))
                 .collect();
-            let what = if r.digests {
-                "digests and tokens"
-            } else {
-                "tokens only"
+            let what = match (r.digests, r.taps) {
+                (true, true) => "every op's digests and tokens",
+                (true, false) => "digests and tokens",
+                _ => "tokens only",
             };
             let _ = write!(
                 s,

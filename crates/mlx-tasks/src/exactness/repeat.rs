@@ -5,13 +5,14 @@
 //! temperature 0 expects, and a difference is a finding that says where the runs part: a
 //! layer's keys and values after the prompt (the prompt's forward), the prompt's last logit
 //! row, a decode step's logit row, or, for runs written before the probe had digests, the
-//! first decoded token.
+//! first decoded token; with tap digests (the probe's `taps=1`), the first op of the prompt's
+//! forward or of a decode step whose output differs.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::report::{Decoder, Digests, Finding, Run};
+use super::report::{Decoder, Digests, Finding, Run, TapDigests};
 
 /// One configuration's runs, each later one compared with its first.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -26,6 +27,8 @@ pub struct Repeat {
     pub sources: Vec<Option<String>>,
     /// Whether every run had digests (else only the decoded tokens were compared).
     pub digests: bool,
+    /// Whether every run also had tap digests (the probe's `taps=1`): a parting names the op.
+    pub taps: bool,
     pub differ: Vec<Parting>,
 }
 
@@ -93,6 +96,10 @@ fn compare(runs: &[Run], members: &[usize]) -> Repeat {
         runs: members.iter().map(|i| i + 1).collect(),
         sources: members.iter().map(|&i| runs[i].source.clone()).collect(),
         digests: members.iter().all(|&i| decoder(&runs[i]).digests.is_some()),
+        taps: members.iter().all(|&i| {
+            let d = decoder(&runs[i]).digests.as_ref();
+            d.is_some_and(|d| d.taps.is_some())
+        }),
         differ,
     }
 }
@@ -145,14 +152,43 @@ pub fn parting(a: &Decoder, b: &Decoder) -> Option<String> {
 }
 
 fn digest_parting(a: &Digests, b: &Digests) -> Option<String> {
+    // Tap digests (`taps=1`) on both sides, of forwards with the same taps: the op first.
+    let taps = a
+        .taps
+        .as_ref()
+        .zip(b.taps.as_ref())
+        .filter(|(x, y)| x.names == y.names);
+    if let Some((x, y)) = taps
+        && let Some(i) = first_index(&x.prefill_taps, &y.prefill_taps)
+    {
+        return Some(format!("the prompt's forward, {}", tap_name(&x.names, i)));
+    }
     if let Some(l) = first_index(&a.prefill_kv, &b.prefill_kv) {
         return Some(format!("layer {l}'s keys and values after the prompt"));
     }
     if a.prefill_logits != b.prefill_logits {
         return Some("the prompt's last logit row".into());
     }
-    first_index(&a.decode_logits, &b.decode_logits)
-        .map(|s| format!("decode step {}'s logit row", s + 1))
+    let steps = a.decode_logits.len().max(b.decode_logits.len());
+    (0..steps).find_map(|s| {
+        let step_taps = |t: &TapDigests| t.decode_taps.get(s).cloned().unwrap_or_default();
+        if let Some((x, y)) = taps
+            && let Some(i) = first_index(&step_taps(x), &step_taps(y))
+        {
+            return Some(format!("decode step {}, {}", s + 1, tap_name(&x.names, i)));
+        }
+        (a.decode_logits.get(s) != b.decode_logits.get(s))
+            .then(|| format!("decode step {}'s logit row", s + 1))
+    })
+}
+
+/// "layer 3's sdpa" for the tap "3/sdpa", the op alone outside the layers ("final_norm").
+fn tap_name(names: &[String], i: usize) -> String {
+    match names.get(i).map(|n| n.split_once('/')) {
+        Some(Some((layer, op))) => format!("layer {layer}'s {op}"),
+        Some(None) => names[i].clone(),
+        None => format!("tap {i}"),
+    }
 }
 
 /// The first index where the two lists differ, counting a missing element as different.
@@ -179,7 +215,23 @@ mod tests {
             prefill_kv: kv.map(String::from).to_vec(),
             prefill_logits: logits.into(),
             decode_logits: steps.map(String::from).to_vec(),
+            taps: None,
         })
+    }
+
+    /// `digests` with tap digests: two layers of two taps and the logits, in each forward.
+    fn with_taps(prefill: [&str; 5], step1: [&str; 5], step2: [&str; 5]) -> Option<Digests> {
+        let names = ["0/q_proj", "0/sdpa", "1/q_proj", "1/sdpa", "logits"];
+        let mut d = digests(["a", "b"], "c", ["d", "e"])?;
+        d.taps = Some(TapDigests {
+            names: names.map(String::from).to_vec(),
+            prefill_taps: prefill.map(String::from).to_vec(),
+            decode_taps: vec![
+                step1.map(String::from).to_vec(),
+                step2.map(String::from).to_vec(),
+            ],
+        });
+        Some(d)
     }
 
     #[test]
@@ -241,6 +293,46 @@ mod tests {
             at(run("invariant", vec![1], None)).as_deref(),
             Some("decoded token 1 (none against 2)")
         );
+    }
+
+    #[test]
+    fn tap_digests_name_the_first_op_whose_output_differs() {
+        let d = |x| run("invariant", vec![1, 2], x);
+        let p = ["p0", "p1", "p2", "p3", "p4"];
+        let (s1, s2) = (
+            ["s0", "s1", "s2", "s3", "s4"],
+            ["t0", "t1", "t2", "t3", "t4"],
+        );
+        let base = d(with_taps(p, s1, s2));
+        let at = |other: Run| parting(decoder(&base), decoder(&other));
+        assert_eq!(at(d(with_taps(p, s1, s2))), None);
+        // The prompt's forward parts at layer 1's sdpa: named before the (also differing) keys.
+        let mut other = with_taps(["p0", "p1", "p2", "X", "X"], s1, s2).unwrap();
+        other.prefill_kv[1] = "X".into();
+        assert_eq!(
+            at(d(Some(other))).as_deref(),
+            Some("the prompt's forward, layer 1's sdpa")
+        );
+        // A decode step's tap, before that step's logit row; the logits outside the layers.
+        let mut other = with_taps(p, s1, ["t0", "X", "X", "X", "X"]).unwrap();
+        other.decode_logits[1] = "X".into();
+        assert_eq!(
+            at(d(Some(other))).as_deref(),
+            Some("decode step 2, layer 0's sdpa")
+        );
+        assert_eq!(
+            at(d(with_taps(p, ["s0", "s1", "s2", "s3", "X"], s2))).as_deref(),
+            Some("decode step 1, logits")
+        );
+        // Without taps on one side, or with other tap names, the coarser digests place it.
+        let mut other = with_taps(p, s1, ["t0", "X", "t2", "t3", "t4"]).unwrap();
+        other.decode_logits[1] = "X".into();
+        other.taps.as_mut().unwrap().names[4] = "head".into();
+        assert_eq!(
+            at(d(Some(other))).as_deref(),
+            Some("decode step 2's logit row")
+        );
+        assert_eq!(at(d(digests(["a", "b"], "c", ["d", "e"]))), None);
     }
 
     #[test]

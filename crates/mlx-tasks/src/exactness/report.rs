@@ -165,14 +165,27 @@ pub struct Decoder {
     pub asserted: bool,
 }
 
-/// FNV-1a digests (16 hex digits) of a decoder run's tensors (`probe/exactness.cc`'s
-/// `write_digests`): each layer's keys and values after the prompt, the prompt's last logit row,
-/// each classic decode step's logit row.
+/// 64-bit digests (16 hex digits) of a decoder run's tensors (`probe/exactness.cc`'s `digest`
+/// and `write_digests`): each layer's keys and values after the prompt, the prompt's last logit
+/// row, each classic decode step's logit row; with the probe's `taps=1` also every tap (each
+/// op's output, layer by layer) of the prompt's forward and of each decode step.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Digests {
     pub prefill_kv: Vec<String>,
     pub prefill_logits: String,
     pub decode_logits: Vec<String>,
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub taps: Option<TapDigests>,
+}
+
+/// Every tap of each forward (`taps=1`): their names in forward order ("layer/op", or the op
+/// alone outside the layers), the same in every forward, and their digests.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TapDigests {
+    #[serde(rename = "taps")]
+    pub names: Vec<String>,
+    pub prefill_taps: Vec<String>,
+    pub decode_taps: Vec<Vec<String>>,
 }
 
 fn concat() -> String {
