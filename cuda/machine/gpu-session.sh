@@ -89,12 +89,24 @@ unpack() {
       rm -rf $B $W/built $W/control $W/hb $W/hp && tar -xzf .devcarry/bundle.tar.gz -C $W \
         && cp .devcarry/bundle.tar.gz $W/ || exit 1
     fi
-    cp -r cuda/lib cuda/harness cuda/bench cuda/bundle $B/cuda/
+    sync_cuda || exit 1
     if [ -f $W/control ]; then
       NO_BUILD=1 bash $B/cuda/bundle/control.sh overlays/mlx --forward || exit 1
       rm -f $W/control $W/built
     fi
   ) 8> $W/unpack.lock
+}
+
+# The checkout's cuda/lib, harness, bench and bundle over the bundle's: a file that differs is
+# replaced by a rename, so a script running from the bundle's tree (build.sh under
+# h200-pipeline.sh, when this call shares its folder) reads on from the file it opened; a file
+# that is the same is left as it is.
+sync_cuda() {
+  local f d=$B/cuda
+  while read -r f; do
+    cmp -s "cuda/$f" "$d/$f" && continue
+    mkdir -p "$(dirname "$d/$f")" && cp "cuda/$f" "$d/$f.sync" && mv "$d/$f.sync" "$d/$f" || return 1
+  done < <(cd cuda && find lib harness bench bundle -type f)
 }
 
 # The hash of what a harness binary is built from (its sources and the tree's qmv.cu).

@@ -38,10 +38,12 @@
 #   gpu-session.sh with what is left but LIB_RESERVE seconds (default 20, for `wait` to pack);
 #   QMV_RUNS: which of the probe's runs, in that order);
 #   PIPELINE_DIR: the state folder (default /tmp/run)
-# The GPU idles while MLX builds (about 600 s): a gpu-session.sh phase that needs no MLX build
-# (wgmma, invariant) may run in the foreground of the call that starts this, with its own
-# GPU_SESSION_DIR, before `wait` (session 34: `wgmma` so, its rounds within a few percent of
-# the same arms' rounds with nothing else running).
+# The GPU idles while MLX builds (about 600 s; 813 s on the H200 of session 41): a gpu-session.sh
+# phase that needs no MLX build (wgmma, invariant, sdpa) may run in the foreground of the call
+# that starts this, before `wait` (session 34: `wgmma` so, its rounds within a few percent of
+# the same arms' rounds with nothing else running); with GPU_SESSION_DIR set to this folder
+# (`start` unpacked the bundle) it shares the state, so `invariant`'s kernel harness is the one
+# QMV_LIB's bench then finds built; with a folder of its own it builds its own.
 set -uo pipefail
 W=${PIPELINE_DIR:-/tmp/run}
 B=$W/mlx-cuda-bundle
@@ -67,6 +69,13 @@ case "${1:-}" in
     [ -f $W/done ] && { echo "pipeline: done"; exit 0; }
     # A copy of its own: each call sends the carried folder again.
     rm -rf $W/carry && cp -r "${2:?carried folder}" $W/carry || exit 1
+    # The bundle unpacked before this returns and kept as the one unpacked: a gpu-session.sh
+    # phase started beside the build in the same call with GPU_SESSION_DIR set to this folder
+    # (its checkout carrying the same bundle) takes the tree for its own and shares the state:
+    # the kernel harness it builds is the one QMV_LIB's `build bench` finds built.
+    if [ ! -d $B ]; then
+      tar -xzf $W/carry/bundle.tar.gz -C $W && cp $W/carry/bundle.tar.gz $W/bundle.tar.gz || exit 1
+    fi
     setsid nohup bash "$0" run $W/carry > $W/pipeline.log 2>&1 < /dev/null &
     echo $! > $W/pid
     echo "pipeline: started"

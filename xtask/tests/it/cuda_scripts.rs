@@ -1408,6 +1408,99 @@ fn gpu_session_keeps_the_state_when_the_bundle_is_missing() {
     std::fs::create_dir_all(state.join("mlx-cuda-bundle/cuda")).unwrap();
     f.out(run()).code(0);
     assert!(built.exists(), "the same bundle was unpacked again");
+
+    // The checkout's cuda/ folders go over the bundle's: a file that is the same is left as it
+    // is, one that differs is replaced by a rename (a script running from the bundle's tree
+    // reads on from the file it opened), a new one is added.
+    use std::os::unix::fs::MetadataExt;
+    let (ours, theirs) = (
+        checkout.join("cuda/bundle"),
+        state.join("mlx-cuda-bundle/cuda/bundle"),
+    );
+    std::fs::create_dir_all(&theirs).unwrap();
+    for (name, text) in [("same.sh", "echo same\n"), ("build.sh", "echo old\n")] {
+        std::fs::write(theirs.join(name), text).unwrap();
+    }
+    std::fs::write(ours.join("same.sh"), "echo same\n").unwrap();
+    std::fs::write(ours.join("build.sh"), "echo new\n").unwrap();
+    std::fs::create_dir_all(checkout.join("cuda/harness/sub")).unwrap();
+    std::fs::write(checkout.join("cuda/harness/sub/new.cu"), "// new\n").unwrap();
+    let inode = |p: &Path| std::fs::metadata(p).unwrap().ino();
+    let (same, old) = (
+        inode(&theirs.join("same.sh")),
+        inode(&theirs.join("build.sh")),
+    );
+    let running = std::fs::File::open(theirs.join("build.sh")).unwrap();
+    f.out(run()).code(0);
+    assert_eq!(
+        inode(&theirs.join("same.sh")),
+        same,
+        "an unchanged file was rewritten"
+    );
+    assert_ne!(
+        inode(&theirs.join("build.sh")),
+        old,
+        "a changed file was written in place"
+    );
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("build.sh")).unwrap(),
+        "echo new\n"
+    );
+    let mut was = String::new();
+    std::io::Read::read_to_string(&mut &running, &mut was).unwrap();
+    assert_eq!(was, "echo old\n", "the open file changed under its reader");
+    let added = state.join("mlx-cuda-bundle/cuda/harness/sub/new.cu");
+    assert_eq!(std::fs::read_to_string(added).unwrap(), "// new\n");
+    assert!(!theirs.join("build.sh.sync").exists());
+}
+
+/// h200-pipeline.sh's `start` unpacks the bundle before it returns and keeps it as the one
+/// unpacked, so a gpu-session.sh phase started beside the build in the same call with the
+/// pipeline's folder finds the tree its own (and shares the kernel harness it builds) instead of
+/// unpacking over the running build. Here the run it starts stops at once (no BLAS packages).
+#[test]
+fn pipeline_start_unpacks_the_bundle_before_it_returns() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let dir = f.t().join("state");
+    let carry = f.t().join("carry");
+    std::fs::create_dir_all(carry.join("src/mlx-cuda-bundle/cuda")).unwrap();
+    std::fs::write(carry.join("src/mlx-cuda-bundle/cuda/marker"), "bundled\n").unwrap();
+    let tar = Command::new("tar")
+        .args(["-czf", "bundle.tar.gz", "-C", "src", "mlx-cuda-bundle"])
+        .current_dir(&carry)
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    std::fs::remove_dir_all(carry.join("src")).unwrap();
+    let out = Command::new("bash")
+        .arg(workspace().join("cuda/machine/h200-pipeline.sh"))
+        .arg("start")
+        .arg(&carry)
+        .env("PIPELINE_DIR", &dir)
+        .env("QMV", "1")
+        .output()
+        .unwrap();
+    let out = f.out(out).code(0);
+    assert!(
+        out.stdout.contains("pipeline: started"),
+        "{}",
+        out.snapshot()
+    );
+    let marker = dir.join("mlx-cuda-bundle/cuda/marker");
+    assert_eq!(std::fs::read_to_string(marker).unwrap(), "bundled\n");
+    assert_eq!(
+        std::fs::read(dir.join("bundle.tar.gz")).unwrap(),
+        std::fs::read(carry.join("bundle.tar.gz")).unwrap()
+    );
+    // The background run ends (its BLAS step fails here): wait for it, then nothing is left.
+    let done = dir.join("done");
+    for _ in 0..600 {
+        if done.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(done.exists(), "the pipeline's run did not end");
 }
 
 /// `text` written to `path` as an executable script (a stand-in for a program a script runs).
