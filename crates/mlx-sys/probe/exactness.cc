@@ -60,8 +60,9 @@ Rows row_bytes(mx::array a, int rows) {
 // flipped bit, another). FNV-1a's fold taken over 64-bit words (the last one zero-padded, the
 // byte count folded in last), each word first mixed by MurmurHash3's finalizer (fmix64) so that a
 // difference in any of its bits reaches every bit of the fold: about five times faster than FNV-1a
-// byte by byte on the prompt's taps (gigabytes at prompt 1024), and two changed sign bits in
-// neighbouring words cannot cancel as they can in a plain word-wise FNV fold.
+// byte by byte on the prompt's taps (gigabytes at prompt 1024); in a plain word-wise FNV fold
+// the top bits of two neighbouring words flipped together cancel exactly (a top-bit difference
+// stays the top bit through the multiply), which the mixing rules out but for a 2^-64 chance.
 std::string digest(const mx::array& a) {
   auto c = mx::contiguous(mx::flatten(a));
   mx::eval(c);
