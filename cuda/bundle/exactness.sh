@@ -19,7 +19,7 @@ install=${INSTALL_DIR:-$bundle/install}
 src=${PROBE_SRC:-$bundle/probe}
 build=${PROBE_BUILD:-$bundle/build-probe}
 # The same options as CONTROL_SPEC in crates/mlx-tasks/src/exactness/mod.rs (a test holds them equal).
-control='preset=small;prompt=8;k_max=3;t_max=2;seeds=1;kv_lens=64;perturb=1;ops=1;decoder=1'
+control='preset=small;prompt=8;k_max=3;t_max=2;seeds=1;kv_lens=64;perturb=1;ops=1;decoder=1;repeat=1'
 [ -f "$src/exactness.cc" ] || { echo "exactness.sh: no probe sources in $src" >&2; exit 2; }
 [ -d "$install/share/cmake/MLX" ] || { echo "exactness.sh: no installed MLX in $install (build.sh first)" >&2; exit 2; }
 for p in ${POLICIES:-streamed upstream}; do

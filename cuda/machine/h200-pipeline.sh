@@ -441,10 +441,12 @@ if [ "${QMV:-0}" = 1 ]; then
       both-7b-1024) exactness $r "$t1024" POLICIES="invariant streamed" CONTROL=0 ;;
       # The same invariant run in three processes: session 41 saw one of three decode other
       # tokens at prompt 1024; the probe's digests of every op's output (taps=1) place where
-      # they part, to the op (`exactness --from` compares them). Then the same with the
-      # prompt's attention off cuDNN.
-      rep-7b-1024) exactness $r "$t1024;taps=1" POLICIES="invariant invariant invariant" CONTROL=0 ;;
-      rep-nocudnn-7b-1024) exactness $r "$t1024;taps=1" POLICIES="invariant invariant invariant" \
+      # they part, to the op (`exactness --from` compares them), and each process runs the
+      # prompt's forward and decode step 1 four more times (repeat=4), compared with its own
+      # first; with the negative control (which repeats too). Then the same with the prompt's
+      # attention off cuDNN (render the two files together: one control).
+      rep-7b-1024) exactness $r "$t1024;taps=1;repeat=4" POLICIES="invariant invariant invariant" ;;
+      rep-nocudnn-7b-1024) exactness $r "$t1024;taps=1;repeat=4" POLICIES="invariant invariant invariant" \
         CONTROL=0 MLX_CUDA_USE_CUDNN_SDPA=0 ;;
       # Attention alone through MLX's API, block against chain (f32, f16, bf16; 8 heads over 2,
       # head dim 128) at both sides of the one-pass threshold and past it, under both policies.

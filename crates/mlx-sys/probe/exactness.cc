@@ -63,11 +63,7 @@ Rows row_bytes(mx::array a, int rows) {
 // byte by byte on the prompt's taps (gigabytes at prompt 1024); in a plain word-wise FNV fold
 // the top bits of two neighbouring words flipped together cancel exactly (a top-bit difference
 // stays the top bit through the multiply), which the mixing rules out but for a 2^-64 chance.
-std::string digest(const mx::array& a) {
-  auto c = mx::contiguous(mx::flatten(a));
-  mx::eval(c);
-  const uint8_t* p = c.data<uint8_t>();
-  size_t n = c.nbytes();
+std::string digest_bytes(const uint8_t* p, size_t n) {
   auto fmix = [](uint64_t k) {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
@@ -85,6 +81,17 @@ std::string digest(const mx::array& a) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
+}
+
+// An array's digest; flip: of its bytes with the lowest bit of the first flipped (a control).
+std::string digest(const mx::array& a, bool flip = false) {
+  auto c = mx::contiguous(mx::flatten(a));
+  mx::eval(c);
+  const uint8_t* p = c.data<uint8_t>();
+  if (!flip || c.nbytes() == 0) return digest_bytes(p, c.nbytes());
+  std::vector<uint8_t> copy(p, p + c.nbytes());
+  copy[0] ^= 1;
+  return digest_bytes(copy.data(), copy.size());
 }
 
 // Rows of an attention-layout array [1, H, L, D] as [L, H*D].
@@ -937,9 +944,10 @@ std::vector<std::string> tap_names(const std::vector<Tap>& taps) {
   return names;
 }
 
-std::vector<std::string> tap_digests(const std::vector<Tap>& taps) {
+// flip: the first tap's digest of its bytes with one bit flipped (repeat's control).
+std::vector<std::string> tap_digests(const std::vector<Tap>& taps, bool flip = false) {
   std::vector<std::string> out;
-  for (auto& t : taps) out.push_back(digest(t.rows));
+  for (auto& t : taps) out.push_back(digest(t.rows, flip && out.empty()));
   return out;
 }
 
@@ -955,6 +963,37 @@ struct PrefillTaps {
   std::vector<std::string> names, digests;
 };
 
+// repeat=N: the tap digests of each repeated prompt forward and first decode step.
+struct Repeats {
+  std::vector<std::vector<std::string>> prefill, decode;
+};
+
+Repeats repeat_forwards(const Model& m, const mx::array& prompt, const Cache& pc, int32_t t0,
+                        const Options& o) {
+  Repeats r;
+  for (int i = 0; i < o.repeat; ++i) {
+    progress("decoder repeat " + std::to_string(i + 1) + " of " + std::to_string(o.repeat));
+    Cache c;
+    c.step = pc.step;
+    std::vector<Tap> taps;
+    forward(m, prompt, c, taps);
+    eval_all(taps, c);
+    r.prefill.push_back(tap_digests(taps, o.perturb));
+    taps.clear();
+    Cache d = pc;
+    forward(m, mx::array(&t0, {1, 1}, mx::int32), d, taps);
+    eval_all(taps, d);
+    r.decode.push_back(tap_digests(taps, o.perturb));
+  }
+  return r;
+}
+
+void write_lists(std::ostream& os, const std::vector<std::vector<std::string>>& lists) {
+  os << "[";
+  for (size_t i = 0; i < lists.size(); ++i) write_strings(os << (i ? "," : ""), lists[i]);
+  os << "]";
+}
+
 // Fingerprints another process's run of the same configuration can be compared with (`xtask
 // exactness --from` groups such runs): each layer's keys and values after the prompt, the
 // prompt's last logit row, and each classic decode step's logit row; with taps=1 also every
@@ -962,7 +1001,7 @@ struct PrefillTaps {
 // two runs first differ says whether the prompt's forward or a decode step is not
 // reproducible, and with the taps which op first.
 void write_digests(std::ostream& os, const Cache& pc, const mx::array& prompt_logits,
-                   const Classic& cl, const PrefillTaps& pt) {
+                   const Classic& cl, const PrefillTaps& pt, const Repeats& reps) {
   os << ",\"digests\":{\"prefill_kv\":[";
   for (size_t i = 0; i < pc.k.size(); ++i) {
     auto kv = mx::concatenate({mx::flatten(pc.k[i]), mx::flatten(pc.v[i])});
@@ -978,11 +1017,13 @@ void write_digests(std::ostream& os, const Cache& pc, const mx::array& prompt_lo
   if (!pt.names.empty()) {
     write_strings(os << ",\"taps\":", pt.names);
     write_strings(os << ",\"prefill_taps\":", pt.digests);
-    os << ",\"decode_taps\":[";
-    for (size_t i = 0; i < cl.taps.size(); ++i) {
-      write_strings(os << (i ? "," : ""), tap_digests(cl.taps[i]));
-    }
-    os << "]";
+    std::vector<std::vector<std::string>> steps;
+    for (auto& s : cl.taps) steps.push_back(tap_digests(s));
+    write_lists(os << ",\"decode_taps\":", steps);
+  }
+  if (!reps.prefill.empty()) {
+    write_lists(os << ",\"prefill_repeats\":", reps.prefill);
+    write_lists(os << ",\"decode_repeats\":", reps.decode);
   }
   os << "}";
 }
@@ -1039,13 +1080,14 @@ void run_decoder(const Options& o, std::ostream& os) {
   eval_all(ptaps, pc);
   int32_t t0 = argmax_row(ptaps.back().rows, o.prompt - 1);
   PrefillTaps pt;
-  if (o.tap_digests) {
+  if (o.tap_digests || o.repeat > 0) {
     progress("decoder prefill digests, " + std::to_string(ptaps.size()) + " taps");
     pt = {tap_names(ptaps), tap_digests(ptaps)};
   }
   ptaps.erase(ptaps.begin(), ptaps.end() - 1);  // the logits alone, for the digests
   progress("decoder classic decode, " + std::to_string(o.k_max) + " tokens");
   Classic cl = decode(m, pc, t0, o.k_max);
+  Repeats reps = repeat_forwards(m, prompt, pc, t0, o);
   os << "\"decoder\":{\"preset\":" << quoted(o.preset) << ",\"dims\":";
   write_dims(os, o.dims);
   os << ",\"dtype\":" << quoted(o.dtype) << ",\"dense_head\":" << (o.dense_head ? "true" : "false")
@@ -1053,7 +1095,7 @@ void run_decoder(const Options& o, std::ostream& os) {
      << ",\"decoded\":[";
   for (size_t i = 0; i < cl.tokens.size(); ++i) os << (i ? "," : "") << cl.tokens[i];
   os << "]";
-  write_digests(os, pc, ptaps.back().rows, cl, pt);
+  write_digests(os, pc, ptaps.back().rows, cl, pt, reps);
   ptaps.clear();
   os << ",\"blocks\":[";
   for (int k = 2; k <= o.k_max; ++k) {
@@ -1117,8 +1159,8 @@ void write_checkpoint(const Options& opts, const std::string& file) {
 }
 
 void run(const Options& opts, std::ostream& out) {
-  if (opts.t_max < 1 || opts.seeds < 1 || opts.timing < 0) {
-    throw std::invalid_argument("exactness: t_max and seeds must be >= 1, timing >= 0");
+  if (opts.t_max < 1 || opts.seeds < 1 || opts.timing < 0 || opts.repeat < 0) {
+    throw std::invalid_argument("exactness: t_max and seeds must be >= 1, timing and repeat >= 0");
   }
   out << "{\"probe\":1,\"device\":"
       << quoted(mx::default_device() == mx::Device::gpu ? "gpu" : "cpu")
@@ -1138,7 +1180,7 @@ Options parse_options(const std::string& spec) {
       {"layers", &o.dims.layers},   {"q_heads", &o.dims.q_heads},
       {"kv_heads", &o.dims.kv_heads}, {"head_dim", &o.dims.head_dim},
       {"mlp", &o.dims.mlp},         {"bits", &o.dims.bits},
-      {"group_size", &o.dims.group_size}};
+      {"group_size", &o.dims.group_size}, {"repeat", &o.repeat}};
   const std::map<std::string, bool*> flags = {
       {"ops", &o.ops}, {"decoder", &o.decoder}, {"dense_head", &o.dense_head},
       {"perturb", &o.perturb}, {"taps", &o.tap_digests}};

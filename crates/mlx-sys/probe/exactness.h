@@ -73,6 +73,12 @@ struct Options {
   // The decoder's digests also of every tap (each op's output, layer by layer) of the prompt's
   // forward and of each classic decode step: where two processes' runs part, to the op.
   bool tap_digests = false;
+  // repeat=N: the prompt's forward (from an empty cache) and the first classic decode step (from
+  // the prompt's cache) run N more times in this process, each one's taps digested (implies
+  // taps=1): a kernel whose bits follow timing or placement parts them from the first. With
+  // perturb=1, each repeat's first tap has its lowest bit flipped before its digest (the
+  // control: every repeat must then differ).
+  int repeat = 0;
 };
 
 // What the GPU did while one piece of work ran: the time at least one kernel, copy or set was

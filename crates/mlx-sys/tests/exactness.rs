@@ -29,7 +29,17 @@ fn unknown_or_malformed_options_are_errors() {
         e.message()
     );
     let e = mlx_sys::exactness_probe("timing=-1;ops=0").unwrap_err();
-    assert!(e.message().contains("timing >= 0"), "{}", e.message());
+    assert!(
+        e.message().contains("timing and repeat >= 0"),
+        "{}",
+        e.message()
+    );
+    let e = mlx_sys::exactness_probe("repeat=-1;ops=0").unwrap_err();
+    assert!(
+        e.message().contains("timing and repeat >= 0"),
+        "{}",
+        e.message()
+    );
     let e = mlx_sys::exactness_probe("preset=small;q_heads=3;kv_heads=2;ops=0").unwrap_err();
     assert!(
         e.message().contains("multiple of kv_heads"),

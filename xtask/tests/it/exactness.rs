@@ -506,6 +506,48 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
         "{}",
         out.stdout
     );
+    // repeat=2: the prompt's forward and decode step 1 run twice more in the process, each the
+    // same as the first here (the CPU); the control (repeat=1, a bit flipped) catches both of
+    // its repeats; an altered repeat digest is a finding named at its tap.
+    let again = script(
+        &f.root.join("again.jsonl"),
+        &format!("{decoder_only};repeat=2"),
+        "streamed",
+        "0",
+    );
+    let d = digests(&again);
+    assert_eq!(
+        d["prefill_repeats"],
+        json!([d["prefill_taps"], d["prefill_taps"]])
+    );
+    assert_eq!(
+        d["decode_repeats"],
+        json!([d["decode_taps"][0], d["decode_taps"][0]])
+    );
+    let rerun = f.root.join("rerun.jsonl");
+    std::fs::write(&rerun, format!("{again}{control}\n")).unwrap();
+    let out = f
+        .xtask(&["exactness", "--from", rerun.to_str().unwrap()])
+        .code(0);
+    assert!(
+        out.stdout.contains("rerun.jsonl:1), 2 repeats: identical")
+            && out.stdout.contains(", 2 of 2 repeated forwards"),
+        "{}",
+        out.stdout
+    );
+    let mut altered: Value = serde_json::from_str(again.trim()).unwrap();
+    altered["probe"]["decoder"]["digests"]["prefill_repeats"][1][sdpa] = json!("0");
+    std::fs::write(&rerun, format!("{altered}\n{control}\n")).unwrap();
+    let out = f
+        .xtask(&["exactness", "--from", rerun.to_str().unwrap()])
+        .code(1);
+    assert!(
+        out.stdout.contains(
+            "the prompt's forward run again in the same process (repeat 2 of 2) differs from its first at layer 0's sdpa"
+        ),
+        "{}",
+        out.stdout
+    );
 }
 
 /// A checkpoint folder the probe cannot read is refused before anything is built: exit 2,

@@ -145,9 +145,10 @@ impl ExactnessArgs {
     }
 }
 
-/// The negative control's options: every op case and a small decoder, one flipped bit each.
+/// The negative control's options: every op case and a small decoder whose prompt forward and
+/// first decode step run again once in the process, one flipped bit each.
 pub const CONTROL_SPEC: &str =
-    "preset=small;prompt=8;k_max=3;t_max=2;seeds=1;kv_lens=64;perturb=1;ops=1;decoder=1";
+    "preset=small;prompt=8;k_max=3;t_max=2;seeds=1;kv_lens=64;perturb=1;ops=1;decoder=1;repeat=1";
 
 pub fn run(g: &Global, args: &ExactnessArgs) -> Result<ExitCode> {
     let backend = match args.backend {

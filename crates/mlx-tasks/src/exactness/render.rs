@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use overlay_cli::commands::colour;
 use serde_json::json;
 
-use super::repeat::{self, Repeat};
+use super::repeat::{self, InProcess, Repeat};
 use super::report::{self, Backend, Control, Finding, OpRow, Run};
 
 pub struct Report {
@@ -16,6 +16,8 @@ pub struct Report {
     pub control: Option<Control>,
     /// The decoder configurations run more than once, compared run against run.
     pub repeats: Vec<Repeat>,
+    /// The runs whose forwards ran again in their own process (`repeat=N`).
+    pub in_process: Vec<InProcess>,
     pub findings: Vec<Finding>,
 }
 
@@ -35,10 +37,19 @@ impl Report {
         }
         let (repeats, differ) = repeat::repeats(&runs);
         findings.extend(differ);
+        let (in_process, differ) = repeat::in_process(&runs);
+        findings.extend(differ);
         let control = match control {
             Some(c) => {
                 let (c, f) = report::control(&c);
                 findings.extend(f);
+                if !in_process.is_empty() && c.repeats == 0 {
+                    findings.push(Finding {
+                        policy: "-".into(),
+                        kind: "control",
+                        what: "runs repeat their forwards in process, but the negative control repeated none: nothing shows that comparison can fail".into(),
+                    });
+                }
                 Some(c)
             }
             None => {
@@ -56,6 +67,7 @@ impl Report {
             runs,
             control,
             repeats,
+            in_process,
             findings,
         }
     }
@@ -67,6 +79,7 @@ impl Report {
             "runs": self.runs,
             "control": self.control,
             "repeats": self.repeats,
+            "in_process": self.in_process,
             "unpromised_rows_differ": self.runs.iter()
                 .map(|r| (r.label(), report::unpromised_differ(r)))
                 .collect::<BTreeMap<_, _>>(),
@@ -95,6 +108,7 @@ impl Report {
         self.ops_table(&mut s);
         self.decoder_table(&mut s);
         self.repeat_lines(&mut s);
+        self.in_process_lines(&mut s);
         self.summary(&mut s);
         s
     }
@@ -168,6 +182,35 @@ impl Report {
         }
     }
 
+    /// Each run whose forwards ran again in its process: identical, or where a repeat parts.
+    fn in_process_lines(&self, s: &mut String) {
+        if self.in_process.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "\nforwards run again in the same process (the prompt's forward and decode step 1, from the same inputs)"
+        );
+        for r in &self.in_process {
+            let src = r
+                .source
+                .as_ref()
+                .map_or(String::new(), |x| format!(" ({x})"));
+            let _ = write!(
+                s,
+                "  {}, run {}{src}, {} repeats: ",
+                r.policy, r.run, r.repeats
+            );
+            if r.differ.is_empty() {
+                let _ = writeln!(s, "identical");
+            }
+            for (i, a) in r.differ.iter().enumerate() {
+                let sep = if i + 1 < r.differ.len() { "; " } else { "\n" };
+                let _ = write!(s, "repeat {}: {} at {}{sep}", a.repeat, a.forward, a.first);
+            }
+        }
+    }
+
     /// Each configuration run more than once: identical, or which run parts from the first.
     fn repeat_lines(&self, s: &mut String) {
         if self.repeats.is_empty() {
@@ -215,8 +258,12 @@ impl Report {
         if let Some(c) = &self.control {
             let _ = writeln!(
                 s,
-                "negative control (one flipped bit per compared set): caught in {} of {} op cases, {} of {} decoder blocks",
-                c.caught, c.cases, c.blocks_caught, c.blocks
+                "negative control (one flipped bit per compared set): caught in {} of {} op cases, {} of {} decoder blocks{}",
+                c.caught,
+                c.cases,
+                c.blocks_caught,
+                c.blocks,
+                c.repeats_text()
             );
         }
         for r in &self.runs {

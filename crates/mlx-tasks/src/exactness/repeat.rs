@@ -191,6 +191,96 @@ fn tap_name(names: &[String], i: usize) -> String {
     }
 }
 
+/// A run whose prompt forward and first decode step ran again in its own process (the
+/// probe's `repeat=N`), each repeat compared with the run's own first forward of the same inputs.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct InProcess {
+    pub policy: String,
+    /// 1-based place of the run among the measured runs read, and its file and line.
+    pub run: usize,
+    pub source: Option<String>,
+    /// How many times each of the two forwards ran again.
+    pub repeats: usize,
+    pub differ: Vec<Again>,
+}
+
+/// One repeated forward that differs from the first, and at which tap first.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Again {
+    /// 1-based: which repeat.
+    pub repeat: usize,
+    /// "the prompt's forward" or "decode step 1".
+    pub forward: String,
+    pub first: String,
+}
+
+/// Each repeated forward (`prefill_repeats`, `decode_repeats`) against the first of the same
+/// inputs; the ones that differ. Repeats missing their first (no decode step) are skipped.
+pub fn again(t: &TapDigests) -> Vec<Again> {
+    let sets = [
+        (
+            "the prompt's forward",
+            Some(&t.prefill_taps),
+            &t.prefill_repeats,
+        ),
+        ("decode step 1", t.decode_taps.first(), &t.decode_repeats),
+    ];
+    let mut out = Vec::new();
+    for (forward, first, repeats) in sets {
+        let Some(first) = first else { continue };
+        for (i, r) in repeats.iter().enumerate() {
+            if let Some(j) = first_index(first, r) {
+                out.push(Again {
+                    repeat: i + 1,
+                    forward: forward.into(),
+                    first: tap_name(&t.names, j),
+                });
+            }
+        }
+    }
+    out.sort_by_key(|a| a.repeat);
+    out
+}
+
+/// The measured runs with repeated forwards, and a finding for each repeat that differs.
+pub fn in_process(runs: &[Run]) -> (Vec<InProcess>, Vec<Finding>) {
+    let mut out = Vec::new();
+    let mut findings = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let taps = run
+            .probe
+            .decoder
+            .as_ref()
+            .and_then(|d| d.digests.as_ref()?.taps.as_ref());
+        let Some(t) = taps.filter(|t| !t.prefill_repeats.is_empty()) else {
+            continue;
+        };
+        let r = InProcess {
+            policy: run.label(),
+            run: i + 1,
+            source: run.source.clone(),
+            repeats: t.prefill_repeats.len(),
+            differ: again(t),
+        };
+        let named = r
+            .source
+            .as_ref()
+            .map_or(format!("run {}", r.run), |s| format!("run {} ({s})", r.run));
+        for a in &r.differ {
+            findings.push(Finding {
+                policy: r.policy.clone(),
+                kind: "repeat",
+                what: format!(
+                    "{named}: {} run again in the same process (repeat {} of {}) differs from its first at {}",
+                    a.forward, a.repeat, r.repeats, a.first
+                ),
+            });
+        }
+        out.push(r);
+    }
+    (out, findings)
+}
+
 /// The first index where the two lists differ, counting a missing element as different.
 fn first_index<T: PartialEq>(a: &[T], b: &[T]) -> Option<usize> {
     a.iter()
@@ -230,6 +320,7 @@ mod tests {
                 step1.map(String::from).to_vec(),
                 step2.map(String::from).to_vec(),
             ],
+            ..TapDigests::default()
         });
         Some(d)
     }
@@ -333,6 +424,42 @@ mod tests {
             Some("decode step 2's logit row")
         );
         assert_eq!(at(d(digests(["a", "b"], "c", ["d", "e"]))), None);
+    }
+
+    #[test]
+    fn a_repeated_forward_that_differs_from_its_first_is_named_at_its_first_tap() {
+        let p = ["p0", "p1", "p2", "p3", "p4"];
+        let s = ["s0", "s1", "s2", "s3", "s4"];
+        let mut d = with_taps(p, s, s).unwrap();
+        let t = d.taps.as_mut().unwrap();
+        let v = |x: [&str; 5]| x.map(String::from).to_vec();
+        t.prefill_repeats = vec![v(p), v(["p0", "p1", "p2", "X", "p4"]), v(p)];
+        t.decode_repeats = vec![v(s), v(s), v(["X", "s1", "s2", "s3", "s4"])];
+        let mut r = run("invariant", vec![1, 2], Some(d));
+        r.source = Some("a.jsonl:3".into());
+        let runs = vec![run("invariant", vec![1, 2], None), r];
+        let (reps, findings) = in_process(&runs);
+        assert_eq!(reps.len(), 1, "the run without repeats is not listed");
+        assert_eq!((reps[0].run, reps[0].repeats), (2, 3));
+        let at = |a: &Again| (a.repeat, a.forward.clone(), a.first.clone());
+        assert_eq!(
+            reps[0].differ.iter().map(at).collect::<Vec<_>>(),
+            vec![
+                (2, "the prompt's forward".into(), "layer 1's sdpa".into()),
+                (3, "decode step 1".into(), "layer 0's q_proj".into()),
+            ]
+        );
+        assert_eq!(findings.len(), 2);
+        assert_eq!(
+            findings[0].what,
+            "run 2 (a.jsonl:3): the prompt's forward run again in the same process (repeat 2 of 3) differs from its first at layer 1's sdpa"
+        );
+        // Identical repeats: listed, nothing differs, no finding.
+        let mut d = with_taps(p, s, s).unwrap();
+        let t = d.taps.as_mut().unwrap();
+        (t.prefill_repeats, t.decode_repeats) = (vec![v(p)], vec![v(s)]);
+        let (reps, findings) = in_process(&[run("invariant", vec![1, 2], Some(d))]);
+        assert!(reps[0].differ.is_empty() && findings.is_empty());
     }
 
     #[test]

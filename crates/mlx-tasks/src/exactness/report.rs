@@ -179,13 +179,19 @@ pub struct Digests {
 }
 
 /// Every tap of each forward (`taps=1`): their names in forward order ("layer/op", or the op
-/// alone outside the layers), the same in every forward, and their digests.
+/// alone outside the layers), the same in every forward, and their digests; with `repeat=N`
+/// also those of the prompt's forward and of the first decode step run N more times in the
+/// same process (from the same inputs: they must equal `prefill_taps` and `decode_taps[0]`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct TapDigests {
     #[serde(rename = "taps")]
     pub names: Vec<String>,
     pub prefill_taps: Vec<String>,
     pub decode_taps: Vec<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefill_repeats: Vec<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decode_repeats: Vec<Vec<String>>,
 }
 
 fn concat() -> String {
@@ -363,6 +369,43 @@ pub struct Control {
     pub caught: usize,
     pub blocks: usize,
     pub blocks_caught: usize,
+    /// Forwards run again in the process (the probe's `repeat=N`), each with one flipped bit:
+    /// every one must differ from its first.
+    pub repeats: usize,
+    pub repeats_caught: usize,
+}
+
+impl Control {
+    /// ", 2 of 2 repeated forwards" where the control had repeats.
+    pub fn repeats_text(&self) -> String {
+        if self.repeats == 0 {
+            return String::new();
+        }
+        format!(
+            ", {} of {} repeated forwards",
+            self.repeats_caught, self.repeats
+        )
+    }
+}
+
+/// (repeated forwards that have a first to compare with, those that differ from it).
+fn repeats_caught(run: &Run) -> (usize, usize) {
+    let taps = run
+        .probe
+        .decoder
+        .as_ref()
+        .and_then(|d| d.digests.as_ref()?.taps.as_ref());
+    taps.map_or((0, 0), |t| {
+        let decode = if t.decode_taps.is_empty() {
+            0
+        } else {
+            t.decode_repeats.len()
+        };
+        (
+            t.prefill_repeats.len() + decode,
+            super::repeat::again(t).len(),
+        )
+    })
 }
 
 pub fn control(run: &Run) -> (Control, Vec<Finding>) {
@@ -380,16 +423,23 @@ pub fn control(run: &Run) -> (Control, Vec<Finding>) {
             .iter()
             .filter(|b| b.logit_rows_identical < b.logit_rows && b.first_diff.is_some())
             .count(),
+        repeats: repeats_caught(run).0,
+        repeats_caught: repeats_caught(run).1,
     };
     let mut f = Vec::new();
     let empty = c.cases + c.blocks == 0;
-    if !run.probe.perturbed || c.caught < c.cases || c.blocks_caught < c.blocks || empty {
+    let missed = c.caught < c.cases || c.blocks_caught < c.blocks || c.repeats_caught < c.repeats;
+    if !run.probe.perturbed || missed || empty {
         f.push(Finding {
             policy: run.label(),
             kind: "control",
             what: format!(
-                "the negative control (one flipped bit per compared set) was caught in {} of {} op cases and {} of {} decoder blocks: the comparison can miss a difference",
-                c.caught, c.cases, c.blocks_caught, c.blocks
+                "the negative control (one flipped bit per compared set) was caught in {} of {} op cases and {} of {} decoder blocks{}: the comparison can miss a difference",
+                c.caught,
+                c.cases,
+                c.blocks_caught,
+                c.blocks,
+                c.repeats_text()
             ),
         });
     }
@@ -540,6 +590,44 @@ pub(crate) mod tests {
             1
         );
         assert_eq!(control(&run("streamed", vec![], true)).1.len(), 1);
+    }
+
+    /// The control's repeated forwards (each with one flipped bit) must all differ from their
+    /// first; one that does not is a finding that says how many were caught.
+    #[test]
+    fn a_control_repeat_that_matches_its_first_is_a_finding() {
+        let v = |x: &str| vec![x.to_string(), "same".to_string()];
+        let with = |prefill_repeat: &str| {
+            let mut r = run("streamed", vec![row("rope", 1)], true);
+            let taps = TapDigests {
+                names: vec!["0/q_proj".into(), "logits".into()],
+                prefill_taps: v("a"),
+                decode_taps: vec![v("b")],
+                prefill_repeats: vec![v(prefill_repeat)],
+                decode_repeats: vec![v("B")],
+            };
+            let digests = Digests {
+                taps: Some(taps),
+                ..Digests::default()
+            };
+            r.probe.decoder = Some(decoder(vec![1], Some(digests)));
+            r
+        };
+        let (c, f) = control(&with("A"));
+        assert_eq!((c.repeats, c.repeats_caught), (2, 2));
+        assert!(f.is_empty(), "{f:?}");
+        let (c, f) = control(&with("a"));
+        assert_eq!((c.repeats, c.repeats_caught), (2, 1));
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].what.contains(", 1 of 2 repeated forwards:"),
+            "{}",
+            f[0].what
+        );
+        // Without repeats nothing is said of them.
+        let (c, f) = control(&run("streamed", vec![row("rope", 1)], true));
+        assert_eq!((c.repeats, c.repeats_text()), (0, String::new()));
+        assert!(f.is_empty());
     }
 
     #[test]
