@@ -389,7 +389,7 @@ impl Control {
 }
 
 /// (repeated forwards that have a first to compare with, those that differ from it).
-fn repeats_caught(run: &Run) -> (usize, usize) {
+fn control_repeats(run: &Run) -> (usize, usize) {
     let taps = run
         .probe
         .decoder
@@ -415,6 +415,7 @@ pub fn control(run: &Run) -> (Control, Vec<Finding>) {
         .decoder
         .as_ref()
         .map_or(&[][..], |d| &d.blocks[..]);
+    let (repeats, repeats_caught) = control_repeats(run);
     let c = Control {
         cases: ops.len(),
         caught: ops.iter().filter(|r| r.rows_differ > 0).count(),
@@ -423,8 +424,8 @@ pub fn control(run: &Run) -> (Control, Vec<Finding>) {
             .iter()
             .filter(|b| b.logit_rows_identical < b.logit_rows && b.first_diff.is_some())
             .count(),
-        repeats: repeats_caught(run).0,
-        repeats_caught: repeats_caught(run).1,
+        repeats,
+        repeats_caught,
     };
     let mut f = Vec::new();
     let empty = c.cases + c.blocks == 0;
