@@ -4,48 +4,23 @@
 
 #[test]
 fn unknown_or_malformed_options_are_errors() {
-    let e = mlx_sys::exactness_probe("t_mx=3").unwrap_err();
-    assert!(
-        e.message().contains("unknown option 't_mx=3'"),
-        "{}",
-        e.message()
-    );
-    let e = mlx_sys::exactness_probe("t_max=two").unwrap_err();
-    assert!(
-        e.message().contains("t_max needs an integer"),
-        "{}",
-        e.message()
-    );
-    let e = mlx_sys::exactness_probe("preset=70b").unwrap_err();
-    assert!(
-        e.message().contains("preset must be small or 7b"),
-        "{}",
-        e.message()
-    );
-    let e = mlx_sys::exactness_probe("cache=ring").unwrap_err();
-    assert!(
-        e.message().contains("cache must be concat or step"),
-        "{}",
-        e.message()
-    );
-    let e = mlx_sys::exactness_probe("timing=-1;ops=0").unwrap_err();
-    assert!(
-        e.message().contains("timing and repeat >= 0"),
-        "{}",
-        e.message()
-    );
-    let e = mlx_sys::exactness_probe("repeat=-1;ops=0").unwrap_err();
-    assert!(
-        e.message().contains("timing and repeat >= 0"),
-        "{}",
-        e.message()
-    );
-    let e = mlx_sys::exactness_probe("preset=small;q_heads=3;kv_heads=2;ops=0").unwrap_err();
-    assert!(
-        e.message().contains("multiple of kv_heads"),
-        "{}",
-        e.message()
-    );
+    let cases = [
+        ("t_mx=3", "unknown option 't_mx=3'"),
+        ("t_max=two", "t_max needs an integer"),
+        ("preset=70b", "preset must be small or 7b"),
+        ("cache=ring", "cache must be concat or step"),
+        ("timing=-1;ops=0", "timing and repeat >= 0"),
+        ("repeat=-1;ops=0", "timing and repeat >= 0"),
+        ("taps=yes;ops=0", "taps needs an integer"),
+        (
+            "preset=small;q_heads=3;kv_heads=2;ops=0",
+            "multiple of kv_heads",
+        ),
+    ];
+    for (spec, message) in cases {
+        let e = mlx_sys::exactness_probe(spec).unwrap_err();
+        assert!(e.message().contains(message), "{spec}: {}", e.message());
+    }
 }
 
 fn count(json: &str, needle: &str) -> usize {
