@@ -422,16 +422,13 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
     assert!(!f.root.join("runs.jsonl.partial").exists());
     // CONTROL=0 (another run of the session has the control): the measured lines only.
     let one = f.root.join("one.jsonl");
-    let decoder_only = "preset=small;layers=1;prompt=4;k_max=2;ops=0";
+    let decoder_only = DECODER_ONLY;
     let lines = script(&one, decoder_only, "streamed", "0");
     assert_eq!(lines.lines().count(), 1, "{lines}");
     assert!(!lines.contains("\"perturbed\":true"), "{lines}");
     // The same spec in another process gives the same digests; another seed, other ones (so
     // the comparison can fail), and `--from` over both processes' lines reports them identical.
-    let digests = |text: &str| -> Value {
-        let v: Value = serde_json::from_str(text.trim()).unwrap();
-        v["probe"]["decoder"]["digests"].clone()
-    };
+    let digests = line_digests;
     let two = f.root.join("two.jsonl");
     let again = script(&two, decoder_only, "streamed", "0");
     assert_eq!(digests(&again), digests(&lines), "{again}");
@@ -458,26 +455,54 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
         "{}",
         out.stdout
     );
-    // taps=1: every op's output digested too (15 taps a layer, the final norm, the logits; in
-    // the prompt's forward and each decode step), the same in another process, the coarse
-    // digests unchanged; one altered tap digest is placed at its op.
-    let tapped = format!("{decoder_only};taps=1");
-    let t1 = script(&f.root.join("t1.jsonl"), &tapped, "streamed", "0");
-    let t2 = script(&f.root.join("t2.jsonl"), &tapped, "streamed", "0");
-    let d = digests(&t1);
-    assert_eq!(d, digests(&t2));
+    let sdpa = tap_digests_are_compared(&f, &script, &digests(&lines)["prefill_kv"], control);
+    repeats_are_compared(&f, &script, control, sdpa);
+}
+
+/// `exactness.sh OUT SPEC POLICIES CONTROL`'s lines (the test's closure).
+type Script<'a> = dyn Fn(&std::path::Path, &str, &str, &str) -> String + 'a;
+
+/// The probe's lines of `spec` under the streamed policy, no control, in the file NAME.
+fn probe_lines(f: &Fixture, script: &Script, name: &str, spec: &str) -> String {
+    script(&f.root.join(name), spec, "streamed", "0")
+}
+
+/// `exactness --from` over `text` written to the file NAME, with the exit code expected.
+fn render(f: &Fixture, name: &str, text: &str, code: i32) -> String {
+    let file = f.root.join(name);
+    std::fs::write(&file, text).unwrap();
+    f.xtask(&["exactness", "--from", file.to_str().unwrap()])
+        .code(code)
+        .stdout
+}
+
+fn line_digests(text: &str) -> Value {
+    let v: Value = serde_json::from_str(text.trim()).unwrap();
+    v["probe"]["decoder"]["digests"].clone()
+}
+
+const DECODER_ONLY: &str = "preset=small;layers=1;prompt=4;k_max=2;ops=0";
+
+/// taps=1: every op's output digested too (15 taps a layer, the final norm, the logits; in the
+/// prompt's forward and each decode step), the same in another process, the coarse digests
+/// (`kv`, of a run without taps) unchanged, each one other under another seed; one altered tap
+/// digest is placed at its op. Returns the index of the tap `0/sdpa`.
+fn tap_digests_are_compared(f: &Fixture, script: &Script, kv: &Value, control: &str) -> usize {
+    let tapped = format!("{DECODER_ONLY};taps=1");
+    let t1 = probe_lines(f, script, "t1.jsonl", &tapped);
+    let t2 = probe_lines(f, script, "t2.jsonl", &tapped);
+    let d = line_digests(&t1);
+    assert_eq!(d, line_digests(&t2));
     let names = d["taps"].as_array().unwrap();
     assert_eq!(names.len(), 17, "{d}");
     assert_eq!(d["prefill_taps"].as_array().unwrap().len(), 17);
     assert_eq!(d["decode_taps"].as_array().unwrap().len(), 2);
-    assert_eq!(d["prefill_kv"], digests(&lines)["prefill_kv"]);
-    // Another seed (other weights and tokens): every tap of every forward digests otherwise.
-    let reseeded = format!("{tapped};seed=1");
-    let o = digests(&script(
-        &f.root.join("t3.jsonl"),
-        &reseeded,
-        "streamed",
-        "0",
+    assert_eq!(&d["prefill_kv"], kv);
+    let o = line_digests(&probe_lines(
+        f,
+        script,
+        "t3.jsonl",
+        &format!("{tapped};seed=1"),
     ));
     let all = |v: &Value| -> Vec<Value> {
         let mut out = v["prefill_taps"].as_array().unwrap().clone();
@@ -492,61 +517,43 @@ fn the_bundle_script_builds_the_probe_and_its_lines_render() {
     let sdpa = names.iter().position(|n| n == "0/sdpa").unwrap();
     let mut altered: Value = serde_json::from_str(t2.trim()).unwrap();
     altered["probe"]["decoder"]["digests"]["prefill_taps"][sdpa] = json!("0000000000000000");
-    let pair = f.root.join("pair.jsonl");
-    std::fs::write(&pair, format!("{t1}{altered}\n{control}\n")).unwrap();
-    let out = f
-        .xtask(&["exactness", "--from", pair.to_str().unwrap()])
-        .code(1);
+    let out = render(f, "pair.jsonl", &format!("{t1}{altered}\n{control}\n"), 1);
     assert!(
-        out.stdout
-            .contains("(every op's digests and tokens): run 2")
-            && out
-                .stdout
-                .contains("first at the prompt's forward, layer 0's sdpa"),
-        "{}",
-        out.stdout
+        out.contains("(every op's digests and tokens): run 2")
+            && out.contains("first at the prompt's forward, layer 0's sdpa"),
+        "{out}"
     );
-    // repeat=2: the prompt's forward and decode step 1 run twice more in the process, each the
-    // same as the first here (the CPU); the control (repeat=1, a bit flipped) catches both of
-    // its repeats; an altered repeat digest is a finding named at its tap.
-    let again = script(
-        &f.root.join("again.jsonl"),
-        &format!("{decoder_only};repeat=2"),
-        "streamed",
-        "0",
+    sdpa
+}
+
+/// repeat=2: the prompt's forward and decode step 1 run twice more in the process, each the same
+/// as the first here (the CPU); the control (repeat=1, a bit flipped) catches both of its
+/// repeats; an altered repeat digest (of the tap `tap`) is a finding named at its tap.
+fn repeats_are_compared(f: &Fixture, script: &Script, control: &str, tap: usize) {
+    let again = probe_lines(
+        f,
+        script,
+        "again.jsonl",
+        &format!("{DECODER_ONLY};repeat=2"),
     );
-    let d = digests(&again);
-    assert_eq!(
-        d["prefill_repeats"],
-        json!([d["prefill_taps"], d["prefill_taps"]])
-    );
-    assert_eq!(
-        d["decode_repeats"],
-        json!([d["decode_taps"][0], d["decode_taps"][0]])
-    );
-    let rerun = f.root.join("rerun.jsonl");
-    std::fs::write(&rerun, format!("{again}{control}\n")).unwrap();
-    let out = f
-        .xtask(&["exactness", "--from", rerun.to_str().unwrap()])
-        .code(0);
+    let d = line_digests(&again);
+    let twice = |v: &Value| json!([v, v]);
+    assert_eq!(d["prefill_repeats"], twice(&d["prefill_taps"]));
+    assert_eq!(d["decode_repeats"], twice(&d["decode_taps"][0]));
+    let out = render(f, "rerun.jsonl", &format!("{again}{control}\n"), 0);
     assert!(
-        out.stdout.contains("rerun.jsonl:1), 2 repeats: identical")
-            && out.stdout.contains(", 2 of 2 repeated forwards"),
-        "{}",
-        out.stdout
+        out.contains("rerun.jsonl:1), 2 repeats: identical")
+            && out.contains(", 2 of 2 repeated forwards"),
+        "{out}"
     );
     let mut altered: Value = serde_json::from_str(again.trim()).unwrap();
-    altered["probe"]["decoder"]["digests"]["prefill_repeats"][1][sdpa] = json!("0");
-    std::fs::write(&rerun, format!("{altered}\n{control}\n")).unwrap();
-    let out = f
-        .xtask(&["exactness", "--from", rerun.to_str().unwrap()])
-        .code(1);
+    altered["probe"]["decoder"]["digests"]["prefill_repeats"][1][tap] = json!("0");
+    let out = render(f, "rerun.jsonl", &format!("{altered}\n{control}\n"), 1);
     assert!(
-        out.stdout.contains(
+        out.contains(
             "the prompt's forward run again in the same process (repeat 2 of 2) differs from its first at layer 0's sdpa"
         ),
-        "{}",
-        out.stdout
+        "{out}"
     );
 }
 
