@@ -72,6 +72,15 @@ pub struct ExactnessArgs {
     /// Only the decoder
     #[arg(long)]
     pub decoder_only: bool,
+    /// The decoder's digests of every op's output (the prompt's forward and each decode step):
+    /// runs of one configuration read together (`--from`) are then compared to the op
+    #[arg(long, conflicts_with = "ops_only")]
+    pub taps: bool,
+    /// The prompt's forward and decode step 1 run N more times in the probe's process, every op's
+    /// output compared with the first (a kernel whose bits follow timing shows as a finding)
+    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with = "ops_only",
+          value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub repeat: u32,
     /// The decoder's weights and shapes from an MLX-format model folder (config.json +
     /// safetensors, as mlx-lm writes them) instead of the seeded preset: a fail-closed gate
     #[arg(long, value_name = "DIR", conflicts_with_all = ["preset", "ops_only"])]
@@ -124,7 +133,7 @@ impl ExactnessArgs {
         };
         let kv: Vec<String> = self.kv.iter().map(u32::to_string).collect();
         format!(
-            "preset={preset};prompt={};k_max={};t_max={};seeds={};kv_lens={};dtype={dtype};dense_head={};ops={};decoder={}",
+            "preset={preset};prompt={};k_max={};t_max={};seeds={};kv_lens={};dtype={dtype};dense_head={};ops={};decoder={};taps={};repeat={}",
             self.prompt,
             self.k_max,
             self.t_max,
@@ -133,6 +142,8 @@ impl ExactnessArgs {
             u8::from(self.dense_head),
             u8::from(!self.decoder_only),
             u8::from(!self.ops_only),
+            u8::from(self.taps),
+            self.repeat,
         )
     }
 
@@ -286,8 +297,16 @@ mod tests {
         let a = Cli::parse_from(["x", "--preset", "7b", "--kv", "64,16384", "--ops-only"]).args;
         assert_eq!(
             a.spec().unwrap(),
-            "preset=7b;prompt=40;k_max=16;t_max=32;seeds=2;kv_lens=64,16384;dtype=bf16;dense_head=0;ops=1;decoder=0"
+            "preset=7b;prompt=40;k_max=16;t_max=32;seeds=2;kv_lens=64,16384;dtype=bf16;dense_head=0;ops=1;decoder=0;taps=0;repeat=0"
         );
+        let a = Cli::parse_from(["x", "--decoder-only", "--taps", "--repeat", "3"]).args;
+        assert!(
+            a.spec()
+                .unwrap()
+                .ends_with(";ops=0;decoder=1;taps=1;repeat=3")
+        );
+        assert!(Cli::try_parse_from(["x", "--ops-only", "--repeat", "2"]).is_err());
+        assert!(Cli::try_parse_from(["x", "--repeat", "65"]).is_err());
         assert_eq!(a.policies(), ["streamed", "upstream"]);
         assert!(Cli::try_parse_from(["x", "--k-max", "1"]).is_err());
         assert!(Cli::try_parse_from(["x", "--ops-only", "--decoder-only"]).is_err());
