@@ -96,10 +96,7 @@ fn compare(runs: &[Run], members: &[usize]) -> Repeat {
         runs: members.iter().map(|i| i + 1).collect(),
         sources: members.iter().map(|&i| runs[i].source.clone()).collect(),
         digests: members.iter().all(|&i| decoder(&runs[i]).digests.is_some()),
-        taps: members.iter().all(|&i| {
-            let d = decoder(&runs[i]).digests.as_ref();
-            d.is_some_and(|d| d.taps.is_some())
-        }),
+        taps: members.iter().all(|&i| runs[i].tap_digests().is_some()),
         differ,
     }
 }
@@ -247,12 +244,7 @@ pub fn in_process(runs: &[Run]) -> (Vec<InProcess>, Vec<Finding>) {
     let mut out = Vec::new();
     let mut findings = Vec::new();
     for (i, run) in runs.iter().enumerate() {
-        let taps = run
-            .probe
-            .decoder
-            .as_ref()
-            .and_then(|d| d.digests.as_ref()?.taps.as_ref());
-        let Some(t) = taps.filter(|t| !t.prefill_repeats.is_empty()) else {
+        let Some(t) = run.tap_digests().filter(|t| !t.prefill_repeats.is_empty()) else {
             continue;
         };
         let r = InProcess {

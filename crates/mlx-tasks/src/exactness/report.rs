@@ -232,6 +232,12 @@ pub struct Run {
 }
 
 impl Run {
+    /// The decoder's tap digests (`taps=1` or `repeat=N`), where it has them.
+    pub fn tap_digests(&self) -> Option<&TapDigests> {
+        let d = self.probe.decoder.as_ref()?;
+        d.digests.as_ref()?.taps.as_ref()
+    }
+
     /// The policy, and the non-default kernel settings the run had (`streamed, cudnn sdpa off`).
     pub fn label(&self) -> String {
         match self.env.get("MLX_CUDA_USE_CUDNN_SDPA").map(String::as_str) {
@@ -390,12 +396,7 @@ impl Control {
 
 /// (repeated forwards that have a first to compare with, those that differ from it).
 fn control_repeats(run: &Run) -> (usize, usize) {
-    let taps = run
-        .probe
-        .decoder
-        .as_ref()
-        .and_then(|d| d.digests.as_ref()?.taps.as_ref());
-    taps.map_or((0, 0), |t| {
+    run.tap_digests().map_or((0, 0), |t| {
         let decode = if t.decode_taps.is_empty() {
             0
         } else {
