@@ -12,7 +12,8 @@
 #                                  ptx-cache.tar.xz.0, .1... once kept: pieces of 15 MiB, at
 #                                  most 16 come back; env.txt)
 #   h200-pipeline.sh run CARRY     the steps, in order, each skipped once done (state in
-#                                  /tmp/run/steps): env, blas, build, probe, sdpa (in the
+#                                  /tmp/run/steps): env, blas, build (Ninja's log and its
+#                                  longest units, ninja_times.py, in res/), probe, sdpa (in the
 #                                  background of the suites), suite streamed:gpu, suite
 #                                  upstream:gpu (whole suite), the timeouts and failures of both
 #                                  again on the cache they filled (retry), streamed:cpu beside
@@ -149,6 +150,9 @@ if ! step build; then
   PYTHON_BINDINGS=$py JOBS=$(nproc) bash $B/cuda/bundle/build.sh > $R/build.log 2>&1 \
     || { tail -40 $R/build.log; say "build failed"; exit 1; }
   grep -E "Lapack|Blas" $R/build.log | head -4
+  # Where the build's time went (the longest units, the last to end): Ninja's log kept beside.
+  cp $B/build/.ninja_log $R/ninja-log.txt 2>/dev/null \
+    && python3 $M/ninja_times.py $R/ninja-log.txt 12 | tee $R/ninja-times.txt
   done_step build
   say "build done"
 fi

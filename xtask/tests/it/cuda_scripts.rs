@@ -3,8 +3,9 @@
 //! failing subtests against the control's), `cuda/bench/collect.py` (a run's results JSON),
 //! `cuda/bench/marlin_bench.cu`'s shapes against `peers.py`'s, `cuda/machine/gpu-session.sh`'s
 //! unpack without its bundle and its `invariant` phase's benchmark modes (a stand-in harness),
-//! `cuda/harness/build.sh` with a stand-in nvcc, `cuda/harness/sass_mix.py` on a small dump, and
-//! `cuda/bench/raw_jsonl.py` (a call's raw records behind its machine's line).
+//! `cuda/harness/build.sh` with a stand-in nvcc, `cuda/harness/sass_mix.py` on a small dump,
+//! `cuda/bench/raw_jsonl.py` (a call's raw records behind its machine's line) and
+//! `cuda/machine/ninja_times.py` (where a build's time went).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -2064,4 +2065,55 @@ fn harness_build_builds_one_target_alone_when_asked() {
         assert!(l.ends_with(&format!("/{unit}")), "{l}");
         assert!(l.contains(&format!("/{target} ")), "{l}");
     }
+}
+
+/// cuda/machine/ninja_times.py: a build resumed in a second command is two runs, each with its
+/// wall time, its longest edges and the one that ended last; an edge's several outputs count
+/// once; a file that is not Ninja's log, or a line that is not an edge, is exit 2 naming its line.
+#[test]
+fn ninja_times_splits_resumed_runs_and_names_the_last_unit() {
+    let f = Fixture::new(&[("a", "a\n")]);
+    let log = f.t().join("ninja_log");
+    let lines = [
+        "# ninja log v5",
+        "0\t1000\t0\ta.o\th1",
+        "5\t2000\t0\tb.o\th2",
+        // Logged a little before a line that ended later: the same run.
+        "0\t300000\t0\tqmv.cu.o\th3",
+        "0\t300000\t0\tqmv.cu.d\th3",
+        "2000\t299500\t0\tc.o\th4",
+        // The resumed build: its times start again.
+        "0\t500\t0\td.o\th5",
+        "10\t40000\t0\te.o\th6",
+    ];
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let script = workspace().join("cuda/machine/ninja_times.py");
+    let run = |args: &[&str]| {
+        let mut c = Command::new("python3");
+        f.out(c.arg(&script).arg(&log).args(args).output().unwrap())
+    };
+    let out = run(&["2"]).code(0);
+    let s = &out.stdout;
+    assert!(
+        s.contains("ninja run 1 of 2: 4 edges, 300.0 s wall, 600.5 s of edges (2.0 busy"),
+        "{}",
+        out.snapshot()
+    );
+    assert!(s.contains("  300.0 s  qmv.cu.o  (ended at 300.0 s)"), "{s}");
+    assert!(s.contains("  297.5 s  c.o"), "{s}");
+    assert!(!s.contains("b.o"), "two longest only: {s}");
+    assert!(s.contains("last to end: qmv.cu.o (300.0 s, from 0.0 s)"), "{s}");
+    assert!(s.contains("ninja run 2 of 2: 2 edges, 40.0 s wall"), "{s}");
+    assert!(s.contains("last to end: e.o (40.0 s, from 0.0 s)"), "{s}");
+
+    for (text, says) in [
+        ("0\t1\t0\ta.o\th\n", ":1: not a Ninja log"),
+        ("# ninja log v5\n0\t1\t0\ta.o\th\nx\t1\t0\tb.o\th\n", ":3: expected"),
+    ] {
+        std::fs::write(&log, text).unwrap();
+        let failed = run(&[]).code(2);
+        assert!(failed.stderr.contains(says), "{says}: {}", failed.snapshot());
+    }
+    let usage = run(&["many"]).code(2);
+    assert!(usage.stderr.contains("usage"), "{}", usage.snapshot());
 }
