@@ -2102,17 +2102,27 @@ fn ninja_times_splits_resumed_runs_and_names_the_last_unit() {
     assert!(s.contains("  300.0 s  qmv.cu.o  (ended at 300.0 s)"), "{s}");
     assert!(s.contains("  297.5 s  c.o"), "{s}");
     assert!(!s.contains("b.o"), "two longest only: {s}");
-    assert!(s.contains("last to end: qmv.cu.o (300.0 s, from 0.0 s)"), "{s}");
+    assert!(
+        s.contains("last to end: qmv.cu.o (300.0 s, from 0.0 s)"),
+        "{s}"
+    );
     assert!(s.contains("ninja run 2 of 2: 2 edges, 40.0 s wall"), "{s}");
     assert!(s.contains("last to end: e.o (40.0 s, from 0.0 s)"), "{s}");
 
     for (text, says) in [
         ("0\t1\t0\ta.o\th\n", ":1: not a Ninja log"),
-        ("# ninja log v5\n0\t1\t0\ta.o\th\nx\t1\t0\tb.o\th\n", ":3: expected"),
+        (
+            "# ninja log v5\n0\t1\t0\ta.o\th\nx\t1\t0\tb.o\th\n",
+            ":3: expected",
+        ),
     ] {
         std::fs::write(&log, text).unwrap();
         let failed = run(&[]).code(2);
-        assert!(failed.stderr.contains(says), "{says}: {}", failed.snapshot());
+        assert!(
+            failed.stderr.contains(says),
+            "{says}: {}",
+            failed.snapshot()
+        );
     }
     let usage = run(&["many"]).code(2);
     assert!(usage.stderr.contains("usage"), "{}", usage.snapshot());
