@@ -153,6 +153,10 @@ if ! step build; then
   # Where the build's time went (the longest units, the last to end): Ninja's log kept beside.
   cp $B/build/.ninja_log $R/ninja-log.txt 2>/dev/null \
     && python3 $M/ninja_times.py $R/ninja-log.txt 12 | tee $R/ninja-times.txt
+  # Whether the built install could travel back and be carried in (64 MiB a call, the bundle and
+  # debs/ included) instead of building again: its size, and xz's in the background.
+  du -sb $B/install $B/install/lib/* 2>/dev/null | tee $R/install-bytes.txt
+  (tar -cf - -C $B install | xz -T4 -1 | wc -c > $R/install-xz-bytes.txt) 2>/dev/null &
   done_step build
   say "build done"
 fi
