@@ -37,7 +37,7 @@
 #   PROBE_RESERVE: the seconds gpu-session.sh leaves to the probe, default 240; QMV_LIB=0: the
 #   probe's runs alone, no gpu-session.sh; QMV_LIB=after: the probe's runs first, then
 #   gpu-session.sh with what is left but LIB_RESERVE seconds (default 20, for `wait` to pack);
-#   QMV_RUNS: which of the probe's runs, in that order);
+#   QMV_RUNS: which of the probe's runs, in that order, or none; unset or empty: all);
 #   PIPELINE_DIR: the state folder (default /tmp/run)
 # The GPU idles while MLX builds (about 600 s; 813 s on the H200 of session 41): a gpu-session.sh
 # phase that needs no MLX build (wgmma, invariant, sdpa) may run in the foreground of the call
@@ -55,10 +55,15 @@ R=$W/res
 # 2, before anything is written.
 qmv_runs="inv-7b-40 nopdl-7b-40 pdl-7b-40 hosttok-7b-40 nographs-7b-40 launcher-7b-40 inv-7b-1024 ctl-7b-1024 both-7b-1024 rep-7b-1024 rep-nocudnn-7b-1024 sdpa-ops sdpa-suite"
 for r in ${QMV_RUNS:-}; do
-  case " $qmv_runs " in *" $r "*) ;; *)
-    echo "h200-pipeline.sh: QMV_RUNS names no run '$r' (the runs: $qmv_runs)" >&2; exit 2 ;;
+  case " $qmv_runs none " in *" $r "*) ;; *)
+    echo "h200-pipeline.sh: QMV_RUNS names no run '$r' (the runs: $qmv_runs; or none)" >&2; exit 2 ;;
   esac
 done
+# QMV_RUNS=none: no probe run (the library's alone, where QMV_LIB runs it); unset or empty: all.
+case " $(echo ${QMV_RUNS:-}) " in *" none "*)
+  [ "$(echo $QMV_RUNS)" = none ] || {
+    echo "h200-pipeline.sh: QMV_RUNS=none stands alone, not with other runs ('$QMV_RUNS')" >&2; exit 2; } ;;
+esac
 case ${QMV_LIB:-1} in 0|1|after) ;; *)
   echo "h200-pipeline.sh: QMV_LIB is 1 (the library's runs, then the probe's), after (the probe's, then the library's) or 0 (the probe's alone), not '$QMV_LIB'" >&2; exit 2 ;;
 esac
@@ -461,6 +466,7 @@ if [ "${QMV:-0}" = 1 ]; then
       sdpa-ops) exactness $r 'preset=small;decoder=0;only=sdpa_causal;kv_lens=64,512,1020,4096' \
         POLICIES="invariant streamed" CONTROL=0 ;;
       sdpa-suite) sdpa_suite ;;
+      none) ;;
       *) say "QMV_RUNS: no run $r ($qmv_runs)" ;;
     esac
   done

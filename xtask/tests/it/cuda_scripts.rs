@@ -289,8 +289,9 @@ fn test_python_refuses_an_unknown_policy_and_a_bad_shard_count() {
     refused("upstream", "x", "TEST_SHARDS: a count of processes, not x");
 }
 
-/// h200-pipeline.sh refuses a QMV_RUNS naming a run it does not have, and a QMV_LIB it does not
-/// know, with exit 2 and the value, before it writes its state folder; known values pass.
+/// h200-pipeline.sh refuses a QMV_RUNS naming a run it does not have, `none` beside a run, and a
+/// QMV_LIB it does not know, with exit 2 and the value, before it writes its state folder; known
+/// values pass, `none` alone too.
 #[test]
 fn pipeline_refuses_an_unknown_probe_run() {
     let f = Fixture::new(&[("a", "a\n")]);
@@ -317,13 +318,16 @@ fn pipeline_refuses_an_unknown_probe_run() {
         "QMV_RUNS names no run 'pdl-7b-4O'",
     );
     refused("pdl-7b-40", "before", "not 'before'");
+    refused("none pdl-7b-40", "1", "QMV_RUNS=none stands alone");
     // Known values get past it to the usage message (exit 2 for the unknown command).
-    for lib in ["0", "1", "after"] {
-        let out = run(
-            "hosttok-7b-40 pdl-7b-40 both-7b-1024 rep-7b-1024 rep-nocudnn-7b-1024 sdpa-ops",
-            lib,
-        )
-        .code(2);
+    let known = "hosttok-7b-40 pdl-7b-40 both-7b-1024 rep-7b-1024 rep-nocudnn-7b-1024 sdpa-ops";
+    for (runs, lib) in [
+        (known, "0"),
+        (known, "1"),
+        (known, "after"),
+        (" none ", "1"),
+    ] {
+        let out = run(runs, lib).code(2);
         assert!(
             out.stderr.contains("usage: h200-pipeline.sh"),
             "{}",
