@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""Where a build's time went, from Ninja's log (`BUILD/.ninja_log`, format v5 or v6).
+"""Where a build's time went, from Ninja's log (`BUILD/.ninja_log`).
 
     ninja_times.py LOG [TOP]
 
-Ninja appends one line per edge it finished, `start_ms end_ms mtime output hash`, in the order
-they finished, with times from the start of its own invocation. A build resumed in a later
-command (a call cut at its limit) is a second invocation: its times start again from zero, so a
-line that ends more than a second before the line above it starts a new run (a log Ninja has
-recompacted is out of order and reads as many runs). Per run, this prints its wall time
-(the last end), the edge time summed (and so the cores busy on average), the TOP longest edges
-(default 8) with when each ended, and the edge that ended last. An edge with several outputs
-(one line each, same times and command hash) counts once. Exit 2 on a file that is not a Ninja log, naming its
-line.
+Ninja appends one line per edge it finished, `start_ms end_ms mtime output hash` (tab-separated,
+after a `# ninja log vN` header), in the order they finished, with times from the start of its
+own invocation. A build resumed in a later command (a call cut at its limit) is a second
+invocation: its times start again from zero, so a line that ends more than a second before the
+line above it starts a new run (a log Ninja has recompacted is out of order and reads as many
+runs). Per run, this prints its wall time (the last end), the edge time summed (and so the cores
+busy on average), the TOP longest edges (default 8) with when each ended, and the edge that
+ended last. An edge with several outputs (one line each, same times and command hash) counts
+once. Exit 2 on a file that is not a Ninja log, naming its line.
 """
 import sys
 

@@ -2082,9 +2082,10 @@ fn ninja_times_splits_resumed_runs_and_names_the_last_unit() {
         "# ninja log v5",
         "0\t1000\t0\ta.o\th1",
         "5\t2000\t0\tb.o\th2",
-        // Logged a little before a line that ended later: the same run.
+        // One edge, two outputs: counted once.
         "0\t300000\t0\tqmv.cu.o\th3",
         "0\t300000\t0\tqmv.cu.d\th3",
+        // Ended a little before the line above: logged out of order, the same run.
         "2000\t299500\t0\tc.o\th4",
         // The resumed build: its times start again.
         "0\t500\t0\td.o\th5",
